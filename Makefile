@@ -1,0 +1,43 @@
+# tritonwatch — the two commands a fresh machine needs: `make demo` and `make test`.
+# Both create .venv when missing and install the pinned versions (constraints.txt)
+# through scripts/install-python.sh, the same script the Dockerfile runs.
+
+VENV ?= .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+SOURCES := src tests benchmarks
+
+.PHONY: all demo test lint typecheck unit debian-packages lock clean
+
+all: test
+
+$(INSTALLED): pyproject.toml constraints.txt scripts/install-python.sh
+	scripts/install-python.sh $(VENV) dev editable
+	touch $@
+
+debian-packages:
+	scripts/ensure-debian-packages.sh
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check $(SOURCES)
+	$(BIN)/ruff format --check $(SOURCES)
+	$(BIN)/hadolint Dockerfile
+
+typecheck: $(INSTALLED)
+	$(BIN)/mypy src
+
+unit: $(INSTALLED) debian-packages
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+demo: $(INSTALLED)
+	$(BIN)/tritonwatch run --config examples/demo.yaml --log-format console
+
+# Re-pin constraints.txt to what the current venv has (after a deliberate upgrade).
+lock: $(INSTALLED)
+	{ echo "# Versions the test suite last passed with; scripts/install-python.sh pins them."; \
+	  $(BIN)/pip freeze --exclude-editable | grep -v '^-e '; } > constraints.txt
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

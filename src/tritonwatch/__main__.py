@@ -1,0 +1,7 @@
+"""``python -m tritonwatch`` runs the command line."""
+
+import sys
+
+from tritonwatch.cli import main
+
+sys.exit(main())

@@ -1,0 +1,157 @@
+"""The ``tritonwatch`` command line: run, check-config (and the commands later issues add).
+
+Every flag also reads a ``TRITONWATCH_…`` environment variable (see
+:mod:`tritonwatch.cli_flags`). Config problems print the same lines everywhere and
+exit with status 2, never with a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from tritonwatch import __version__
+from tritonwatch.cli_flags import add_flag
+from tritonwatch.config import Config, ConfigError, load_config
+from tritonwatch.daemon import Daemon
+from tritonwatch.logs import configure_logging, get_logger
+
+EXIT_OK = 0
+EXIT_CONFIG_ERROR = 2
+SHUTDOWN_BUDGET_SECONDS = 4.0
+"""SIGTERM must end the process within 5 s; this leaves a second of margin."""
+
+Command = Literal["stop", "reload"]
+
+
+def _summary(source: str, config: Config) -> str:
+    models = sum(len(target.models) for target in config.targets)
+    slos = 2 * models  # every model has a latency and an availability SLO
+
+    def plural(count: int, noun: str) -> str:
+        return f"{count} {noun}{'' if count == 1 else 's'}"
+
+    return (
+        f"ok: {source}: {plural(len(config.targets), 'target')}, "
+        f"{plural(models, 'model')}, {plural(slos, 'SLO')}"
+    )
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    if not args.file:
+        print("check-config: give a FILE or set --config / TRITONWATCH_CONFIG", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    try:
+        config = load_config(args.file)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    print(_summary(args.file, config))
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_format, args.log_level)
+    log = get_logger("cli")
+    try:
+        config = load_config(args.config)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+
+    commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+    # SimpleQueue.put is reentrant, so signal handlers may call it (the handlers
+    # only enqueue; the main loop below does the work).
+    signal.signal(signal.SIGTERM, lambda *_: commands.put("stop"))
+    signal.signal(signal.SIGINT, lambda *_: commands.put("stop"))
+    signal.signal(signal.SIGHUP, lambda *_: commands.put("reload"))
+
+    daemon = Daemon(Path(args.config), config, listen_override=args.listen)
+    try:
+        daemon.start()
+    except OSError as error:
+        log.error("start_failed", error=str(error))
+        daemon.stop()
+        return 1
+    while (command := commands.get()) != "stop":
+        if command == "reload":
+            daemon.reload()
+    deadline = time.monotonic() + SHUTDOWN_BUDGET_SECONDS
+    daemon.stop()
+    _exit_within(deadline, log)
+    return EXIT_OK
+
+
+def _exit_within(deadline: float, log: object) -> None:
+    """Waits for worker threads until ``deadline``, then exits regardless.
+
+    A probe stuck on a hanging server holds a worker thread until its own timeout;
+    the interpreter would join it at exit. The exit is bounded instead.
+    """
+    for thread in threading.enumerate():
+        if thread is threading.main_thread() or thread.daemon:
+            continue
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    stragglers = [t.name for t in threading.enumerate() if t.is_alive() and not t.daemon]
+    if len(stragglers) > 1:  # the main thread is always there
+        get_logger("cli").warning("exit_abandons_threads", threads=stragglers[1:])
+        sys.stdout.flush()
+        os._exit(EXIT_OK)
+
+
+def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentParser:
+    """The full command-line parser; ``environ`` replaces ``os.environ`` for flag defaults."""
+    parser = argparse.ArgumentParser(
+        prog="tritonwatch",
+        description="Keeps Triton Inference Server deployments inside their latency budget.",
+    )
+    parser.add_argument("--version", action="version", version=f"tritonwatch {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run the daemon")
+    add_flag(run, "--config", environ=environ, required=True, help="config file (YAML)")
+    add_flag(run, "--listen", environ=environ, help="exporter address, overrides exporter.listen")
+    add_flag(
+        run,
+        "--log-format",
+        environ=environ,
+        choices=["auto", "json", "console"],
+        default="auto",
+        help="log format; auto = console on a terminal, JSON lines otherwise",
+    )
+    add_flag(
+        run,
+        "--log-level",
+        environ=environ,
+        choices=["debug", "info", "warning", "error"],
+        default="info",
+        help="lowest level logged",
+    )
+    run.set_defaults(handler=_run)
+
+    check = commands.add_parser("check-config", help="validate a config file and exit")
+    check.add_argument("file", nargs="?", help="config file (default: --config)")
+    add_flag(check, "--config", environ=environ, dest="config_flag", help="config file (YAML)")
+    check.set_defaults(handler=_check_config)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tritonwatch`` console script."""
+    args = build_parser().parse_args(argv)
+    if args.command == "check-config":
+        args.file = args.file or args.config_flag
+    status: int = args.handler(args)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

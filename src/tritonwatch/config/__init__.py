@@ -1,0 +1,25 @@
+"""Configuration: the YAML schema, friendly units and error messages, and the loader."""
+
+from tritonwatch.config.errors import ConfigError, Problem
+from tritonwatch.config.loader import load_config, parse_config
+from tritonwatch.config.schema import (
+    CanaryConfig,
+    Config,
+    SLOConfig,
+    TargetConfig,
+    WatchedModel,
+    merge_overrides,
+)
+
+__all__ = [
+    "CanaryConfig",
+    "Config",
+    "ConfigError",
+    "Problem",
+    "SLOConfig",
+    "TargetConfig",
+    "WatchedModel",
+    "load_config",
+    "merge_overrides",
+    "parse_config",
+]

@@ -1,0 +1,91 @@
+"""Checks that span several fields: impossible combinations and duplicate names.
+
+Single-field rules live with the field types; these run after the schema accepted
+the file, so they can rely on every value being well-formed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from tritonwatch.config.errors import Problem
+from tritonwatch.config.schema import Config
+from tritonwatch.config.units import format_duration
+from tritonwatch.listen import ListenAddressError, parse_listen_address
+
+Check = Callable[[Config], Iterator[Problem]]
+
+
+def _scrape_timeout_below_interval(config: Config) -> Iterator[Problem]:
+    scrape = config.scrape
+    if scrape.timeout >= scrape.interval:
+        yield Problem(
+            "scrape.timeout",
+            f"must be shorter than scrape.interval ({format_duration(scrape.interval)})",
+            format_duration(scrape.timeout),
+        )
+
+
+def _unique_names(config: Config) -> Iterator[Problem]:
+    first_target: dict[str, int] = {}
+    for t, target in enumerate(config.targets):
+        if target.name in first_target:
+            yield Problem(
+                f"targets[{t}].name",
+                f"duplicate target name (also targets[{first_target[target.name]}])",
+                target.name,
+            )
+        first_target.setdefault(target.name, t)
+        first_model: dict[tuple[str, str], int] = {}
+        for m, model in enumerate(target.models):
+            key = (model.name, model.version)
+            if key in first_model:
+                yield Problem(
+                    f"targets[{t}].models[{m}].name",
+                    f"duplicate model (also targets[{t}].models[{first_model[key]}])",
+                    model.name,
+                )
+            first_model.setdefault(key, m)
+
+
+def _exporter_listen_and_tls(config: Config) -> Iterator[Problem]:
+    exporter = config.exporter
+    try:
+        parse_listen_address(exporter.listen)
+    except ListenAddressError as error:
+        yield Problem("exporter.listen", str(error), exporter.listen)
+    if (exporter.tls_cert_file is None) != (exporter.tls_key_file is None):
+        missing = "tls_key_file" if exporter.tls_key_file is None else "tls_cert_file"
+        given = "tls_cert_file" if missing == "tls_key_file" else "tls_key_file"
+        yield Problem(f"exporter.{missing}", f"is required when exporter.{given} is set")
+
+
+def _latency_threshold_observable(config: Config) -> Iterator[Problem]:
+    """The canary gives up on a request at its timeout, so it can never observe a
+    latency SLO threshold at or beyond that timeout."""
+    for t, target in enumerate(config.targets):
+        for m, model in enumerate(target.models):
+            threshold = config.slo_for(model).latency.threshold
+            timeout = config.canary_for(target, model).timeout
+            if threshold >= timeout:
+                path = f"targets[{t}].models[{m}].slo" if model.slo else "slo"
+                yield Problem(
+                    f"{path}.latency.threshold",
+                    f"must be shorter than the canary timeout ({format_duration(timeout)})",
+                    format_duration(threshold),
+                )
+                if model.slo is None:
+                    return  # one message for the global default, not one per model
+
+
+CHECKS: tuple[Check, ...] = (
+    _scrape_timeout_below_interval,
+    _unique_names,
+    _exporter_listen_and_tls,
+    _latency_threshold_observable,
+)
+
+
+def cross_field_problems(config: Config) -> list[Problem]:
+    """Every problem the cross-field checks find, in a stable order."""
+    return [problem for check in CHECKS for problem in check(config)]

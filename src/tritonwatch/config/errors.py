@@ -1,0 +1,145 @@
+"""Config problems phrased for people: file, field path, message, offending value."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+Loc = tuple[int | str, ...]
+_MISSING = object()
+_MAX_VALUE_CHARS = 80
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One mistake in a config file."""
+
+    path: str
+    message: str
+    value: object = _MISSING
+
+    def render(self, source: str) -> str:
+        where = f"{source}: {self.path}" if self.path else source
+        if self.value is _MISSING:
+            return f"{where}: {self.message}"
+        return f"{where}: {self.message}, got: {format_value(self.value)}"
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; ``str()`` is one line per problem."""
+
+    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        super().__init__("\n".join(problem.render(source) for problem in self.problems))
+
+
+def format_value(value: object) -> str:
+    """Shows a value as the user wrote it in YAML, shortened if long."""
+    if isinstance(value, str):
+        text = repr(value)
+    else:
+        try:
+            text = json.dumps(value, default=str)
+        except (TypeError, ValueError):
+            text = repr(value)
+    if len(text) > _MAX_VALUE_CHARS:
+        text = text[: _MAX_VALUE_CHARS - 3] + "..."
+    return text
+
+
+def field_path(loc: Loc) -> str:
+    """``('targets', 0, 'models', 1, 'name')`` → ``targets[0].models[1].name``."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def problems_from_validation(error: ValidationError, schema: type[BaseModel]) -> list[Problem]:
+    """Turns pydantic's errors into :class:`Problem` s, one per field path."""
+    details = error.errors(include_url=False)
+    locations = [detail["loc"] for detail in details]
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for detail in details:
+        path = field_path(detail["loc"])
+        # A list with one bad entry is also reported as "too short" at the list
+        # itself; the deeper error is the one that helps, so only it is kept.
+        if path in seen or _has_deeper_error(detail["loc"], locations):
+            continue
+        seen.add(path)
+        problems.append(_problem(detail, path, schema))
+    return problems
+
+
+def _has_deeper_error(loc: Loc, locations: Sequence[Loc]) -> bool:
+    return any(len(other) > len(loc) and other[: len(loc)] == loc for other in locations)
+
+
+def _problem(detail: ErrorDetails, path: str, schema: type[BaseModel]) -> Problem:
+    kind = detail["type"]
+    if kind == "missing":
+        return Problem(path, "required field is missing")
+    if kind == "extra_forbidden":
+        return Problem(path, "unknown key" + _suggestion(detail["loc"], schema))
+    if kind == "too_short":
+        minimum = (detail.get("ctx") or {}).get("min_length", 1)
+        return Problem(path, f"must list at least {minimum} entry", detail["input"])
+    message = detail["msg"].replace("valid tuple", "valid list")
+    message = message.replace("valid dictionary", "mapping")
+    return Problem(path, message[0].lower() + message[1:], detail["input"])
+
+
+def _suggestion(loc: Loc, schema: type[BaseModel]) -> str:
+    allowed = _allowed_keys(loc, schema)
+    if not allowed:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return " (allowed: " + ", ".join(allowed) + ")"
+
+
+def _allowed_keys(loc: Loc, schema: type[BaseModel]) -> list[str]:
+    """Walks the schema along ``loc`` to list the keys valid next to the unknown one."""
+    model: type[BaseModel] | None = schema
+    expecting_dict_key = False
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if expecting_dict_key:
+            expecting_dict_key = False
+            continue
+        field = model.model_fields.get(part) if model else None
+        if field is None:
+            return []
+        model, expecting_dict_key = _model_inside(field.annotation)
+    return list(model.model_fields) if model else []
+
+
+def _model_inside(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """Finds the config section type in ``X | None``, ``tuple[X, ...]``, ``dict[str, X]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    origin = get_origin(annotation)
+    arguments = [a for a in get_args(annotation) if a is not type(None) and a is not Ellipsis]
+    if origin is dict and len(arguments) == 2:
+        inner, _ = _model_inside(arguments[1])
+        return inner, True
+    if origin in (tuple, list, Union, types.UnionType):
+        for argument in arguments:
+            inner, is_dict = _model_inside(argument)
+            if inner is not None:
+                return inner, is_dict
+    return None, False

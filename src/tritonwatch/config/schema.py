@@ -1,0 +1,218 @@
+"""The typed, frozen configuration (DESIGN §10).
+
+Every field has a default, so one target with one model is a complete config.
+Per-model ``slo`` and ``canary`` sections override the global ones field by field:
+only the fields a user actually wrote replace the global values (see
+:func:`merge_overrides`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, TypeVar
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tritonwatch.config.types import (
+    AutoBool,
+    Duration,
+    Name,
+    Objective,
+    PositiveInt,
+    Rate,
+    Ratio,
+    Secret,
+    url_with_scheme,
+)
+
+TRITON_HTTP_PORT = 8000
+TRITON_GRPC_PORT = 8001
+TRITON_METRICS_PORT = 8002
+DEFAULT_EXPORTER_LISTEN = "127.0.0.1:9849"
+
+Protocol = Literal["http", "grpc"]
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors, values never change."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LatencySLO(Section):
+    """A fraction ``objective`` of requests must finish faster than ``threshold``."""
+
+    threshold: Duration = 0.050
+    objective: Objective = 0.95
+
+
+class AvailabilitySLO(Section):
+    """A fraction ``objective`` of requests must succeed."""
+
+    objective: Objective = 0.999
+
+
+class SLOConfig(Section):
+    latency: LatencySLO = LatencySLO()
+    availability: AvailabilitySLO = AvailabilitySLO()
+    period: Duration = 28 * 86400.0
+
+
+class InputOverride(Section):
+    """What the canary cannot read from model metadata: the size of dynamic (-1) dims."""
+
+    shape: tuple[PositiveInt, ...] | None = None
+
+
+class CanaryConfig(Section):
+    enabled: bool = True
+    rate: Rate = 1.0
+    protocol: Protocol | None = None
+    """``None`` follows the scheme of the target's ``url``."""
+    timeout: Duration = 2.0
+    max_in_flight: PositiveInt = 8
+    inputs: dict[str, InputOverride] = Field(default_factory=dict)
+
+
+class WatchedModel(Section):
+    """A model on a target; ``slo`` and ``canary`` override the global sections."""
+
+    name: Name
+    version: str = ""
+    slo: SLOConfig | None = None
+    canary: CanaryConfig | None = None
+
+
+HttpUrl = Annotated[str, url_with_scheme(("http", "https"))]
+TritonUrl = Annotated[str, url_with_scheme(("http", "https", "grpc", "grpcs"))]
+GrpcUrl = Annotated[str, url_with_scheme(("grpc", "grpcs"))]
+
+
+class TargetConfig(Section):
+    """One Triton server. ``url`` is its HTTP or gRPC endpoint; the others default to
+    Triton's standard ports on the same host."""
+
+    name: Name
+    url: TritonUrl
+    http_url: HttpUrl | None = None
+    grpc_url: GrpcUrl | None = None
+    metrics_url: HttpUrl | None = None
+    models: tuple[WatchedModel, ...] = Field(min_length=1)
+
+    @property
+    def protocol(self) -> Protocol:
+        """The protocol ``url`` speaks."""
+        return "grpc" if self.url.lower().startswith("grpc") else "http"
+
+    def _same_host(self, scheme: str, port: int, path: str = "") -> str:
+        parts = urlsplit(self.url)
+        host = parts.hostname or "localhost"
+        if ":" in host:  # an IPv6 literal needs its brackets back
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{port}{path}"
+
+    @property
+    def effective_http_url(self) -> str:
+        if self.http_url:
+            return self.http_url
+        if self.protocol == "http":
+            return self.url
+        secure = self.url.lower().startswith("grpcs")
+        return self._same_host("https" if secure else "http", TRITON_HTTP_PORT)
+
+    @property
+    def effective_grpc_url(self) -> str:
+        if self.grpc_url:
+            return self.grpc_url
+        if self.protocol == "grpc":
+            return self.url
+        secure = self.url.lower().startswith("https")
+        return self._same_host("grpcs" if secure else "grpc", TRITON_GRPC_PORT)
+
+    @property
+    def effective_metrics_url(self) -> str:
+        if self.metrics_url:
+            return self.metrics_url
+        secure = self.url.lower().startswith(("https", "grpcs"))
+        return self._same_host("https" if secure else "http", TRITON_METRICS_PORT, "/metrics")
+
+
+class ScrapeConfig(Section):
+    interval: Duration = 15.0
+    timeout: Duration = 5.0
+
+
+class NvmlConfig(Section):
+    enabled: AutoBool = "auto"
+    interval: Duration = 5.0
+
+
+class AdvisorConfig(Section):
+    gpu_underuse_threshold: Ratio = 0.5
+    window: Duration = 600.0
+
+
+class BasicAuth(Section):
+    username: Name
+    password: Secret
+
+
+class AlertingConfig(Section):
+    alertmanager_url: HttpUrl | None = None
+    resend_interval: Duration = 60.0
+    webhook_url: Secret | None = None
+    bearer_token: Secret | None = None
+    basic_auth: BasicAuth | None = None
+
+
+class ExporterConfig(Section):
+    listen: str = DEFAULT_EXPORTER_LISTEN
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+
+
+class Config(Section):
+    """The whole configuration file."""
+
+    targets: tuple[TargetConfig, ...] = Field(min_length=1)
+    canary: CanaryConfig = CanaryConfig()
+    slo: SLOConfig = SLOConfig()
+    scrape: ScrapeConfig = ScrapeConfig()
+    nvml: NvmlConfig = NvmlConfig()
+    advisor: AdvisorConfig = AdvisorConfig()
+    alerting: AlertingConfig = AlertingConfig()
+    exporter: ExporterConfig = ExporterConfig()
+
+    def slo_for(self, model: WatchedModel) -> SLOConfig:
+        """The model's SLO: the global section with the model's own fields on top."""
+        return merge_overrides(self.slo, model.slo)
+
+    def canary_for(self, target: TargetConfig, model: WatchedModel) -> CanaryConfig:
+        """The model's canary settings, with the protocol resolved from the target's URL."""
+        merged = merge_overrides(self.canary, model.canary)
+        if merged.protocol is None:
+            merged = merged.model_copy(update={"protocol": target.protocol})
+        return merged
+
+
+SectionT = TypeVar("SectionT", bound=Section)
+
+
+def merge_overrides(base: SectionT, override: SectionT | None) -> SectionT:
+    """Returns ``base`` with the fields that ``override`` explicitly set, recursively.
+
+    ``model_fields_set`` holds only the keys the user wrote, so a model that sets
+    ``slo.latency.threshold`` keeps the global ``slo.latency.objective``.
+    """
+    if override is None:
+        return base
+    updates: dict[str, object] = {}
+    for field in override.model_fields_set:
+        value = getattr(override, field)
+        current = getattr(base, field)
+        if isinstance(value, Section) and isinstance(current, Section):
+            updates[field] = merge_overrides(current, value)
+        else:
+            updates[field] = value
+    return base.model_copy(update=updates)

@@ -1,0 +1,259 @@
+"""The one owner of every loop, server and client (STYLE: "one owner for every loop").
+
+:class:`Daemon` starts the exporter HTTP server and the APScheduler jobs, owns the
+probes' connections, swaps the config atomically on reload, and stops everything
+within a bounded time. Its run state moves starting → started → stopping → stopped.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from prometheus_client import CollectorRegistry
+from prometheus_client.process_collector import ProcessCollector
+
+from tritonwatch import __version__
+from tritonwatch.config import Config, ConfigError, TargetConfig, load_config
+from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
+from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
+from tritonwatch.listen import ListenAddress, parse_listen_address
+from tritonwatch.logs import REDACTOR, get_logger, secrets_of
+from tritonwatch.observations import ReadinessObservation
+from tritonwatch.probe.readiness import ReadinessProbe, readiness_probe_for
+from tritonwatch.readiness_board import ReadinessBoard
+from tritonwatch.schedule_health import JobLedger
+
+ProbeFactory = Callable[[TargetConfig, float], ReadinessProbe]
+_log = get_logger("daemon")
+SCHEDULER_THREADS = 8
+
+
+class RunState(StrEnum):
+    STARTING = "starting"
+    STARTED = "started"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+class Daemon:
+    """Runs tritonwatch for one config file.
+
+    Args:
+        config_path: the file to (re)load on SIGHUP.
+        config: the already-validated contents of ``config_path``.
+        listen_override: the ``--listen`` flag, which wins over ``exporter.listen``.
+        probe_factory: builds a target's readiness probe (tests inject their own).
+        clock: monotonic seconds; wall_clock: Unix seconds.
+    """
+
+    def __init__(
+        self,
+        config_path: Path,
+        config: Config,
+        *,
+        listen_override: str | None = None,
+        probe_factory: ProbeFactory = readiness_probe_for,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._config_path = config_path
+        self._config = config
+        self._listen_override = listen_override
+        self._probe_factory = probe_factory
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._lock = threading.RLock()
+        self._state = RunState.STOPPED
+        self._probes: dict[str, tuple[TargetConfig, float, ReadinessProbe]] = {}
+        self._board = ReadinessBoard()
+        self._ledger = JobLedger(clock)
+        self._last_reload_ok = True
+        self._last_reload_success = wall_clock()
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(SelfCollector(self._self_status))
+        self.registry.register(ProcessCollector(registry=None))
+        self._scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(SCHEDULER_THREADS)},
+            job_defaults={"coalesce": True, "max_instances": 1},
+            timezone=UTC,
+        )
+        self._server: ExporterServer | None = None
+        REDACTOR.set_secrets(secrets_of(config))
+
+    @property
+    def state(self) -> RunState:
+        return self._state
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def exporter_url(self) -> str:
+        """Where the exporter listens, once started."""
+        if self._server is None:
+            raise RuntimeError("the exporter is not started")
+        return f"{self._server.scheme}://{self._server.address}"
+
+    def _listen_address(self, config: Config) -> ListenAddress:
+        return parse_listen_address(self._listen_override or config.exporter.listen)
+
+    def start(self) -> None:
+        """Starts the exporter and the jobs; returns once both are running."""
+        self._state = RunState.STARTING
+        _log.info("starting", version=__version__, config=str(self._config_path))
+        exporter = self._config.exporter
+        self._server = ExporterServer(
+            self._listen_address(self._config),
+            exporter_app(self.registry, self.health),
+            exporter.tls_cert_file,
+            exporter.tls_key_file,
+        )
+        self._server.start()
+        _log.info("exporter_listening", url=self.exporter_url)
+        self._scheduler.start()
+        self._schedule(self._config)
+        self._state = RunState.STARTED
+        _log.info("started", targets=len(self._config.targets))
+
+    def reload(self) -> bool:
+        """Re-reads the config file; swaps to it only if it is entirely valid.
+
+        Returns:
+            True when the new config is in force; False when the old one stays.
+        """
+        try:
+            new_config = load_config(self._config_path)
+        except ConfigError as error:
+            with self._lock:
+                self._last_reload_ok = False
+            _log.error("config_reload_failed", error=str(error))
+            return False
+        if self._listen_address(new_config) != self._listen_address(self._config):
+            _log.warning("exporter_listen_change_needs_restart", listen=new_config.exporter.listen)
+        REDACTOR.set_secrets(secrets_of(new_config))
+        with self._lock:
+            self._config = new_config
+            self._last_reload_ok = True
+            self._last_reload_success = self._wall_clock()
+        if self._state == RunState.STARTED:
+            self._schedule(new_config)
+        _log.info("config_reloaded", targets=len(new_config.targets))
+        return True
+
+    def _schedule(self, config: Config) -> None:
+        """(Re)creates one readiness job per target, starts spread over the interval."""
+        interval = config.scrape.interval
+        names = [target.name for target in config.targets]
+        with self._lock:
+            self._scheduler.remove_all_jobs()
+            self._ledger.clear()
+            self._board.set_targets(names)
+            stale = dict(self._probes)
+            self._probes = {}
+            for target in config.targets:
+                kept = stale.get(target.name)
+                if kept and kept[0] == target and kept[1] == config.scrape.timeout:
+                    self._probes[target.name] = stale.pop(target.name)
+                else:
+                    probe = self._probe_factory(target, config.scrape.timeout)
+                    self._probes[target.name] = (target, config.scrape.timeout, probe)
+        for _, _, probe in stale.values():
+            probe.close()
+        now = datetime.now(UTC)
+        for index, name in enumerate(names):
+            # Cloudprober's startProbesWithJitter: spread first runs over the interval
+            # so that many targets never fire in the same instant.
+            offset = interval * index / len(names) + random.uniform(0, interval / 10)  # noqa: S311
+            job_id = f"readiness:{name}"
+            self._ledger.expect(job_id, interval, self._clock() + offset)
+            self._scheduler.add_job(
+                self._check_readiness,
+                IntervalTrigger(seconds=interval, timezone=UTC),
+                args=[name, job_id],
+                id=job_id,
+                next_run_time=now + timedelta(seconds=offset),
+                misfire_grace_time=max(1, int(interval)),
+            )
+
+    def _check_readiness(self, target: str, job_id: str) -> None:
+        with self._lock:
+            entry = self._probes.get(target)
+        if entry is None:
+            return
+        try:
+            observation = entry[2].check()
+        finally:
+            self._ledger.ran(job_id)
+        previous = self._board.record(observation)
+        if previous is None or previous.ready != observation.ready:
+            _readiness_log(observation)
+
+    def _self_status(self) -> SelfStatus:
+        with self._lock:
+            ok, success = self._last_reload_ok, self._last_reload_success
+        return SelfStatus(__version__, self._board.snapshot(), ok, success)
+
+    def health(self) -> HealthReport:
+        """Healthy when started and every job ran on schedule (``/health``)."""
+        if self._state != RunState.STARTED:
+            return HealthReport(
+                False, {"status": "unhealthy", "reason": f"daemon is {self._state}"}
+            )
+        late = self._ledger.late_jobs()
+        if late:
+            return HealthReport(
+                False,
+                {
+                    "status": "unhealthy",
+                    "reason": "jobs did not run on schedule",
+                    "late_jobs": [
+                        {
+                            "job": job.job_id,
+                            "seconds_since_last_run": round(job.seconds_since_last_run, 3),
+                            "interval_seconds": job.interval_seconds,
+                        }
+                        for job in late
+                    ],
+                },
+            )
+        return HealthReport(True, {"status": "healthy", "jobs": len(self._probes)})
+
+    def stop(self) -> None:
+        """Stops jobs, exporter and clients. Jobs in flight are not waited for: each
+        is bounded by its own timeout and the process may exit under them."""
+        if self._state == RunState.STOPPED:
+            return
+        self._state = RunState.STOPPING
+        _log.info("stopping")
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
+        if self._server is not None:
+            self._server.stop()
+        with self._lock:
+            probes, self._probes = self._probes, {}
+        for _, _, probe in probes.values():
+            probe.close()
+        self._state = RunState.STOPPED
+        _log.info("stopped")
+
+
+def _readiness_log(observation: ReadinessObservation) -> None:
+    if observation.ready:
+        _log.info("target_ready", target=observation.target)
+    else:
+        _log.warning(
+            "target_not_ready",
+            target=observation.target,
+            outcome=str(observation.outcome),
+            error=observation.error,
+        )

@@ -1,0 +1,1 @@
+"""Outputs: the Prometheus exporter (collectors and HTTP server) and, later, alerts and pages."""

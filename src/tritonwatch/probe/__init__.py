@@ -1,0 +1,1 @@
+"""Probes: the canary, the sweep runner and the readiness check (tritonclient and HTTP)."""

@@ -1,0 +1,120 @@
+"""Each file in invalid/ holds one mistake; the loader must name file, field and value exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tritonwatch.config import ConfigError, load_config, parse_config
+
+INVALID = Path(__file__).parent / "invalid"
+
+EXPECTED = {
+    "unknown_key.yaml": "scrpe: unknown key (did you mean 'scrape'?)",
+    "duration_not_a_duration.yaml": (
+        "scrape.interval: must be a duration like 500ms, 2s, 5m, 1h or 1h30m, got: 'fast'"
+    ),
+    "scrape_timeout_not_below_interval.yaml": (
+        "scrape.timeout: must be shorter than scrape.interval (10s), got: '10s'"
+    ),
+    "objective_above_one.yaml": (
+        "targets[0].models[1].slo.latency.objective: must be between 0 and 1, both excluded, "
+        "got: 1.5"
+    ),
+    "objective_exactly_one.yaml": (
+        "slo.availability.objective: must be between 0 and 1, both excluded, got: 1"
+    ),
+    "threshold_zero.yaml": "targets[0].models[1].slo.latency.threshold: must be positive, got: '0ms'",
+    "duplicate_target_name.yaml": (
+        "targets[1].name: duplicate target name (also targets[0]), got: 'prod'"
+    ),
+    "duplicate_model_name.yaml": (
+        "targets[0].models[2].name: duplicate model (also targets[0].models[0]), got: 'simple'"
+    ),
+    "url_bad_scheme.yaml": (
+        "targets[0].url: must be a URL starting with http://, https://, grpc:// or grpcs://, "
+        "got: 'tcp://127.0.0.1:8000'"
+    ),
+    "rate_not_a_rate.yaml": "canary.rate: must be a rate like 2/s, 30/m or 100/h, got: '2 per second'",
+    "models_missing.yaml": "targets[0].models: required field is missing",
+    "targets_empty.yaml": "targets: must list at least 1 entry, got: []",
+    "max_in_flight_not_an_integer.yaml": (
+        "canary.max_in_flight: input should be a valid integer, unable to parse string as an "
+        "integer, got: 'many'"
+    ),
+    "protocol_unknown.yaml": (
+        "targets[0].models[0].canary.protocol: input should be 'http' or 'grpc', got: 'rest'"
+    ),
+    "yaml_duplicate_key.yaml": "line 2, column 1: invalid YAML: found duplicate key 'scrape'",
+    "yaml_syntax_error.yaml": (
+        "line 4, column 1: invalid YAML: expected ',' or ']', but got '<stream end>'"
+    ),
+    "top_level_not_a_mapping.yaml": None,  # no field path: the message follows the file name
+    "tls_cert_without_key.yaml": (
+        "exporter.tls_key_file: is required when exporter.tls_cert_file is set"
+    ),
+    "listen_without_port.yaml": (
+        "exporter.listen: must be host:port, e.g. 127.0.0.1:9849, got: '127.0.0.1'"
+    ),
+    "threshold_not_below_canary_timeout.yaml": (
+        "targets[0].models[0].slo.latency.threshold: must be shorter than the canary timeout "
+        "(1s), got: '1500ms'"
+    ),
+    "secret_env_unset.yaml": (
+        "alerting.webhook_url: refers to environment variable TRITONWATCH_TEST_UNSET_SECRET, "
+        "which is not set, got: '${TRITONWATCH_TEST_UNSET_SECRET}'"
+    ),
+    "input_shape_negative.yaml": (
+        "targets[0].models[0].canary.inputs.INPUT0.shape[1]: must be a positive integer, got: -1"
+    ),
+    "nvml_enabled_unknown.yaml": ("nvml.enabled: must be auto, true or false, got: 'sometimes'"),
+}
+TOP_LEVEL_MESSAGES = {
+    "top_level_not_a_mapping.yaml": (
+        'must be a mapping at the top level, got: [{"name": "prod", "url": "http://127.0.0.1:8000"}]'
+    ),
+}
+
+
+def test_every_invalid_file_has_an_expected_message() -> None:
+    """No bad file is left untested, and no expectation points at a missing file."""
+    assert sorted(p.name for p in INVALID.glob("*.yaml")) == sorted(EXPECTED)
+    assert len(EXPECTED) >= 12
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_invalid_config_message_names_file_field_and_value(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one mistake in ``name`` yields exactly the expected single-line message."""
+    monkeypatch.delenv("TRITONWATCH_TEST_UNSET_SECRET", raising=False)
+    path = INVALID / name
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    expected = EXPECTED[name]
+    if expected is None:
+        assert str(caught.value) == f"{path}: {TOP_LEVEL_MESSAGES[name]}"
+    else:
+        assert str(caught.value) == f"{path}: {expected}"
+    assert len(caught.value.problems) == 1
+
+
+def test_missing_file_is_named() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config("/nonexistent/tritonwatch.yaml")
+    assert str(caught.value) == (
+        "/nonexistent/tritonwatch.yaml: cannot read the file: No such file or directory"
+    )
+
+
+def test_several_mistakes_are_all_reported() -> None:
+    """A user fixes every problem in one go, not one per run."""
+    text = "scrape: {interval: 0s}\ntargets: [{name: a, url: ftp://x, models: [{name: m}]}]\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, "two.yaml")
+    assert str(caught.value).splitlines() == [
+        "two.yaml: targets[0].url: must be a URL starting with http://, https://, grpc:// or "
+        "grpcs://, got: 'ftp://x'",
+        "two.yaml: scrape.interval: must be positive, got: '0s'",
+    ]

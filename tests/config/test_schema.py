@@ -1,0 +1,120 @@
+"""Valid configs: defaults, per-model overrides, derived URLs, secrets."""
+
+from __future__ import annotations
+
+import pytest
+
+from tritonwatch.config import parse_config
+
+ONE_MODEL = """
+targets:
+  - name: prod
+    url: http://127.0.0.1:8000
+    models: [{name: simple}]
+"""
+
+
+def test_one_target_one_model_is_a_complete_config() -> None:
+    config = parse_config(ONE_MODEL, "min.yaml")
+    target = config.targets[0]
+    model = target.models[0]
+    assert config.slo_for(model).latency.threshold == 0.05
+    assert config.slo_for(model).latency.objective == 0.95
+    assert config.slo_for(model).availability.objective == 0.999
+    assert config.slo_for(model).period == 28 * 86400
+    assert config.canary_for(target, model).protocol == "http"
+    assert config.scrape.interval == 15 and config.scrape.timeout == 5
+    assert config.exporter.listen == "127.0.0.1:9849"
+    assert config.nvml.enabled == "auto"
+
+
+def test_model_overrides_only_the_fields_it_sets() -> None:
+    """A model that sets the latency threshold keeps the global objective and canary rate."""
+    config = parse_config(
+        """
+slo: {latency: {threshold: 80ms, objective: 0.99}}
+canary: {rate: 4/s, timeout: 1s}
+targets:
+  - name: prod
+    url: grpc://127.0.0.1:8001
+    models:
+      - {name: a, slo: {latency: {threshold: 20ms}}, canary: {protocol: http, max_in_flight: 2}}
+      - {name: b}
+""",
+        "o.yaml",
+    )
+    target = config.targets[0]
+    a, b = target.models
+    assert config.slo_for(a).latency.threshold == pytest.approx(0.02)
+    assert config.slo_for(a).latency.objective == 0.99
+    assert config.slo_for(b).latency.threshold == pytest.approx(0.08)
+    canary_a, canary_b = config.canary_for(target, a), config.canary_for(target, b)
+    assert (canary_a.protocol, canary_a.rate, canary_a.max_in_flight, canary_a.timeout) == (
+        "http",
+        4.0,
+        2,
+        1.0,
+    )
+    assert (canary_b.protocol, canary_b.max_in_flight) == ("grpc", 8)
+
+
+@pytest.mark.parametrize(
+    ("url", "http", "grpc", "metrics"),
+    [
+        (
+            "http://triton:8000",
+            "http://triton:8000",
+            "grpc://triton:8001",
+            "http://triton:8002/metrics",
+        ),
+        (
+            "grpcs://triton:9001",
+            "https://triton:8000",
+            "grpcs://triton:9001",
+            "https://triton:8002/metrics",
+        ),
+        (
+            "http://[::1]:8000/",
+            "http://[::1]:8000",
+            "grpc://[::1]:8001",
+            "http://[::1]:8002/metrics",
+        ),
+    ],
+)
+def test_endpoints_default_to_tritons_ports_on_the_same_host(
+    url: str, http: str, grpc: str, metrics: str
+) -> None:
+    config = parse_config(f"targets: [{{name: t, url: '{url}', models: [{{name: m}}]}}]", "u.yaml")
+    target = config.targets[0]
+    assert (
+        target.effective_http_url,
+        target.effective_grpc_url,
+        target.effective_metrics_url,
+    ) == (http, grpc, metrics)
+
+
+def test_explicit_metrics_url_wins() -> None:
+    config = parse_config(
+        "targets: [{name: t, url: 'http://a:8000', metrics_url: 'http://b:9102/metrics', "
+        "models: [{name: m}]}]",
+        "m.yaml",
+    )
+    assert config.targets[0].effective_metrics_url == "http://b:9102/metrics"
+
+
+def test_secret_from_environment_is_read_and_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TW_TEST_HOOK", "https://hooks.example.invalid/T000/secret-path")
+    config = parse_config(
+        "alerting: {webhook_url: '${TW_TEST_HOOK}', basic_auth: {username: u, password: p4ss}}\n"
+        + ONE_MODEL,
+        "s.yaml",
+    )
+    assert config.alerting.webhook_url is not None
+    assert config.alerting.webhook_url.get_secret_value().endswith("/secret-path")
+    assert "secret-path" not in repr(config) and "p4ss" not in repr(config)
+
+
+def test_config_is_frozen() -> None:
+    config = parse_config(ONE_MODEL, "f.yaml")
+    with pytest.raises(ValueError, match="frozen"):
+        config.scrape.interval = 1.0  # type: ignore[misc]

@@ -1,0 +1,146 @@
+"""The real ``tritonwatch run`` process: metrics, health, reloads and signals, end to end."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from support import TRITONWATCH, DaemonProcess, ReadyEndpoint, http_get, sample_value, wait_until
+from tritonwatch import __version__
+
+pytestmark = pytest.mark.e2e
+
+
+def _config(*targets: tuple[str, str], interval: str = "300ms") -> str:
+    lines = [f"scrape: {{interval: {interval}, timeout: 200ms}}", "targets:"]
+    lines += [
+        f"  - {{name: {name}, url: '{url}', models: [{{name: simple}}]}}" for name, url in targets
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _up(text: str, target: str) -> float | None:
+    return sample_value(text, "tritonwatch_up", [("target", target)])
+
+
+def _metrics_when(daemon: DaemonProcess, condition: Callable[[str], bool], what: str) -> str:
+    """The first /metrics text for which ``condition`` holds (10 s at most)."""
+
+    def check() -> str | None:
+        text = daemon.metrics()
+        return text if condition(text) else None
+
+    result: str = wait_until(check, timeout=10, what=what)
+    return result
+
+
+@pytest.fixture
+def daemon_config(tmp_path: Path, ready_endpoint: ReadyEndpoint, closed_url: str) -> Path:
+    path = tmp_path / "tritonwatch.yaml"
+    path.write_text(_config(("ready", ready_endpoint.url), ("down", closed_url)))
+    return path
+
+
+def test_metrics_health_and_promtool(daemon_config: Path) -> None:
+    """Readiness becomes tritonwatch_up per target; the exposition passes promtool."""
+    daemon = DaemonProcess(daemon_config)
+    try:
+        text = _metrics_when(
+            daemon, lambda t: _up(t, "ready") == 1 and _up(t, "down") == 0, "both targets' up"
+        )
+        assert sample_value(text, "tritonwatch_build_info", [("version", __version__)]) == 1
+        assert sample_value(text, "tritonwatch_config_last_reload_successful") == 1
+        started = sample_value(text, "tritonwatch_config_last_reload_success_timestamp_seconds")
+        assert started is not None
+        assert abs(started - time.time()) < 60
+        checked = subprocess.run(
+            ["promtool", "check", "metrics"], input=text, capture_output=True, text=True
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        status, body = http_get(f"{daemon.url}/health")
+        assert status == 200
+        assert json.loads(body) == {"jobs": 2, "status": "healthy"}
+        down = daemon.wait_for_event("target_not_ready", target="down")
+        assert down["outcome"] == "connection_error"
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_sighup_swaps_a_good_config_and_keeps_the_old_one_on_a_bad_one(
+    daemon_config: Path, ready_endpoint: ReadyEndpoint
+) -> None:
+    daemon = DaemonProcess(daemon_config)
+    try:
+        wait_until(lambda: _up(daemon.metrics(), "down") == 0, 10, "first readiness round")
+        before = sample_value(
+            daemon.metrics(), "tritonwatch_config_last_reload_success_timestamp_seconds"
+        )
+
+        # A good file: "down" goes, "renamed" comes.
+        daemon_config.write_text(
+            _config(("ready", ready_endpoint.url), ("renamed", ready_endpoint.url))
+        )
+        time.sleep(0.01)  # a visibly later reload timestamp
+        mark = len(daemon.events)
+        daemon.signal(signal.SIGHUP)
+        daemon.wait_for_event("config_reloaded", after=mark)
+        text = _metrics_when(daemon, lambda t: _up(t, "renamed") == 1, "the new target's up")
+        assert _up(text, "down") is None
+        assert sample_value(text, "tritonwatch_config_last_reload_successful") == 1
+        after = sample_value(text, "tritonwatch_config_last_reload_success_timestamp_seconds")
+        assert before is not None
+        assert after is not None
+        assert after > before
+
+        # A bad file: same message as check-config, gauge 0, the good config keeps running.
+        daemon_config.write_text(_config(("ready", ready_endpoint.url)) + "scrape_typo: 1\n")
+        expected = subprocess.run(
+            [TRITONWATCH, "check-config", str(daemon_config)], capture_output=True, text=True
+        )
+        assert expected.returncode == 2
+        mark = len(daemon.events)
+        daemon.signal(signal.SIGHUP)
+        failed = daemon.wait_for_event("config_reload_failed", after=mark)
+        assert failed["error"] + "\n" == expected.stderr
+        assert failed["level"] == "error"
+        text = daemon.metrics()
+        assert sample_value(text, "tritonwatch_config_last_reload_successful") == 0
+        assert sample_value(
+            text, "tritonwatch_config_last_reload_success_timestamp_seconds"
+        ) == pytest.approx(after)
+        assert _up(text, "renamed") == 1  # still watched under the old config
+        assert http_get(f"{daemon.url}/health")[0] == 200
+    finally:
+        assert daemon.stop() == 0
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
+def test_stop_signal_exits_zero_within_five_seconds(
+    tmp_path: Path, hanging_endpoint: str, number: signal.Signals
+) -> None:
+    """Even with a probe stuck on a hanging server, the process ends in time and says so."""
+    config = tmp_path / "hang.yaml"
+    config.write_text(
+        "scrape: {interval: 5s, timeout: 4s}\n"
+        f"targets: [{{name: hung, url: '{hanging_endpoint}', models: [{{name: m}}]}}]\n"
+    )
+    daemon = DaemonProcess(config)
+    daemon.wait_for_event("started")
+    time.sleep(1.0)  # the probe is now stuck inside its 4 s timeout
+    started = time.monotonic()
+    daemon.signal(number)
+    try:
+        daemon.process.wait(timeout=10)
+    finally:
+        elapsed = time.monotonic() - started
+        code = daemon.stop()
+    assert code == 0
+    assert elapsed < 5.0
+    daemon.wait_for_event("stopped", timeout=2)
+    assert all("component" in event for event in daemon.events)

@@ -1,0 +1,66 @@
+"""``tritonwatch check-config``: exit 0 with a summary, or exit 2 with the exact problem."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from support import REPO, TRITONWATCH
+
+INVALID = REPO / "tests" / "config" / "invalid"
+
+
+def _check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [TRITONWATCH, "check-config", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=30,
+    )
+
+
+def test_valid_config_prints_one_line_summary(tmp_path: Path) -> None:
+    config = tmp_path / "ok.yaml"
+    config.write_text(
+        "targets:\n"
+        "  - {name: a, url: http://127.0.0.1:8000, models: [{name: m1}, {name: m2}]}\n"
+        "  - {name: b, url: grpc://127.0.0.1:8001, models: [{name: m3}]}\n"
+    )
+    result = _check(str(config))
+    assert result.returncode == 0
+    assert result.stdout == f"ok: {config}: 2 targets, 3 models, 6 SLOs\n"
+    assert result.stderr == ""
+
+
+def test_invalid_config_exits_2_with_the_message_and_no_traceback() -> None:
+    bad = INVALID / "threshold_zero.yaml"
+    result = _check(str(bad))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"{bad}: targets[0].models[1].slo.latency.threshold: must be positive, got: '0ms'\n"
+    )
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_config_from_environment_variable() -> None:
+    example = REPO / "examples" / "demo.yaml"
+    result = _check(env={"TRITONWATCH_CONFIG": str(example)})
+    assert result.returncode == 0
+    assert result.stdout.startswith(f"ok: {example}: 1 target")
+
+
+def test_run_with_invalid_config_prints_the_same_message_and_exits_2() -> None:
+    bad = INVALID / "url_bad_scheme.yaml"
+    checked = _check(str(bad))
+    ran = subprocess.run(
+        [TRITONWATCH, "run", "--config", str(bad), "--log-format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert ran.returncode == 2
+    assert ran.stderr == checked.stderr
+    assert "Traceback" not in ran.stderr

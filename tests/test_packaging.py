@@ -1,0 +1,76 @@
+"""The install path a fresh machine and the container image take, checked as files."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import tomllib
+
+from support import BIN, REPO, TRITONWATCH
+from tritonwatch.config.schema import DEFAULT_EXPORTER_LISTEN
+
+DEFAULT_EXPORTER_PORT = int(DEFAULT_EXPORTER_LISTEN.rsplit(":", 1)[1])
+
+DOCKERFILE = (REPO / "Dockerfile").read_text()
+MAKEFILE = (REPO / "Makefile").read_text()
+
+
+def _instructions(name: str) -> list[str]:
+    return [
+        line.split(None, 1)[1]
+        for line in DOCKERFILE.splitlines()
+        if line.split(None, 1)[:1] == [name]
+    ]
+
+
+def test_dockerfile_is_multi_stage_non_root_with_the_documented_entrypoint() -> None:
+    assert len(_instructions("FROM")) >= 2
+    assert _instructions("ENTRYPOINT") == ['["tritonwatch"]']
+    assert _instructions("CMD") == ['["run", "--config", "/etc/tritonwatch/config.yaml"]']
+    user = _instructions("USER")[-1]
+    assert user not in {"root", "0"}
+    assert _instructions("EXPOSE") == [str(DEFAULT_EXPORTER_PORT)]
+    assert f"TRITONWATCH_LISTEN=0.0.0.0:{DEFAULT_EXPORTER_PORT}" in DOCKERFILE
+
+
+def test_dockerfile_and_makefile_install_through_the_same_script() -> None:
+    """What `make test` exercises is what the image runs: one script, one constraints file."""
+    docker_runs = [shlex.split(r) for r in _instructions("RUN") if "install-python.sh" in r]
+    assert docker_runs == [["scripts/install-python.sh", "/opt/tritonwatch"]]
+    assert re.search(r"^\tscripts/install-python\.sh \$\(VENV\) dev editable$", MAKEFILE, re.M)
+    script = (REPO / "scripts" / "install-python.sh").read_text()
+    assert '--constraint "$here/constraints.txt"' in script
+
+
+def test_constraints_pin_every_runtime_dependency() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    pinned = {
+        line.split("==")[0].lower().replace("_", "-")
+        for line in (REPO / "constraints.txt").read_text().splitlines()
+        if "==" in line
+    }
+    for requirement in pyproject["project"]["dependencies"]:
+        name = re.split(r"[\[<>=!~ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+        assert name in pinned, f"{name} is not pinned in constraints.txt"
+
+
+def test_hadolint_passes() -> None:
+    hadolint = str(BIN / "hadolint")
+    result = subprocess.run([hadolint, str(REPO / "Dockerfile")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "make test" in readme
+    assert "make demo" in readme
+    ci = (REPO / ".ci" / "run").read_text()
+    assert [
+        line for line in ci.splitlines() if line and not line.startswith(("#", "set ", "cd "))
+    ] == ["make test"]
+
+
+def test_console_script_reports_the_version() -> None:
+    result = subprocess.run([TRITONWATCH, "--version"], capture_output=True, text=True, check=True)
+    assert re.fullmatch(r"tritonwatch \d+\.\d+\.\d+\S*\n", result.stdout)

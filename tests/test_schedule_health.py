@@ -1,0 +1,56 @@
+"""/health's rule: a job is late once it missed two runs (plus a second of grace)."""
+
+from __future__ import annotations
+
+from tritonwatch.schedule_health import JobLedger, LateJob
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_job_that_runs_on_time_is_never_late() -> None:
+    clock = FakeClock()
+    ledger = JobLedger(clock)
+    ledger.expect("readiness:a", interval=5.0, first_due=1002.0)
+    for _ in range(10):
+        clock.now += 5.0
+        ledger.ran("readiness:a")
+        assert ledger.late_jobs() == []
+
+
+def test_a_job_that_never_ran_is_late_after_two_intervals_past_its_first_due_time() -> None:
+    clock = FakeClock()
+    ledger = JobLedger(clock)
+    ledger.expect("readiness:a", interval=5.0, first_due=1002.0)
+    clock.now = 1002.0 + 2 * 5.0 + 1.0
+    assert ledger.late_jobs() == []
+    clock.now += 0.5
+    assert ledger.late_jobs() == [LateJob("readiness:a", 11.5, 5.0)]
+
+
+def test_a_job_that_stopped_running_becomes_late_and_recovers() -> None:
+    clock = FakeClock()
+    ledger = JobLedger(clock)
+    ledger.expect("a", interval=1.0, first_due=1000.0)
+    ledger.expect("b", interval=10.0, first_due=1000.0)
+    ledger.ran("a")
+    ledger.ran("b")
+    clock.now += 3.5
+    assert [job.job_id for job in ledger.late_jobs()] == ["a"]
+    ledger.ran("a")
+    assert ledger.late_jobs() == []
+
+
+def test_forgotten_and_unknown_jobs_do_not_count() -> None:
+    clock = FakeClock()
+    ledger = JobLedger(clock)
+    ledger.expect("gone", interval=1.0, first_due=1000.0)
+    ledger.forget("gone")
+    ledger.ran("never-expected")
+    clock.now += 100
+    assert ledger.late_jobs() == []
