@@ -5,7 +5,7 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
-SOURCES := src tests benchmarks
+SOURCES := $(wildcard src tests benchmarks)
 
 .PHONY: all demo test lint typecheck unit debian-packages lock clean
 
