@@ -60,14 +60,21 @@ class SLOConfig(Section):
 
 
 class InputOverride(Section):
-    """What the canary cannot read from model metadata: the size of dynamic (-1) dims."""
+    """What the canary cannot read from model metadata: the full request shape (batch
+    dimension included) when dims are dynamic (-1), and sample data."""
 
     shape: tuple[PositiveInt, ...] | None = None
+    file: Path | None = None
+    """A ``.npy`` array, or a ``.json`` list (strings for BYTES inputs), sent as this input."""
 
 
 class CanaryConfig(Section):
     enabled: bool = True
     rate: Rate = 1.0
+    distribution: Literal["constant", "poisson"] = "constant"
+    """Gaps between sends: fixed (``1/rate``) or exponential (Poisson arrivals)."""
+    data: Literal["random", "zero"] = "random"
+    """How inputs without a sample file are filled."""
     protocol: Protocol | None = None
     """``None`` follows the scheme of the target's ``url``."""
     timeout: Duration = 2.0

@@ -1,0 +1,1 @@
+"""Judgement, as pure functions of recorded observations: quantiles, knee, stability, SLOs."""

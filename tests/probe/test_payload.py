@@ -1,0 +1,118 @@
+"""Request tensors from metadata and config: batch dims, dtypes, overrides, samples, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from support import fixtures_dir
+from tritonwatch.config.schema import InputOverride
+from tritonwatch.probe.payload import PayloadError, TensorSpec, build_inputs, input_specs
+
+
+def _metadata_from_config(config: dict[str, object]) -> dict[str, object]:
+    """The metadata Triton derives from a config: batch dim -1 prepended when batching."""
+    batching = int(config.get("max_batch_size", 0)) > 0  # type: ignore[call-overload]
+    return {
+        "name": config["name"],
+        "inputs": [
+            {
+                "name": i["name"],
+                "datatype": i["data_type"].removeprefix("TYPE_").replace("STRING", "BYTES"),
+                "shape": ([-1] if batching else []) + list(i["dims"]),
+            }
+            for i in config["input"]  # type: ignore[attr-defined]
+        ],
+    }
+
+
+def test_real_config_batching_model_gets_batch_one() -> None:
+    config = json.loads(
+        (fixtures_dir() / "triton_config" / "config_01_phishing-bert-onnx.json").read_text()
+    )
+    specs = input_specs("phishing-bert-onnx", _metadata_from_config(config), config)
+    assert specs == [
+        TensorSpec("input_ids", "INT64", (1, 128)),
+        TensorSpec("attention_mask", "INT64", (1, 128)),
+    ]
+    tensors = build_inputs("phishing-bert-onnx", specs, {})
+    assert [(t.name, t.data.shape, t.data.dtype) for t in tensors] == [
+        ("input_ids", (1, 128), np.dtype(np.int64)),
+        ("attention_mask", (1, 128), np.dtype(np.int64)),
+    ]
+    assert tensors[0].data.min() >= 0 and tensors[0].data.max() <= 100
+
+
+def test_without_config_a_leading_dynamic_dim_is_the_batch() -> None:
+    metadata = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}]}
+    assert input_specs("m", metadata, None) == [TensorSpec("x", "FP32", (1, 4))]
+
+
+def test_non_batching_model_keeps_its_shape() -> None:
+    metadata = {"inputs": [{"name": "x", "datatype": "FP16", "shape": [-1, 4]}]}
+    specs = input_specs("m", metadata, {"max_batch_size": 0})
+    assert specs == [TensorSpec("x", "FP16", (-1, 4))]
+    with pytest.raises(PayloadError) as caught:
+        build_inputs("m", specs, {})
+    assert str(caught.value) == (
+        "model 'm', input 'x': shape [-1, 4] has a dynamic dim; set canary.inputs.x.shape"
+    )
+    tensors = build_inputs("m", specs, {"x": InputOverride(shape=(3, 4))}, mode="zero")
+    assert tensors[0].data.shape == (3, 4)
+    assert tensors[0].data.dtype == np.float16
+    assert not tensors[0].data.any()
+
+
+@pytest.mark.parametrize(
+    ("datatype", "dtype"),
+    [
+        ("BOOL", np.dtype(bool)),
+        ("UINT8", np.dtype(np.uint8)),
+        ("INT8", np.dtype(np.int8)),
+        ("UINT64", np.dtype(np.uint64)),
+        ("FP64", np.dtype(np.float64)),
+        ("BF16", np.dtype(ml_dtypes.bfloat16)),
+    ],
+)
+def test_every_triton_datatype_maps_to_its_numpy_type(datatype: str, dtype: np.dtype) -> None:
+    tensors = build_inputs("m", [TensorSpec("x", datatype, (1, 2))], {})
+    assert tensors[0].data.dtype == dtype
+
+
+def test_bytes_input_needs_a_sample_and_takes_json_strings(tmp_path: Path) -> None:
+    spec = [TensorSpec("text", "BYTES", (1, 2))]
+    with pytest.raises(PayloadError, match="'text': a BYTES input needs sample data"):
+        build_inputs("m", spec, {})
+    sample = tmp_path / "text.json"
+    sample.write_text('[["hello", "world"]]')
+    tensors = build_inputs("m", spec, {"text": InputOverride(file=sample)})
+    assert tensors[0].data.tolist() == [[b"hello", b"world"]]
+
+
+def test_npy_sample_is_sent_as_is_and_checked_against_the_shape(tmp_path: Path) -> None:
+    sample = tmp_path / "x.npy"
+    np.save(sample, np.arange(8, dtype=np.float32).reshape(1, 8))
+    spec = [TensorSpec("x", "FP32", (1, 8))]
+    tensors = build_inputs("m", spec, {"x": InputOverride(file=sample)})
+    assert tensors[0].data.tolist() == [[0, 1, 2, 3, 4, 5, 6, 7]]
+    with pytest.raises(PayloadError, match=r"sample shape \[1, 8\] does not fit \[1, 4\]"):
+        build_inputs("m", [TensorSpec("x", "FP32", (1, 4))], {"x": InputOverride(file=sample)})
+
+
+def test_override_for_an_unknown_input_is_named() -> None:
+    with pytest.raises(PayloadError) as caught:
+        build_inputs("m", [TensorSpec("x", "FP32", (1,))], {"y": InputOverride(shape=(1,))})
+    assert str(caught.value) == "model 'm', input 'y': no such input (the model has: x)"
+
+
+def test_random_data_is_reproducible_with_a_seed() -> None:
+    spec = [TensorSpec("x", "FP32", (1, 16))]
+    first = build_inputs("m", spec, {}, seed=7)[0].data
+    again = build_inputs("m", spec, {}, seed=7)[0].data
+    other = build_inputs("m", spec, {}, seed=8)[0].data
+    assert np.array_equal(first, again)
+    assert not np.array_equal(first, other)
