@@ -23,11 +23,15 @@ from prometheus_client.process_collector import ProcessCollector
 
 from tritonwatch import __version__
 from tritonwatch.config import Config, ConfigError, TargetConfig, load_config
+from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
 from tritonwatch.listen import ListenAddress, parse_listen_address
 from tritonwatch.logs import REDACTOR, get_logger, secrets_of
 from tritonwatch.observations import ReadinessObservation
+from tritonwatch.probe.canary import canary_plans
+from tritonwatch.probe.canary_runner import CanaryRunner
+from tritonwatch.probe.canary_stats import CanaryStats, latency_buckets
 from tritonwatch.probe.readiness import ReadinessProbe, readiness_probe_for
 from tritonwatch.readiness_board import ReadinessBoard
 from tritonwatch.schedule_health import JobLedger
@@ -81,6 +85,9 @@ class Daemon:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(SelfCollector(self._self_status))
         self.registry.register(ProcessCollector(registry=None))
+        self.canary_stats = CanaryStats(_slo_buckets(config))
+        self.registry.register(CanaryCollector(self.canary_stats, clock))
+        self._canaries = CanaryRunner(self.canary_stats)
         self._scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(SCHEDULER_THREADS)},
             job_defaults={"coalesce": True, "max_instances": 1},
@@ -122,6 +129,7 @@ class Daemon:
         _log.info("exporter_listening", url=self.exporter_url)
         self._scheduler.start()
         self._schedule(self._config)
+        self._canaries.start(canary_plans(self._config))
         self._state = RunState.STARTED
         _log.info("started", targets=len(self._config.targets))
 
@@ -147,6 +155,8 @@ class Daemon:
             self._last_reload_success = self._wall_clock()
         if self._state == RunState.STARTED:
             self._schedule(new_config)
+            self.canary_stats.set_buckets(_slo_buckets(new_config))
+            self._canaries.apply(canary_plans(new_config))
         _log.info("config_reloaded", targets=len(new_config.targets))
         return True
 
@@ -237,6 +247,7 @@ class Daemon:
         _log.info("stopping")
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)
+        self._canaries.stop()
         if self._server is not None:
             self._server.stop()
         with self._lock:
@@ -245,6 +256,15 @@ class Daemon:
             probe.close()
         self._state = RunState.STOPPED
         _log.info("stopped")
+
+
+def _slo_buckets(config: Config) -> tuple[float, ...]:
+    """Histogram buckets with every configured latency threshold among them."""
+    return latency_buckets(
+        config.slo_for(model).latency.threshold
+        for target in config.targets
+        for model in target.models
+    )
 
 
 def _readiness_log(observation: ReadinessObservation) -> None:

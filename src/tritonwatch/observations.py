@@ -7,8 +7,10 @@ jumps never distort rates or windows.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class Outcome(StrEnum):
@@ -32,3 +34,200 @@ class ReadinessObservation:
     ready: bool
     duration_seconds: float
     error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryResult:
+    """One canary request. ``latency_seconds`` counts from the *intended* send time, so a
+    stalled server shows in the tail instead of being hidden (coordinated omission);
+    it is None for errors that say nothing about latency (refused connections)."""
+
+    target: str
+    model: str
+    protocol: str
+    at: float
+    outcome: Outcome
+    latency_seconds: float | None
+    error: str = ""
+
+
+class ModelKey(NamedTuple):
+    """A model as Triton's per-model series name it: ``model`` and ``version`` labels."""
+
+    model: str
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class TritonSummary:
+    """One summary family of one model, as Triton printed it.
+
+    Quantiles are over Triton's sliding window (60 s by default); an idle model prints
+    ``NaN`` and NaN is kept, so "no data" stays distinguishable from "zero latency".
+    """
+
+    quantiles: Mapping[float, float]
+    sum: float | None
+    count: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TritonHistogram:
+    """One histogram family of one model: cumulative ``(le, count)`` buckets sorted by ``le``."""
+
+    buckets: tuple[tuple[float, float], ...]
+    sum: float | None
+    count: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCounters:
+    """Everything one scrape said about one (model, version), keyed by ``nv_*`` family name.
+
+    Values are summed over ``gpu_uuid`` (and any label other than model, version,
+    reason, quantile and le), so a model with instances on several GPUs is one model.
+    ``counters[nv_inference_request_failure]`` is the total over reasons; the split is
+    in ``failures_by_reason``, where servers older than 24.07 (no ``reason`` label)
+    report everything under :data:`~tritonwatch.scrape.triton_families.UNKNOWN_FAILURE_REASON`.
+    """
+
+    model: str
+    version: str
+    counters: Mapping[str, float]
+    gauges: Mapping[str, float]
+    failures_by_reason: Mapping[str, float]
+    summaries: Mapping[str, TritonSummary]
+    histograms: Mapping[str, TritonHistogram]
+
+
+@dataclass(frozen=True, slots=True)
+class RawSeries:
+    """A sample of a family we do not model (backend metrics such as ``nv_trt_llm_*``)."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class TritonScrape:
+    """One parsed ``/metrics`` page of one Triton server.
+
+    ``at`` is the caller's monotonic clock when the scrape completed. ``samples``
+    counts the sample lines read (unknown families included) and ``bad_lines`` those
+    skipped because they could not be read or used (the scrape never fails for them).
+    ``gpus`` maps ``gpu_uuid`` → family → value and ``server`` holds the unlabelled
+    server-wide gauges (CPU, pinned memory, old cache).
+    """
+
+    at: float
+    models: Mapping[ModelKey, ModelCounters]
+    gpus: Mapping[str, Mapping[str, float]]
+    server: Mapping[str, float]
+    samples: int
+    bad_lines: int
+    unknown_families: frozenset[str]
+    unknown_series: tuple[RawSeries, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRates:
+    """What one model did between two scrapes of the same server (DESIGN §4).
+
+    Averages are per successful request in seconds, and ``None`` when no request
+    completed in the interval (no traffic is not zero latency). Rates are ``None`` when
+    the server does not print the family. ``counters_reset`` says a counter went down
+    (a restart or reload), so increases were taken from zero, as Prometheus' ``rate()`` does.
+    """
+
+    model: str
+    version: str
+    interval_seconds: float
+    counters_reset: bool
+    requests_per_second: float | None
+    inferences_per_second: float | None
+    executions_per_second: float | None
+    failures_per_second: float | None
+    failures_per_second_by_reason: Mapping[str, float]
+    batch_size_average: float | None
+    request_seconds_average: float | None
+    queue_seconds_average: float | None
+    compute_input_seconds_average: float | None
+    compute_infer_seconds_average: float | None
+    compute_output_seconds_average: float | None
+    pending_requests: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TritonGpuRates:
+    """One GPU as Triton (through DCGM) reported it, latest gauges plus the power from energy."""
+
+    gpu_uuid: str
+    interval_seconds: float
+    utilization_ratio: float | None
+    memory_used_bytes: float | None
+    memory_total_bytes: float | None
+    power_watts: float | None
+    power_limit_watts: float | None
+    energy_joules: float | None
+    energy_watts: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A compute process on a GPU; memory is None where the driver cannot tell (WDDM, MIG)."""
+
+    pid: int
+    used_memory_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One NVML reading of one GPU (or one MIG device), in base units.
+
+    Every reading is None when its query is unsupported on this device or failed this
+    time; ``unsupported`` names the queries the device answered ``NotSupported`` and
+    ``failures`` the ``(query, NVML error class)`` pairs that failed in this sample.
+    ``memory_used_bytes`` is total − free, i.e. it includes the driver's reservation
+    (what NVML's v1 ``used`` reports; v2 splits that out as ``memory_reserved_bytes``).
+    GPM ratios need two samples ≥ 100 ms apart, so the first sample has none.
+    """
+
+    at: float
+    uuid: str
+    index: int
+    name: str
+    mig_index: int | None = None
+    parent_uuid: str | None = None
+    utilization_ratio: float | None = None
+    memory_utilization_ratio: float | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    power_watts: float | None = None
+    power_limit_watts: float | None = None
+    energy_joules: float | None = None
+    sm_clock_hertz: float | None = None
+    memory_clock_hertz: float | None = None
+    temperature_celsius: float | None = None
+    fan_speed_ratio: float | None = None
+    clock_event_reasons: frozenset[str] | None = None
+    processes: tuple[GpuProcess, ...] | None = None
+    sm_active_ratio: float | None = None
+    sm_occupancy_ratio: float | None = None
+    tensor_active_ratio: float | None = None
+    unsupported: frozenset[str] = frozenset()
+    failures: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TritonRates:
+    """What happened on one Triton server between two of its scrapes.
+
+    Only models and GPUs present in both scrapes have rates: like Prometheus'
+    ``rate()``, a series needs two points.
+    """
+
+    interval_seconds: float
+    models: Mapping[ModelKey, ModelRates]
+    gpus: Mapping[str, TritonGpuRates]

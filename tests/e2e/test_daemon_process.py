@@ -144,3 +144,64 @@ def test_stop_signal_exits_zero_within_five_seconds(
     assert elapsed < 5.0
     daemon.wait_for_event("stopped", timeout=2)
     assert all("component" in event for event in daemon.events)
+
+
+def test_canary_series_from_the_simulator_pass_promtool(tmp_path: Path) -> None:
+    """The daemon's canary against the simulator: every series with its labels, the SLO
+    threshold as an exact bucket, promtool-clean exposition."""
+    from tritonwatch.sim.server import Simulator
+
+    with Simulator() as sim:
+        config = tmp_path / "sim.yaml"
+        config.write_text(
+            "scrape: {interval: 1s, timeout: 500ms}\n"
+            "canary: {rate: 10/s}\n"
+            "targets:\n"
+            f"  - name: sim\n    url: '{sim.http_url}'\n    grpc_url: 'grpc://{sim.grpc_url}'\n"
+            "    models:\n"
+            "      - {name: simple, slo: {latency: {threshold: 35ms}}}\n"
+            "      - {name: resnet50, canary: {protocol: grpc}}\n"
+        )
+        daemon = DaemonProcess(config)
+        try:
+
+            def both_succeeded(text: str) -> bool:
+                return all(
+                    (sample_value(text, "tritonwatch_canary_requests_total",
+                                  [("model", m), ("outcome", "success")]) or 0) >= 5
+                    for m in ("simple", "resnet50")
+                )  # fmt: skip
+
+            text = _metrics_when(daemon, both_succeeded, "canary successes for both models")
+        finally:
+            assert daemon.stop() == 0
+    labels = [("target", "sim"), ("model", "simple"), ("protocol", "http")]
+    assert (
+        sample_value(text, "tritonwatch_canary_latency_seconds_bucket", [*labels, ("le", "0.035")])
+        is not None
+    )
+    assert (
+        sample_value(text, "tritonwatch_canary_latency_seconds_bucket", [*labels, ("le", "0.05")])
+        is not None
+    )
+    assert (sample_value(text, "tritonwatch_canary_latency_seconds_count", labels) or 0) >= 5
+    grpc_labels = [("model", "resnet50"), ("protocol", "grpc"), ("outcome", "timeout")]
+    assert sample_value(text, "tritonwatch_canary_requests_total", grpc_labels) == 0
+    for window in ("1m", "5m"):
+        for quantile in ("0.5", "0.9", "0.95", "0.99"):
+            value = sample_value(
+                text,
+                "tritonwatch_latency_quantile_seconds",
+                [
+                    ("model", "simple"),
+                    ("quantile", quantile),
+                    ("window", window),
+                    ("source", "canary"),
+                ],
+            )
+            assert value is not None
+            assert 0 < value < 1
+    checked = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr

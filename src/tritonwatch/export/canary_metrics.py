@@ -1,0 +1,68 @@
+"""Canary metrics: request outcomes, the end-to-end latency histogram, window quantiles."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from tritonwatch.probe.canary_stats import CanaryStats
+
+QUANTILE_FAMILY = "tritonwatch_latency_quantile_seconds"
+
+
+def _label_float(value: float) -> str:
+    """A float as Prometheus writes it in ``le`` and ``quantile`` labels (``0.05``, ``1.0``)."""
+    return "+Inf" if value == float("inf") else repr(float(value))
+
+
+class CanaryCollector(Collector):
+    """Renders :class:`CanaryStats` at scrape time (DESIGN §8 names)."""
+
+    def __init__(self, stats: CanaryStats, clock: Callable[[], float] = time.monotonic) -> None:
+        self._stats = stats
+        self._clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        snapshots = self._stats.snapshot(self._clock())
+        buckets = [_label_float(b) for b in self._stats.buckets] + ["+Inf"]
+        requests = CounterMetricFamily(
+            "tritonwatch_canary_requests",
+            "Canary requests sent, by how they ended.",
+            labels=["target", "model", "protocol", "outcome"],
+        )
+        latency = HistogramMetricFamily(
+            "tritonwatch_canary_latency_seconds",
+            "Canary end-to-end latency from the intended send time (timeouts count as the "
+            "timeout); a bucket sits exactly at every SLO threshold.",
+            labels=["target", "model", "protocol"],
+        )
+        # A summary, not a gauge: a "quantile" label is reserved for summaries (promtool
+        # says so), and a summary is what this is — quantiles over a sliding window, with
+        # cumulative _count/_sum, exactly as Go clients and Triton's own summaries do.
+        quantiles = Metric(
+            QUANTILE_FAMILY,
+            "Latency quantiles over a sliding window; source=canary is client end to end.",
+            "summary",
+        )
+        for snap in snapshots:
+            for outcome, count in sorted(snap.outcomes.items()):
+                requests.add_metric([snap.target, snap.model, snap.protocol, outcome], count)
+            latency.add_metric(
+                [snap.target, snap.model, snap.protocol],
+                list(zip(buckets, snap.bucket_counts, strict=True)),
+                snap.latency_sum,
+            )
+            for window, values in snap.window_quantiles.items():
+                labels = {"target": snap.target, "model": snap.model, "window": window}
+                labels["source"] = "canary"
+                for quantile, seconds in values.items():
+                    quantile_labels = {**labels, "quantile": _label_float(quantile)}
+                    quantiles.add_sample(QUANTILE_FAMILY, quantile_labels, seconds)
+                quantiles.add_sample(f"{QUANTILE_FAMILY}_count", labels, snap.latency_count)
+                quantiles.add_sample(f"{QUANTILE_FAMILY}_sum", labels, snap.latency_sum)
+        yield requests
+        yield latency
+        yield quantiles

@@ -1,0 +1,249 @@
+"""The canary: a small, steady, open-loop load on every model, measured end to end.
+
+Open loop: requests leave on schedule whether or not earlier ones returned, and
+latency counts from the *intended* send time. When a server stalls, the requests
+scheduled meanwhile wait for an in-flight slot with their clocks running, and time
+out at ``intended + timeout``; the stall shows in the tail instead of being hidden
+(coordinated omission). Each model runs as its own asyncio task, so a slow target
+never delays another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tritonclient.utils import InferenceServerException
+
+from tritonwatch.config.schema import Config, InputOverride
+from tritonwatch.logs import get_logger
+from tritonwatch.observations import CanaryResult, Outcome
+from tritonwatch.probe.canary_stats import CanaryStats
+from tritonwatch.probe.clients import InferenceClient, classify_error
+from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
+
+_log = get_logger("canary")
+METADATA_RETRY_MIN_SECONDS = 1.0
+METADATA_RETRY_MAX_SECONDS = 30.0
+_BINARY_REFUSED_STATUSES = {"400", "415", "422"}
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryPlan:
+    """Everything one model's canary needs, resolved from the config."""
+
+    target: str
+    model: str
+    version: str
+    protocol: str
+    http_url: str
+    grpc_url: str
+    rate: float
+    poisson: bool
+    timeout: float
+    max_in_flight: int
+    data: str
+    inputs: dict[str, InputOverride] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.target, self.model, self.protocol)
+
+
+def canary_plans(config: Config) -> list[CanaryPlan]:
+    """One plan per enabled model canary in ``config``."""
+    plans = []
+    for target in config.targets:
+        for model in target.models:
+            canary = config.canary_for(target, model)
+            if not canary.enabled:
+                continue
+            plans.append(
+                CanaryPlan(
+                    target=target.name,
+                    model=model.name,
+                    version=model.version,
+                    protocol=canary.protocol or target.protocol,
+                    http_url=target.effective_http_url,
+                    grpc_url=target.effective_grpc_url,
+                    rate=canary.rate,
+                    poisson=canary.distribution == "poisson",
+                    timeout=canary.timeout,
+                    max_in_flight=canary.max_in_flight,
+                    data=canary.data,
+                    inputs=dict(canary.inputs),
+                )
+            )
+    return plans
+
+
+class ModelCanary:
+    """Fires one model's canary until cancelled; results go to ``stats``."""
+
+    def __init__(
+        self,
+        plan: CanaryPlan,
+        client: InferenceClient,
+        stats: CanaryStats,
+        *,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.plan = plan
+        self._client = client
+        self._stats = stats
+        self._random = random.Random(seed)  # noqa: S311 - scheduling jitter, not secrets
+        self._clock = clock
+        self._slots = asyncio.Semaphore(plan.max_in_flight)
+        self._binary = plan.protocol == "http"
+        self._tensors: list[Tensor] = []
+        self._outputs: list[str] = []
+        self._pending: set[asyncio.Task[None]] = set()
+        self.paused = False
+
+    async def prepare(self) -> bool:
+        """Builds the payload from metadata/config, retrying with backoff while the server
+        is unreachable. Returns False (after one error log) when the model cannot be filled."""
+        delay = METADATA_RETRY_MIN_SECONDS
+        plan = self.plan
+        while True:
+            try:
+                metadata = await asyncio.wait_for(
+                    self._client.metadata(plan.model, plan.version), plan.timeout
+                )
+                config = await asyncio.wait_for(
+                    self._client.config(plan.model, plan.version), plan.timeout
+                )
+                break
+            except (InferenceServerException, OSError, TimeoutError) as error:
+                _log.warning(
+                    "canary_metadata_unavailable",
+                    target=plan.target,
+                    model=plan.model,
+                    outcome=str(classify_error(error, plan.protocol)),
+                    error=str(error)[:200],
+                    retry_in_seconds=delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, METADATA_RETRY_MAX_SECONDS)
+        if config is None:
+            _log.info("model_config_api_unavailable", target=plan.target, model=plan.model)
+        try:
+            specs = input_specs(plan.model, metadata, config)
+            self._tensors = build_inputs(
+                plan.model, specs, plan.inputs, "zero" if plan.data == "zero" else "random"
+            )
+        except PayloadError as error:
+            _log.error(
+                "canary_payload_error",
+                target=plan.target,
+                model=plan.model,
+                input=error.input_name,
+                error=str(error),
+            )
+            return False
+        self._outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
+        return True
+
+    def _gap(self) -> float:
+        mean = 1.0 / self.plan.rate
+        return self._random.expovariate(self.plan.rate) if self.plan.poisson else mean
+
+    async def run(self) -> None:
+        """Prepares, then sends on schedule forever (until the task is cancelled)."""
+        if not await self.prepare():
+            return
+        _log.info(
+            "canary_started",
+            target=self.plan.target,
+            model=self.plan.model,
+            rate=self.plan.rate,
+            protocol=self.plan.protocol,
+        )
+        loop = asyncio.get_running_loop()
+        next_send = loop.time() + self._random.uniform(0, 1.0 / self.plan.rate)
+        try:
+            while True:
+                await asyncio.sleep(max(0.0, next_send - loop.time()))
+                if not self.paused:
+                    task = asyncio.create_task(self._one(next_send))
+                    self._pending.add(task)
+                    task.add_done_callback(self._pending.discard)
+                next_send += self._gap()
+                if next_send < loop.time() - self.plan.timeout:
+                    # The loop itself fell far behind (suspended process): skip ahead
+                    # rather than firing a burst of stale requests at once.
+                    next_send = loop.time()
+        finally:
+            for task in list(self._pending):
+                task.cancel()
+
+    async def _one(self, intended: float) -> None:
+        loop = asyncio.get_running_loop()
+        plan = self.plan
+        deadline = intended + plan.timeout
+        outcome, error_text = Outcome.SUCCESS, ""
+        try:
+            async with asyncio.timeout_at(deadline):
+                async with self._slots:
+                    result = await self._infer(max(0.001, deadline - loop.time()))
+            if any(result.as_numpy(name) is None for name in self._outputs):
+                outcome, error_text = (
+                    Outcome.BAD_RESPONSE,
+                    "response lacks an output the metadata lists",
+                )
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # every failure is an outcome, never a crash
+            outcome, error_text = classify_error(error, plan.protocol), str(error)[:200]
+        elapsed = loop.time() - intended
+        latency: float | None = elapsed
+        if outcome == Outcome.TIMEOUT:
+            latency = plan.timeout
+        elif outcome not in (Outcome.SUCCESS, Outcome.BAD_RESPONSE):
+            latency = None  # a refused connection says nothing about latency
+        self._stats.record(
+            CanaryResult(
+                plan.target, plan.model, plan.protocol, self._clock(), outcome, latency, error_text
+            )
+        )
+
+    async def _infer(self, timeout: float) -> Any:
+        plan = self.plan
+        try:
+            return await self._client.infer(
+                plan.model, plan.version, self._tensors, binary=self._binary, timeout=timeout
+            )
+        except InferenceServerException as error:
+            if not (self._binary and str(error.status()) in _BINARY_REFUSED_STATUSES):
+                raise
+            # A KServe v2 server without Triton's binary tensor extension: try JSON
+            # tensors, and keep them if the server accepts them.
+            result = await self._client.infer(
+                plan.model, plan.version, self._tensors, binary=False, timeout=timeout
+            )
+            self._binary = False
+            _log.info(
+                "canary_binary_tensors_refused_using_json", target=plan.target, model=plan.model
+            )
+            return result
+
+
+async def run_canaries(canaries: Sequence[ModelCanary]) -> None:
+    """Runs every canary concurrently until cancelled; one failing never stops the others."""
+    async with asyncio.TaskGroup() as group:
+        for canary in canaries:
+            group.create_task(_guarded(canary))
+
+
+async def _guarded(canary: ModelCanary) -> None:
+    try:
+        await canary.run()
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # log it and let the other canaries run
+        _log.exception("canary_crashed", target=canary.plan.target, model=canary.plan.model)

@@ -1,0 +1,128 @@
+"""What the canary has measured, per (target, model, protocol), ready for export and SLOs.
+
+Written from the canary's event-loop thread, read at scrape time from the exporter's
+threads: every access goes through one lock, and readers get immutable snapshots.
+Latencies are kept exactly for the longest quantile window (5 minutes): at canary
+rates that is hundreds of samples, so exact nearest-rank quantiles are cheap.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import Counter, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tritonwatch.analysis.quantiles import DEFAULT_QUANTILES, quantiles
+from tritonwatch.observations import CanaryResult, Outcome
+
+DEFAULT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+QUANTILE_WINDOWS = {"1m": 60.0, "5m": 300.0}
+_LONGEST_WINDOW = max(QUANTILE_WINDOWS.values())
+
+SeriesKey = tuple[str, str, str]
+"""(target, model, protocol)."""
+
+
+def latency_buckets(thresholds: Iterable[float]) -> tuple[float, ...]:
+    """Histogram upper bounds: the defaults plus every SLO threshold *exactly*, so that
+    ``rate(..._bucket{le="<threshold>"})`` is the SLI with no interpolation."""
+    return tuple(sorted(set(DEFAULT_BUCKETS) | {round(t, 9) for t in thresholds}))
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesSnapshot:
+    target: str
+    model: str
+    protocol: str
+    outcomes: dict[str, int]
+    bucket_counts: tuple[int, ...]
+    """Cumulative counts per bucket of the histogram, ``+Inf`` last."""
+    latency_sum: float
+    latency_count: int
+    window_quantiles: dict[str, dict[float, float]]
+    """window name → quantile → seconds (empty when the window holds no sample)."""
+
+
+class _Series:
+    __slots__ = ("bucket_hits", "count", "outcomes", "recent", "total")
+
+    def __init__(self, buckets: int) -> None:
+        self.outcomes: Counter[str] = Counter()
+        self.bucket_hits = [0] * (buckets + 1)  # non-cumulative; the last is +Inf
+        self.total = 0.0
+        self.count = 0
+        self.recent: deque[tuple[float, float]] = deque()
+
+
+class CanaryStats:
+    """Thread-safe accumulation of :class:`CanaryResult` s."""
+
+    def __init__(self, buckets: Sequence[float] = DEFAULT_BUCKETS) -> None:
+        self._lock = threading.Lock()
+        self._buckets = tuple(buckets)
+        self._series: dict[SeriesKey, _Series] = {}
+
+    @property
+    def buckets(self) -> tuple[float, ...]:
+        return self._buckets
+
+    def set_buckets(self, buckets: Sequence[float]) -> None:
+        """Changes the histogram layout (config reload); counts restart, as a new
+        bucket set is a new histogram for Prometheus anyway."""
+        with self._lock:
+            if tuple(buckets) != self._buckets:
+                self._buckets = tuple(buckets)
+                self._series.clear()
+
+    def declare(self, keys: Iterable[SeriesKey]) -> None:
+        """Keeps only ``keys`` (configured canaries), adding the new ones at zero."""
+        wanted = set(keys)
+        with self._lock:
+            self._series = {k: v for k, v in self._series.items() if k in wanted}
+            for key in wanted - self._series.keys():
+                self._series[key] = _Series(len(self._buckets))
+
+    def record(self, result: CanaryResult) -> None:
+        key = (result.target, result.model, result.protocol)
+        with self._lock:
+            series = self._series.get(key)
+            if series is None:  # a canary removed by a reload finishing late
+                return
+            series.outcomes[result.outcome] += 1
+            latency = result.latency_seconds
+            if latency is None:
+                return
+            series.bucket_hits[bisect.bisect_left(self._buckets, latency)] += 1
+            series.total += latency
+            series.count += 1
+            series.recent.append((result.at, latency))
+            while series.recent and series.recent[0][0] < result.at - _LONGEST_WINDOW:
+                series.recent.popleft()
+
+    def snapshot(self, now: float) -> list[SeriesSnapshot]:
+        """Every series as of monotonic time ``now``, sorted by key."""
+        with self._lock:
+            raw = [
+                (key, dict(s.outcomes), list(s.bucket_hits), s.total, s.count, list(s.recent))
+                for key, s in sorted(self._series.items())
+            ]
+        snapshots = []
+        for (target, model, protocol), outcomes, hits, total, count, recent in raw:
+            cumulative, running = [], 0
+            for hit in hits:
+                running += hit
+                cumulative.append(running)
+            windows = {
+                name: quantiles([v for t, v in recent if t >= now - span], DEFAULT_QUANTILES)
+                for name, span in QUANTILE_WINDOWS.items()
+            }
+            for outcome in Outcome:
+                outcomes.setdefault(str(outcome), 0)
+            snapshots.append(
+                SeriesSnapshot(
+                    target, model, protocol, outcomes, tuple(cumulative), total, count, windows
+                )
+            )
+        return snapshots

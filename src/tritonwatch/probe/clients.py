@@ -1,0 +1,188 @@
+"""One asyncio face over ``tritonclient``'s HTTP and gRPC aio clients.
+
+The canary and the sweep speak to a server through :class:`InferenceClient`, so the
+protocol is a constructor argument and error handling is written once:
+:func:`classify_error` maps every way a call can fail to an :class:`Outcome`.
+Triton-only APIs (model config) answer None on servers that lack them, which is
+how the canary also works against any KServe v2 / Open Inference Protocol server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import aiohttp
+from tritonclient.utils import InferenceServerException
+
+from tritonwatch.observations import Outcome
+from tritonwatch.probe.payload import Tensor
+
+_UNSUPPORTED_HTTP = {"404", "400", "501"}
+_UNSUPPORTED_GRPC = ("UNIMPLEMENTED", "NOT_FOUND")
+
+
+class InferenceClient(Protocol):
+    protocol: str
+
+    async def metadata(self, model: str, version: str) -> dict[str, Any]: ...
+
+    async def config(self, model: str, version: str) -> dict[str, Any] | None: ...
+
+    async def infer(
+        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
+    ) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+_GRPC_STATUS_OUTCOMES = {
+    "DEADLINE_EXCEEDED": Outcome.TIMEOUT,
+    "UNAVAILABLE": Outcome.CONNECTION_ERROR,
+}
+
+
+def _classify_server_error(error: InferenceServerException, protocol: str) -> Outcome:
+    status = str(error.status() or "")
+    if protocol == "grpc":
+        code = status.removeprefix("StatusCode.")
+        return _GRPC_STATUS_OUTCOMES.get(code, Outcome.GRPC_ERROR)
+    # tritonclient.http reports undecodable bodies with a status too; no status at
+    # all means the client could not make sense of a reply.
+    return Outcome.HTTP_ERROR if status else Outcome.BAD_RESPONSE
+
+
+def classify_error(error: BaseException, protocol: str) -> Outcome:
+    """The outcome label for a failed call (DESIGN §12: what each client raises)."""
+    if isinstance(error, InferenceServerException):
+        return _classify_server_error(error, protocol)
+    if isinstance(error, TimeoutError | asyncio.TimeoutError):
+        return Outcome.TIMEOUT
+    if isinstance(error, aiohttp.ClientConnectionError | ConnectionError | OSError):
+        return Outcome.CONNECTION_ERROR
+    if isinstance(error, aiohttp.ClientResponseError):
+        return Outcome.HTTP_ERROR
+    return Outcome.BAD_RESPONSE
+
+
+def is_unsupported(error: InferenceServerException, protocol: str) -> bool:
+    """True when the server does not implement the API (not when it failed)."""
+    status = str(error.status() or "")
+    if protocol == "grpc":
+        return any(code in status for code in _UNSUPPORTED_GRPC)
+    return status in _UNSUPPORTED_HTTP
+
+
+def _address(url: str) -> tuple[str, bool]:
+    scheme, _, rest = url.partition("://")
+    return rest.rstrip("/"), scheme.lower() in {"https", "grpcs"}
+
+
+class HttpInferenceClient:
+    """``tritonclient.http.aio`` (binary tensor extension, or JSON tensors)."""
+
+    protocol = "http"
+
+    def __init__(self, url: str, connections: int = 64) -> None:
+        import tritonclient.http.aio as httpclient  # noqa: PLC0415 - heavy; load on use
+
+        address, secure = _address(url)
+        self._module = httpclient
+        self._client = httpclient.InferenceServerClient(address, ssl=secure, conn_limit=connections)
+
+    async def metadata(self, model: str, version: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._client.get_model_metadata(model, version)
+        return result
+
+    async def config(self, model: str, version: str) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = await self._client.get_model_config(model, version)
+        except InferenceServerException as error:
+            if is_unsupported(error, self.protocol):
+                return None
+            raise
+        return result
+
+    async def infer(
+        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
+    ) -> Any:
+        inputs = []
+        for tensor in tensors:
+            infer_input = self._module.InferInput(
+                tensor.name, list(tensor.data.shape), tensor.datatype
+            )
+            infer_input.set_data_from_numpy(tensor.data, binary_data=binary)
+            inputs.append(infer_input)
+        return await asyncio.wait_for(
+            self._client.infer(model, inputs, model_version=version), timeout
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+class GrpcInferenceClient:
+    """``tritonclient.grpc.aio``; the deadline travels to the server as gRPC's own."""
+
+    protocol = "grpc"
+
+    def __init__(self, url: str) -> None:
+        import tritonclient.grpc.aio as grpcclient  # noqa: PLC0415 - heavy; load on use
+
+        address, secure = _address(url)
+        self._module = grpcclient
+        self._client = grpcclient.InferenceServerClient(address, ssl=secure)
+
+    async def metadata(self, model: str, version: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._client.get_model_metadata(model, version, as_json=True)
+        return _normalise_grpc_json(result)
+
+    async def config(self, model: str, version: str) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = await self._client.get_model_config(
+                model, version, as_json=True
+            )
+        except InferenceServerException as error:
+            if is_unsupported(error, self.protocol):
+                return None
+            raise
+        return _normalise_grpc_json(result.get("config", result))
+
+    async def infer(
+        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
+    ) -> Any:
+        inputs = []
+        for tensor in tensors:
+            infer_input = self._module.InferInput(
+                tensor.name, list(tensor.data.shape), tensor.datatype
+            )
+            infer_input.set_data_from_numpy(tensor.data)
+            inputs.append(infer_input)
+        return await self._client.infer(
+            model, inputs, model_version=version, client_timeout=timeout
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+def _normalise_grpc_json(message: Mapping[str, Any]) -> dict[str, Any]:
+    """gRPC's JSON form uses camelCase and strings for int64; the HTTP form is what the
+    rest of the code reads (``max_batch_size``, int shapes)."""
+    text = json.dumps(message)
+    data: dict[str, Any] = json.loads(text)
+    if "maxBatchSize" in data:
+        data["max_batch_size"] = int(data.pop("maxBatchSize"))
+    for key in ("inputs", "outputs"):
+        for entry in data.get(key, []):
+            entry["shape"] = [int(d) for d in entry.get("shape", [])]
+    return data
+
+
+def client_for(protocol: str, http_url: str, grpc_url: str) -> InferenceClient:
+    """The client for ``protocol`` pointed at the matching endpoint of a target."""
+    if protocol == "grpc":
+        return GrpcInferenceClient(grpc_url)
+    return HttpInferenceClient(http_url)

@@ -1,0 +1,167 @@
+"""The canary against the simulator, through the real tritonclient (HTTP and gRPC)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from structlog.testing import capture_logs
+
+from sim_process import SimProcess
+from support import wait_until
+from tritonwatch.analysis.quantiles import quantiles
+from tritonwatch.probe.canary import CanaryPlan
+from tritonwatch.probe.canary_runner import CanaryRunner
+from tritonwatch.probe.canary_stats import CanaryStats, SeriesSnapshot, latency_buckets
+from tritonwatch.sim.server import Simulator
+from tritonwatch.sim.testing import model_set_with
+
+pytestmark = pytest.mark.e2e
+
+SLOW_LOGNORMAL = {
+    "timing": {
+        "compute_input": 0,
+        "compute_input_per_item": 0,
+        "compute_output": 0,
+        "compute_output_per_item": 0,
+        "compute_infer": "100ms",
+        "compute_infer_per_item": 0,
+        "noise_sigma": 0.25,
+    },
+    "dynamic_batching": None,
+    "instance_group": {"count": 6, "kind": "KIND_GPU", "gpus": [0]},
+    "gpu_occupancy": {"base": 0.05, "per_item": 0.0},
+}
+
+
+def _plan(
+    sim: Simulator, model: str = "simple", protocol: str = "http", **changes: object
+) -> CanaryPlan:
+    fields: dict[str, object] = {
+        "target": "sim",
+        "model": model,
+        "version": "",
+        "protocol": protocol,
+        "http_url": sim.http_url,
+        "grpc_url": f"grpc://{sim.grpc_url}",
+        "rate": 20.0,
+        "poisson": False,
+        "timeout": 2.0,
+        "max_in_flight": 8,
+        "data": "random",
+    }
+    fields.update(changes)
+    return CanaryPlan(**fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def runner() -> Iterator[CanaryRunner]:
+    runner = CanaryRunner(CanaryStats(latency_buckets([0.05])))
+    yield runner
+    runner.stop()
+
+
+def _series(runner: CanaryRunner, model: str = "simple") -> SeriesSnapshot:
+    for snap in runner.stats.snapshot(time.monotonic()):
+        if snap.model == model:
+            return snap
+    raise AssertionError(f"no series for {model}")
+
+
+def _wait_for(
+    runner: CanaryRunner, outcome: str, count: int, model: str = "simple"
+) -> SeriesSnapshot:
+    wait_until(
+        lambda: _series(runner, model).outcomes[outcome] >= count,
+        timeout=15,
+        what=f"{count} canary {outcome} results for {model}",
+    )
+    return _series(runner, model)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_canary_succeeds_and_fills_histogram_and_windows(
+    runner: CanaryRunner, protocol: str
+) -> None:
+    with Simulator() as sim:
+        runner.start([_plan(sim, protocol=protocol)])
+        snap = _wait_for(runner, "success", 10)
+    assert snap.protocol == protocol
+    assert sum(v for k, v in snap.outcomes.items() if k != "success") == 0
+    assert snap.latency_count >= 10
+    assert snap.bucket_counts[-1] == snap.latency_count  # +Inf holds everything
+    assert 0.05 in runner.stats.buckets
+    one_minute = snap.window_quantiles["1m"]
+    assert set(one_minute) == {0.5, 0.9, 0.95, 0.99}
+    assert 0.0005 < one_minute[0.5] < 0.1  # ~1 ms model plus client and loopback time
+
+
+def test_canary_p95_within_five_percent_of_the_servers_true_p95(runner: CanaryRunner) -> None:
+    """100 ms log-normal service time (σ 0.25): the client's own ~2.5 ms stays within 5 %.
+
+    The simulator runs in its own process so that client and server do not share a GIL."""
+    with SimProcess(models=model_set_with(simple=SLOW_LOGNORMAL), seed=3) as sim:
+        runner.start([_plan(sim, rate=15.0, timeout=1.5)])
+        snap = _wait_for(runner, "success", 90)
+        runner.stop()
+        truth = quantiles(sim.latency_samples("simple"), (0.95,))[0.95]
+    measured = snap.window_quantiles["5m"][0.95]
+    assert truth > 0.1
+    assert measured == pytest.approx(truth, rel=0.05)
+    assert measured >= truth  # end to end can only add time
+
+
+def test_a_two_second_hang_shows_in_p99(runner: CanaryRunner) -> None:
+    with Simulator() as sim:
+        runner.start([_plan(sim, rate=10.0, timeout=5.0)])
+        _wait_for(runner, "success", 5)
+        sim.inject_fault(kind="hang", duration_s=2.0)
+        time.sleep(2.5)  # the hang itself has to happen in real time: it is what we measure
+        snap = _wait_for(runner, "success", 30)
+    assert snap.window_quantiles["1m"][0.99] >= 1.8
+    assert snap.outcomes["timeout"] == 0
+
+
+def test_requests_past_their_timeout_are_timeouts(runner: CanaryRunner) -> None:
+    with Simulator() as sim:
+        sim.inject_fault(kind="hang")
+        runner.start([_plan(sim, rate=10.0, timeout=0.3, max_in_flight=2)])
+        snap = _wait_for(runner, "timeout", 5)
+        sim.clear_faults()
+    assert snap.outcomes["success"] == 0
+    timeout_bucket = latency_buckets([0.05]).index(0.5)  # 0.3 s lands in le=0.5
+    assert snap.bucket_counts[timeout_bucket] >= 5
+    assert snap.bucket_counts[timeout_bucket - 1] == 0
+
+
+@pytest.mark.parametrize(("protocol", "outcome"), [("http", "http_error"), ("grpc", "grpc_error")])
+def test_server_errors_are_protocol_errors(
+    runner: CanaryRunner, protocol: str, outcome: str
+) -> None:
+    with Simulator() as sim:
+        sim.inject_fault(kind="error_burst", reason="BACKEND")
+        runner.start([_plan(sim, protocol=protocol)])
+        snap = _wait_for(runner, outcome, 3)
+    assert snap.outcomes["success"] == 0
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_refused_connections_are_connection_errors(runner: CanaryRunner, protocol: str) -> None:
+    with Simulator() as sim:
+        runner.start([_plan(sim, protocol=protocol, rate=10.0)])
+        _wait_for(runner, "success", 2)
+        sim.stop()  # the server goes away under the running canary
+        snap = _wait_for(runner, "connection_error", 3)
+    assert snap.outcomes["timeout"] + snap.outcomes["connection_error"] >= 3
+
+
+def test_a_model_it_cannot_fill_is_reported_and_the_others_run(runner: CanaryRunner) -> None:
+    with Simulator() as sim, capture_logs() as logs:
+        runner.start([_plan(sim, model="text_identity"), _plan(sim, model="simple")])
+        _wait_for(runner, "success", 3, model="simple")
+    errors = [log for log in logs if log["event"] == "canary_payload_error"]
+    assert len(errors) == 1
+    assert errors[0]["model"] == "text_identity"
+    assert "a BYTES input needs sample data" in errors[0]["error"]
+    assert sum(_series(runner, "text_identity").outcomes.values()) == 0
