@@ -1,0 +1,130 @@
+"""``tritonwatch simulate``: run the Triton-compatible simulator until a signal.
+
+Prints one line with every bound endpoint (``http=HOST:PORT grpc=HOST:PORT
+metrics=HOST:PORT``) once all ports listen, so scripts can start it with port 0 and read
+the ports; stops cleanly on SIGINT or SIGTERM and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+import structlog
+
+from tritonwatch.cli_flags import add_flag
+from tritonwatch.sim import precise_loop
+from tritonwatch.sim.core import DEFAULT_METRICS_INTERVAL_S
+from tritonwatch.sim.models import ModelSetError
+from tritonwatch.sim.scenarios import SCENARIOS
+from tritonwatch.sim.server import SimulatorOptions, SimulatorService, resolve_model_set
+
+EXIT_USAGE = 2
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be in 0..65535, got: {value}")
+    return value
+
+
+def _interval_ms(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"metrics interval must be positive, got: {value}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Adds the ``simulate`` subcommand (its flags also read ``TRITONWATCH_*`` variables)."""
+    parser = subparsers.add_parser(
+        "simulate",
+        help="run a Triton-compatible simulator (HTTP, gRPC, /metrics)",
+        description=__doc__,
+    )
+    add_flag(parser, "--host", default="127.0.0.1", help="bind address")
+    add_flag(parser, "--http-port", type=_port, default=8000, help="HTTP port (0 = any free)")
+    add_flag(parser, "--grpc-port", type=_port, default=8001, help="gRPC port (0 = any free)")
+    add_flag(
+        parser, "--metrics-port", type=_port, default=8002, help="/metrics port (0 = any free)"
+    )
+    add_flag(parser, "--models", default=None, help="model-set YAML (built-in models if absent)")
+    add_flag(
+        parser,
+        "--scenario",
+        default="healthy",
+        choices=sorted(SCENARIOS),
+        help="scenario applied to every model at start",
+    )
+    add_flag(parser, "--seed", type=int, default=0, help="seed of every random draw")
+    add_flag(
+        parser,
+        "--summary-latencies",
+        action="store_true",
+        help="export the summary families (Triton's --metrics-config summary_latencies=true)",
+    )
+    add_flag(
+        parser,
+        "--metrics-interval-ms",
+        type=_interval_ms,
+        default=int(DEFAULT_METRICS_INTERVAL_S * 1000),
+        help="how often GPU and CPU gauges refresh (Triton's --metrics-interval-ms)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def _configure_logging() -> None:
+    """Logs to stderr at INFO unless the application configured structlog already;
+    stdout stays for the endpoints line."""
+    if not structlog.is_configured():
+        structlog.configure(
+            wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+            logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs the simulator until SIGINT/SIGTERM; returns the exit status."""
+    _configure_logging()
+    try:
+        model_set = resolve_model_set(args.models)
+    except ModelSetError as error:
+        print(f"tritonwatch simulate: {error}", file=sys.stderr)  # noqa: T201
+        return EXIT_USAGE
+    options = SimulatorOptions(
+        scenario=args.scenario,
+        seed=args.seed,
+        host=args.host,
+        http_port=args.http_port,
+        grpc_port=args.grpc_port,
+        metrics_port=args.metrics_port,
+        summary_latencies=args.summary_latencies,
+        metrics_interval_s=args.metrics_interval_ms / 1000,
+    )
+    service = SimulatorService(model_set, options)
+    try:
+        precise_loop.run(_serve(service))
+    except OSError as error:
+        print(f"tritonwatch simulate: cannot listen: {error}", file=sys.stderr)  # noqa: T201
+        return 1
+    return 0
+
+
+async def _serve(service: SimulatorService) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        endpoints = await service.start()
+        print(endpoints.banner(), flush=True)  # noqa: T201
+        structlog.get_logger(component="sim").info("simulator ready", endpoints=endpoints.banner())
+        await stop.wait()
+    finally:
+        await service.stop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)

@@ -1,0 +1,192 @@
+"""Triton's gRPC frontend: ``inference.GRPCInferenceService`` on ``grpc.aio``.
+
+Implemented on the generated modules that ship inside ``tritonclient.grpc``
+(``service_pb2``, ``service_pb2_grpc``, ``model_config_pb2``), so there is no code
+generation step. Tensors travel as ``raw_input_contents``/``raw_output_contents`` (what
+``tritonclient`` sends); typed ``contents`` are accepted too. Errors abort the call
+with the gRPC status Triton uses for the error code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+import numpy as np
+from google.protobuf import json_format  # type: ignore[import-untyped]
+from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc
+
+from tritonwatch.sim.core import SimCore
+from tritonwatch.sim.errors import ErrorCode, SimError
+from tritonwatch.sim.http_api import EXTENSIONS, SERVER_NAME, SERVER_VERSION
+from tritonwatch.sim.tensors import (
+    BY_WIRE,
+    Array,
+    decode_binary,
+    encode_binary,
+    serialize_bytes,
+    wire_type,
+)
+
+Reply = TypeVar("Reply")
+_TYPED_CONTENTS = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+
+
+def _rpc(
+    method: Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Reply]],
+) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Reply]]:
+    """Applies the server-wide hang fault and maps ``SimError`` to a gRPC status."""
+
+    @functools.wraps(method)
+    async def wrapper(
+        self: TritonGrpcService, request: Any, context: grpc.aio.ServicerContext
+    ) -> Reply:
+        await self.core.faults.wait_while_hung(self.core.loop, "server")
+        try:
+            return await method(self, request, context)
+        except SimError as error:
+            await context.abort(error.code.grpc_status, error.message)
+            raise  # abort raises; this line only satisfies the type checker
+
+    return wrapper
+
+
+def _typed_input(tensor: Any) -> bytes:
+    field = _TYPED_CONTENTS.get(tensor.datatype)
+    if field is None:
+        raise SimError(ErrorCode.INVALID_ARG, f"input '{tensor.name}' has no data")
+    values = list(getattr(tensor.contents, field))
+    if tensor.datatype == "BYTES":
+        array = np.empty(len(values), dtype=np.object_)
+        array[:] = values
+        return serialize_bytes(array)
+    return np.asarray(values, dtype=BY_WIRE[tensor.datatype].numpy).tobytes()
+
+
+class TritonGrpcService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
+    """The servicer; every method runs on the simulator's loop."""
+
+    def __init__(self, core: SimCore) -> None:
+        self.core = core
+        self._repository = core.repository
+
+    @_rpc
+    async def ServerLive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        return pb.ServerLiveResponse(live=True)
+
+    @_rpc
+    async def ServerReady(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        return pb.ServerReadyResponse(ready=True)
+
+    @_rpc
+    async def ModelReady(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        try:
+            self._repository.runtime(request.name, request.version)
+        except SimError:
+            return pb.ModelReadyResponse(ready=False)
+        return pb.ModelReadyResponse(ready=True)
+
+    @_rpc
+    async def ServerMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        return pb.ServerMetadataResponse(
+            name=SERVER_NAME, version=SERVER_VERSION, extensions=list(EXTENSIONS)
+        )
+
+    @_rpc
+    async def ModelMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        return json_format.ParseDict(
+            self._repository.metadata(request.name, request.version), pb.ModelMetadataResponse()
+        )
+
+    @_rpc
+    async def ModelConfig(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        return pb.ModelConfigResponse(config=self._repository.config(request.name, request.version))
+
+    @_rpc
+    async def ModelStatistics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        stats = self._repository.statistics(request.name, request.version)
+        return json_format.ParseDict(stats, pb.ModelStatisticsResponse())
+
+    @_rpc
+    async def RepositoryIndex(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        entries = self._repository.index(ready_only=request.ready)
+        return pb.RepositoryIndexResponse(
+            models=[pb.RepositoryIndexResponse.ModelIndex(**entry) for entry in entries]
+        )
+
+    @_rpc
+    async def RepositoryModelLoad(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        parameters = request.parameters
+        if any(key.startswith("file:") for key in parameters):
+            raise SimError(ErrorCode.UNSUPPORTED, "the simulator does not accept model files")
+        config = parameters["config"].string_param if "config" in parameters else None
+        self._repository.load(request.model_name, config)
+        return pb.RepositoryModelLoadResponse()
+
+    @_rpc
+    async def RepositoryModelUnload(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        self._repository.unload(request.model_name)
+        return pb.RepositoryModelUnloadResponse()
+
+    @_rpc
+    async def ModelInfer(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        raw = request.raw_input_contents
+        if raw and len(raw) != len(request.inputs):
+            raise SimError(
+                ErrorCode.INVALID_ARG,
+                f"expected {len(request.inputs)} raw_input_contents, got {len(raw)}",
+            )
+        inputs: dict[str, tuple[str, Array]] = {}
+        for index, tensor in enumerate(request.inputs):
+            data = raw[index] if raw else _typed_input(tensor)
+            array = decode_binary(tensor.name, tensor.datatype, list(tensor.shape), data)
+            inputs[tensor.name] = (tensor.datatype, array)
+        outcome = await self._repository.infer(request.model_name, request.model_version, inputs)
+        spec = outcome.spec
+        known = {tensor.name: tensor for tensor in spec.output}
+        names = [output.name for output in request.outputs] or list(known)
+        reply = pb.ModelInferResponse(
+            model_name=spec.name, model_version=spec.version_label, id=request.id
+        )
+        for name in names:
+            if name not in known:
+                raise SimError(
+                    ErrorCode.INVALID_ARG,
+                    f"unexpected inference output '{name}' for model '{spec.name}'",
+                )
+            datatype = wire_type(known[name].data_type)
+            array = outcome.outputs[name]
+            reply.outputs.add(name=name, datatype=datatype, shape=list(array.shape))
+            reply.raw_output_contents.append(encode_binary(datatype, array))
+        if outcome.network_delay_s > 0:
+            await asyncio.sleep(outcome.network_delay_s)
+        return reply
+
+
+def build_grpc_server(core: SimCore) -> grpc.aio.Server:
+    """A ``grpc.aio`` server carrying the servicer, with Triton's unlimited message sizes."""
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_send_message_length", -1),
+            ("grpc.max_receive_message_length", -1),
+        ]
+    )
+    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(TritonGrpcService(core), server)
+    return server

@@ -1,0 +1,276 @@
+"""Triton's ``/metrics`` text: the same families, HELP texts, types, labels and rules.
+
+Family names, HELP strings and types are copied from Triton's ``metrics.cc`` and real
+scrapes (``shared/fixtures/triton_metrics``). Counters have no ``_total`` suffix; label
+names print sorted (as prometheus-cpp does) with a summary's ``quantile`` last; integral
+values print without decimals and NaN prints as ``Nan``. Per-model series carry
+``model`` and ``version`` (as servers from 22.x on do; ~21.05 servers also added
+``gpu_uuid``). GPU and CPU gauges come from the last poll of the metrics interval, like
+Triton's DCGM poller; the energy counter is exact.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tritonwatch.sim.gpu import GpuSample, SharedGpu
+from tritonwatch.sim.repository import ModelRepository, ModelSlot
+from tritonwatch.sim.stats import FAILURE_REASONS, STAGES, Ledger
+
+_EXCLUDES = "(does not include cached requests)"
+_INCLUDES = "(includes cached requests)"
+
+# (name, type, help) of the per-model counters, in Triton's order, with the ledger value.
+_MODEL_COUNTERS: tuple[tuple[str, str, Callable[[Ledger], int]], ...] = (
+    (
+        "nv_inference_request_success",
+        "Number of successful inference requests, all batch sizes",
+        lambda ledger: ledger.success.count,
+    ),
+    (
+        "nv_inference_count",
+        f"Number of inferences performed {_EXCLUDES}",
+        lambda ledger: ledger.inference_count,
+    ),
+    (
+        "nv_inference_exec_count",
+        f"Number of model executions performed {_EXCLUDES}",
+        lambda ledger: ledger.execution_count,
+    ),
+)
+# What each stage measures and whether Triton's text says cached requests are included.
+_STAGE_TEXT = {
+    "request": ("inference request duration", _INCLUDES),
+    "queue": ("inference queuing duration", _INCLUDES),
+    "compute_input": ("compute input duration", _EXCLUDES),
+    "compute_infer": ("compute inference duration", _EXCLUDES),
+    "compute_output": ("inference compute output duration", _EXCLUDES),
+}
+_DURATION_HELP = {
+    stage: f"Cumulative {what} in microseconds {cached}"
+    for stage, (what, cached) in _STAGE_TEXT.items()
+}
+_SUMMARY_HELP = {
+    stage: f"Summary of {what} in microseconds {cached}"
+    for stage, (what, cached) in _STAGE_TEXT.items()
+}
+_GPU_GAUGES: tuple[tuple[str, str, str, Callable[[SharedGpu, GpuSample], float]], ...] = (
+    ("nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0)", lambda g, s: s.utilization),
+    (
+        "nv_gpu_memory_total_bytes",
+        "gauge",
+        "GPU total memory, in bytes",
+        lambda g, s: g.spec.memory_total,
+    ),
+    (
+        "nv_gpu_memory_used_bytes",
+        "gauge",
+        "GPU used memory, in bytes",
+        lambda g, s: s.memory_used_bytes,
+    ),
+    ("nv_gpu_power_usage", "gauge", "GPU power usage in watts", lambda g, s: s.power_watts),
+    (
+        "nv_gpu_power_limit",
+        "gauge",
+        "GPU power management limit in watts",
+        lambda g, s: g.spec.power_limit_watts,
+    ),
+    (
+        "nv_energy_consumption",
+        "counter",
+        "GPU energy consumption in joules since the Triton Server started",
+        lambda g, s: s.energy_joules,
+    ),
+)
+PINNED_POOL_BYTES = 268_435_456
+"""Triton's default ``--pinned-memory-pool-byte-size`` (256 MiB)."""
+
+
+def format_value(value: float) -> str:
+    """Prints a sample value as prometheus-cpp does (``161``, ``0.25``, ``Nan``)."""
+    if math.isnan(value):
+        return "Nan"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+@dataclass(frozen=True)
+class HostSample:
+    """CPU readings of the host (Triton's ``nv_cpu_*``)."""
+
+    utilization: float
+    memory_total_bytes: int
+    memory_used_bytes: int
+
+
+class HostCpu:
+    """Reads ``/proc/stat`` and ``/proc/meminfo`` as Triton's CPU poller does."""
+
+    def __init__(self, proc_root: Path = Path("/proc")) -> None:
+        self._proc = proc_root
+        self._last_busy_total: tuple[int, int] | None = None
+        self._sample = HostSample(0.0, 0, 0)
+
+    def poll(self) -> HostSample:
+        """Takes a reading: utilisation since the previous poll, memory now."""
+        try:
+            fields = [
+                int(x) for x in (self._proc / "stat").read_text().split("\n", 1)[0].split()[1:]
+            ]
+            meminfo = {
+                line.split(":")[0]: int(line.split()[1]) * 1024
+                for line in (self._proc / "meminfo").read_text().splitlines()
+                if len(line.split()) >= 2
+            }
+        except (OSError, ValueError, IndexError):
+            return self._sample
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        total = sum(fields[:8])
+        utilization = self._sample.utilization
+        if self._last_busy_total is not None:
+            last_busy, last_total = self._last_busy_total
+            elapsed = total - last_total
+            if elapsed > 0:
+                utilization = max(0.0, min(1.0, ((total - idle) - last_busy) / elapsed))
+        self._last_busy_total = (total - idle, total)
+        memory_total = meminfo.get("MemTotal", 0)
+        used = memory_total - meminfo.get("MemAvailable", memory_total)
+        self._sample = HostSample(utilization, memory_total, used)
+        return self._sample
+
+    @property
+    def last(self) -> HostSample:
+        """The reading of the last poll."""
+        return self._sample
+
+
+class _Exposition:
+    """Accumulates families and samples in the text format."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def family(self, name: str, kind: str, help_text: str) -> None:
+        self.lines.append(f"# HELP {name} {help_text}")
+        self.lines.append(f"# TYPE {name} {kind}")
+
+    def sample(self, name: str, labels: Iterable[tuple[str, str]], value: float) -> None:
+        pairs = tuple(labels)
+        label_text = "{" + ",".join(f'{k}="{v}"' for k, v in pairs) + "}" if pairs else ""
+        self.lines.append(f"{name}{label_text} {format_value(value)}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+ModelLabels = tuple[tuple[str, str], tuple[str, str]]
+
+
+class MetricsRenderer:
+    """Builds the ``/metrics`` body from the repository, the GPUs and the host."""
+
+    def __init__(
+        self,
+        repository: ModelRepository,
+        gpus: list[SharedGpu],
+        host: HostCpu,
+        *,
+        summaries: bool,
+    ) -> None:
+        self._repository = repository
+        self._gpus = gpus
+        self._host = host
+        self._summaries = summaries
+
+    def render(self, now: float) -> str:
+        """The whole exposition as Triton would serve it at loop time ``now``."""
+        out = _Exposition()
+        rows: list[tuple[ModelSlot, ModelLabels]] = [
+            (slot, (("model", slot.spec.name), ("version", slot.spec.version_label)))
+            for slot in self._repository.loaded()
+        ]
+        for index, (name, help_text, read) in enumerate(_MODEL_COUNTERS):
+            out.family(name, "counter", help_text)
+            for slot, labels in rows:
+                out.sample(name, labels, read(slot.series.ledger))
+            if index == 0:
+                self._failures(out, rows)
+        for stage_index, stage in enumerate(STAGES):
+            name = f"nv_inference_{stage}_duration_us"
+            out.family(name, "counter", _DURATION_HELP[stage])
+            for slot, labels in rows:
+                out.sample(name, labels, slot.series.ledger.microseconds[stage_index])
+        name = "nv_inference_pending_request_count"
+        out.family(
+            name, "gauge", "Instantaneous number of pending requests awaiting execution per-model."
+        )
+        for slot, labels in rows:
+            out.sample(name, labels, self._repository.pending(slot.spec.name))
+        if self._summaries:
+            self._summary_families(out, rows, now)
+        self._host_and_gpus(out)
+        return out.text()
+
+    @staticmethod
+    def _failures(out: _Exposition, rows: list[tuple[ModelSlot, ModelLabels]]) -> None:
+        name = "nv_inference_request_failure"
+        out.family(name, "counter", "Number of failed inference requests, all batch sizes")
+        for slot, (model, version) in rows:
+            failures = slot.series.ledger.failures_by_reason
+            for reason in FAILURE_REASONS:
+                out.sample(name, (model, ("reason", reason), version), failures[reason])
+
+    @staticmethod
+    def _summary_families(
+        out: _Exposition, rows: list[tuple[ModelSlot, ModelLabels]], now: float
+    ) -> None:
+        for stage in STAGES:
+            name = f"nv_inference_{stage}_summary_us"
+            out.family(name, "summary", _SUMMARY_HELP[stage])
+            for slot, labels in rows:
+                window = slot.series.summaries[stage]
+                out.sample(f"{name}_count", labels, window.count)
+                out.sample(f"{name}_sum", labels, window.total)
+                for quantile, value in window.quantiles(now):
+                    out.sample(name, (*labels, ("quantile", str(quantile))), value)
+
+    def _host_and_gpus(self, out: _Exposition) -> None:
+        out.family(
+            "nv_pinned_memory_pool_total_bytes",
+            "gauge",
+            "Pinned memory pool total memory size, in bytes",
+        )
+        out.sample("nv_pinned_memory_pool_total_bytes", (), PINNED_POOL_BYTES)
+        out.family(
+            "nv_pinned_memory_pool_used_bytes",
+            "gauge",
+            "Pinned memory pool used memory size, in bytes",
+        )
+        out.sample("nv_pinned_memory_pool_used_bytes", (), 0)
+        samples = [(gpu, gpu.last_sample()) for gpu in self._gpus]
+        for name, kind, help_text, read in _GPU_GAUGES:
+            out.family(name, kind, help_text)
+            for gpu, sample in samples:
+                out.sample(name, (("gpu_uuid", gpu.spec.uuid),), read(gpu, sample))
+        host = self._host.last
+        for name, help_text, value in (
+            ("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", host.utilization),
+            (
+                "nv_cpu_memory_total_bytes",
+                "CPU total memory (RAM), in bytes",
+                host.memory_total_bytes,
+            ),
+            ("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", host.memory_used_bytes),
+        ):
+            out.family(name, "gauge", help_text)
+            out.sample(name, (), value)
+
+
+MALFORMED_TAIL = 'nv_inference_count{model="simulated" version="1"} not-a-number\n'
+"""Appended under the ``malformed_metrics`` fault: bad label syntax and a bad value."""

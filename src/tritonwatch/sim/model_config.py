@@ -1,0 +1,219 @@
+"""Triton's model configuration: build it, print it, and apply a client's override.
+
+The configuration is held as the real ``inference.ModelConfig`` protobuf from
+``tritonclient.grpc.model_config_pb2``, so the gRPC ``ModelConfig`` answer is the object
+itself and the HTTP ``/config`` JSON follows Triton's printing rules: protobuf field
+names (snake_case) in declaration order, every scalar and repeated field printed even at
+its default, unset sub-messages left out, enums as their names (``TYPE_FP32``,
+``KIND_GPU``) and 64-bit integers as JSON numbers (Triton converts them back from the
+strings protobuf's JSON printer makes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import json_format  # type: ignore[import-untyped]
+from google.protobuf.descriptor import (  # type: ignore[import-untyped]
+    Descriptor,
+    FieldDescriptor,
+)
+from pydantic import ValidationError
+from tritonclient.grpc import model_config_pb2
+
+from tritonwatch.sim.errors import ErrorCode, SimError
+from tritonwatch.sim.models import ModelSpec
+from tritonwatch.sim.tensors import wire_type
+
+ModelConfig = model_config_pb2.ModelConfig
+
+_INT64_TYPES = frozenset(
+    {
+        FieldDescriptor.TYPE_INT64,
+        FieldDescriptor.TYPE_UINT64,
+        FieldDescriptor.TYPE_SINT64,
+        FieldDescriptor.TYPE_FIXED64,
+        FieldDescriptor.TYPE_SFIXED64,
+    }
+)
+
+
+def build_config(spec: ModelSpec) -> Any:
+    """The configuration Triton would report for ``spec`` after auto-completion."""
+    config = ModelConfig(
+        name=spec.name,
+        platform=spec.platform,
+        backend=spec.backend,
+        max_batch_size=spec.max_batch_size,
+    )
+    config.version_policy.latest.num_versions = 1
+    for tensor in spec.input:
+        config.input.add(name=tensor.name, data_type=tensor.data_type, dims=list(tensor.dims))
+    for tensor in spec.output:
+        config.output.add(name=tensor.name, data_type=tensor.data_type, dims=list(tensor.dims))
+    if spec.dynamic_batching is not None:
+        batching = config.dynamic_batching
+        batching.preferred_batch_size.extend(spec.dynamic_batching.preferred_batch_size)
+        batching.max_queue_delay_microseconds = spec.dynamic_batching.max_queue_delay_microseconds
+    group = spec.instance_group
+    config.instance_group.add(
+        name=f"{spec.name}_0",
+        kind=group.kind,
+        count=group.count,
+        gpus=list(group.gpus) if group.kind == "KIND_GPU" else [],
+    )
+    return normalize(config)
+
+
+def normalize(config: Any) -> Any:
+    """Fills the defaults Triton's auto-complete adds, as a loaded config shows them."""
+    if not config.HasField("version_policy"):
+        config.version_policy.latest.num_versions = 1
+    optimization = config.optimization
+    if not optimization.HasField("input_pinned_memory"):
+        optimization.input_pinned_memory.enable = True
+    if not optimization.HasField("output_pinned_memory"):
+        optimization.output_pinned_memory.enable = True
+    for index, group in enumerate(config.instance_group):
+        if not group.name:
+            group.name = f"{config.name}_{index}"
+    return config
+
+
+def config_to_json(config: Any) -> dict[str, Any]:
+    """Prints a configuration as Triton's ``GET v2/models/{m}/config`` does."""
+    data = json_format.MessageToDict(
+        config,
+        preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+    )
+    return _in_declaration_order(config.DESCRIPTOR, data)
+
+
+def _in_declaration_order(descriptor: Descriptor, data: dict[str, Any]) -> dict[str, Any]:
+    ordered: dict[str, Any] = {}
+    for field in descriptor.fields:
+        if field.name in data:
+            ordered[field.name] = _convert(field, data[field.name])
+    return ordered
+
+
+def _convert(field: FieldDescriptor, value: Any) -> Any:
+    message = field.message_type
+    if message is not None and message.GetOptions().map_entry:
+        value_field = message.fields_by_name["value"]
+        return {key: _convert_single(value_field, item) for key, item in value.items()}
+    if field.is_repeated:
+        return [_convert_single(field, item) for item in value]
+    return _convert_single(field, value)
+
+
+def _convert_single(field: FieldDescriptor, value: Any) -> Any:
+    if field.message_type is not None:
+        return _in_declaration_order(field.message_type, value)
+    if field.type in _INT64_TYPES:
+        return int(value)
+    return value
+
+
+def _load_error(name: str, reason: str) -> SimError:
+    return SimError(ErrorCode.INVALID_ARG, f"failed to load '{name}', {reason}")
+
+
+def parse_override(name: str, text: str) -> Any:
+    """Parses the ``config`` parameter of a load request (the whole config as JSON).
+
+    Raises:
+        SimError: INVALID_ARG when the JSON is not a ModelConfig or names another model.
+    """
+    config = ModelConfig()
+    try:
+        json_format.Parse(text, config)
+    except json_format.ParseError as error:
+        raise _load_error(name, f"failed to parse the provided config: {error}") from None
+    if not config.name:
+        config.name = name
+    if config.name != name:
+        raise _load_error(
+            name, f"the provided config names model '{config.name}', expected '{name}'"
+        )
+    return normalize(config)
+
+
+def spec_from_config(base: ModelSpec, config: Any) -> ModelSpec:
+    """The simulated model a configuration describes, keeping ``base``'s cost model.
+
+    Raises:
+        SimError: INVALID_ARG when the configuration is one the simulator cannot run.
+    """
+    if len(config.instance_group) > 1:
+        raise _load_error(base.name, "the simulator runs one instance_group per model")
+    if config.HasField("sequence_batching") or config.HasField("ensemble_scheduling"):
+        raise _load_error(base.name, "the simulator supports only the dynamic batcher")
+    update: dict[str, Any] = base.model_dump()
+    update["max_batch_size"] = config.max_batch_size
+    update["platform"] = config.platform
+    update["backend"] = config.backend
+    update["dynamic_batching"] = (
+        {
+            "preferred_batch_size": list(config.dynamic_batching.preferred_batch_size),
+            "max_queue_delay_microseconds": config.dynamic_batching.max_queue_delay_microseconds,
+        }
+        if config.HasField("dynamic_batching")
+        else None
+    )
+    if config.instance_group:
+        group = config.instance_group[0]
+        kind = model_config_pb2.ModelInstanceGroup.Kind.Name(group.kind)
+        update["instance_group"] = {
+            "count": group.count or 1,
+            "kind": "KIND_CPU" if kind == "KIND_CPU" else "KIND_GPU",
+            "gpus": list(group.gpus) or list(base.instance_group.gpus),
+        }
+    update["input"] = [_tensor(tensor) for tensor in config.input]
+    update["output"] = [_tensor(tensor) for tensor in config.output]
+    try:
+        return ModelSpec.model_validate(update)
+    except ValidationError as error:
+        details = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
+        )
+        raise _load_error(base.name, f"invalid model configuration: {details}") from None
+
+
+def _tensor(tensor: Any) -> dict[str, Any]:
+    return {
+        "name": tensor.name,
+        "data_type": model_config_pb2.DataType.Name(tensor.data_type),
+        "dims": list(tensor.dims),
+    }
+
+
+def only_instance_count_differs(old: Any, new: Any) -> bool:
+    """True when ``new`` changes nothing but instance counts (Triton applies it in place)."""
+    if len(old.instance_group) != len(new.instance_group):
+        return False
+    probe = ModelConfig()
+    probe.CopyFrom(new)
+    for probe_group, old_group in zip(probe.instance_group, old.instance_group, strict=True):
+        probe_group.count = old_group.count
+    return bool(probe == old)
+
+
+def model_metadata(spec: ModelSpec) -> dict[str, Any]:
+    """``GET v2/models/{m}``: name, versions, platform, and tensors with the batch dim."""
+    batch = [-1] if spec.max_batch_size > 0 else []
+
+    def describe(tensors: Any) -> list[dict[str, Any]]:
+        return [
+            {"name": t.name, "datatype": wire_type(t.data_type), "shape": [*batch, *t.dims]}
+            for t in tensors
+        ]
+
+    return {
+        "name": spec.name,
+        "versions": [spec.version_label],
+        "platform": spec.platform or spec.backend,
+        "inputs": describe(spec.input),
+        "outputs": describe(spec.output),
+    }

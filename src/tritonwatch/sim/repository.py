@@ -1,0 +1,368 @@
+"""The model repository: what is loaded, with which configuration, under which scenario.
+
+Protocol-neutral: the HTTP and gRPC frontends call the same methods and turn
+``SimError`` into their own error answers. Runs entirely on the simulator's loop.
+
+A model's configuration comes from three layers: the model set (``base``), the scenario
+applied to it, and the last configuration a client loaded (explicit model control).
+Switching scenario drops a loaded override; loading a configuration keeps the scenario's
+cost model. As in Triton, a load that changes only instance counts is applied in place;
+any other change loads a new model beside the old one, sends new requests to it, and
+lets the old one finish what it holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tritonwatch.sim import model_config
+from tritonwatch.sim.batcher import ModelRuntime
+from tritonwatch.sim.errors import ErrorCode, SimError, unavailable_model, unknown_model
+from tritonwatch.sim.faults import FaultBook
+from tritonwatch.sim.gpu import GpuScheduler, OutOfGpuMemoryError
+from tritonwatch.sim.models import ModelSet, ModelSpec, TensorSpec
+from tritonwatch.sim.scenarios import ScenarioContext, ScenarioEffect, get_scenario
+from tritonwatch.sim.stats import Ledger, ModelSeries
+from tritonwatch.sim.tensors import Array, check_inputs
+
+DRAIN_TIMEOUT_S = 30.0
+_ERROR_REASONS = {
+    "REJECTED": (ErrorCode.UNAVAILABLE, "Exceeds maximum queue size"),
+    "CANCELED": (ErrorCode.CANCELLED, "Request was cancelled"),
+    "OTHER": (ErrorCode.INVALID_ARG, "simulated request failure"),
+}
+
+
+@dataclass
+class ModelSlot:
+    """One model name in the repository, loaded or not."""
+
+    base: ModelSpec
+    scenario: str
+    effect: ScenarioEffect
+    spec: ModelSpec
+    config: Any
+    series: ModelSeries
+    runtime: ModelRuntime | None = None
+
+
+@dataclass(frozen=True)
+class InferOutcome:
+    """A successful inference, ready for a frontend to encode."""
+
+    spec: ModelSpec
+    outputs: dict[str, Array]
+    network_delay_s: float
+
+
+class ModelRepository:
+    """Owns every model slot, its runtime and its scenario (see the module docstring)."""
+
+    def __init__(
+        self,
+        model_set: ModelSet,
+        *,
+        loop: asyncio.AbstractEventLoop,
+        gpus: list[GpuScheduler],
+        faults: FaultBook,
+        rng: np.random.Generator,
+        summaries: bool,
+    ) -> None:
+        self._model_set = model_set
+        self._loop = loop
+        self._gpus = gpus
+        self._faults = faults
+        self._rng = rng
+        self._summaries = summaries
+        self._slots: dict[str, ModelSlot] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
+
+    # -- lookup -----------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """Every model name, loaded or not, in model-set order."""
+        return list(self._slots)
+
+    def slot(self, name: str) -> ModelSlot:
+        """The slot of ``name`` (raises NOT_FOUND for an unknown model)."""
+        slot = self._slots.get(name)
+        if slot is None:
+            raise unknown_model(name)
+        return slot
+
+    def runtime(self, name: str, version: str = "") -> ModelRuntime:
+        """The loaded runtime of ``name`` (raises for unknown, unloaded or wrong version)."""
+        slot = self.slot(name)
+        if version and version != slot.spec.version_label:
+            raise unknown_model(name, version)
+        if slot.runtime is None:
+            raise unavailable_model(name)
+        return slot.runtime
+
+    def loaded(self) -> list[ModelSlot]:
+        """Slots with a runtime (their metrics series are exported)."""
+        return [slot for slot in self._slots.values() if slot.runtime is not None]
+
+    def pending(self, name: str) -> int:
+        """Requests queued for ``name``, including in a model that is being replaced."""
+        slot = self._slots[name]
+        return 0 if slot.runtime is None else slot.runtime.pending
+
+    # -- answers ----------------------------------------------------------------------
+
+    def metadata(self, name: str, version: str = "") -> dict[str, Any]:
+        """``GET v2/models/{m}[/versions/{v}]``."""
+        return model_config.model_metadata(self.runtime(name, version).spec)
+
+    def config(self, name: str, version: str = "") -> Any:
+        """The loaded ModelConfig protobuf."""
+        self.runtime(name, version)
+        return self._slots[name].config
+
+    def statistics(self, name: str = "", version: str = "") -> dict[str, Any]:
+        """``GET v2/models[/{m}[/versions/{v}]]/stats``."""
+        if name:
+            runtime = self.runtime(name, version)
+            return {"model_stats": [runtime.stats.stats_json(name, runtime.spec.version_label)]}
+        return {
+            "model_stats": [
+                slot.runtime.stats.stats_json(slot.spec.name, slot.spec.version_label)
+                for slot in self.loaded()
+                if slot.runtime is not None
+            ]
+        }
+
+    def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
+        """``POST v2/repository/index``: every model with its state."""
+        entries = []
+        for name, slot in self._slots.items():
+            if slot.runtime is not None:
+                entries.append({"name": name, "version": slot.spec.version_label, "state": "READY"})
+            elif not ready_only:
+                entries.append(
+                    {
+                        "name": name,
+                        "version": slot.spec.version_label,
+                        "state": "UNAVAILABLE",
+                        "reason": "unloaded",
+                    }
+                )
+        return entries
+
+    # -- inference --------------------------------------------------------------------
+
+    async def infer(
+        self, name: str, version: str, inputs: Mapping[str, tuple[str, Array]]
+    ) -> InferOutcome:
+        """Runs one request through the model's batcher.
+
+        Args:
+            name: model name.
+            version: requested version ("" for the loaded one).
+            inputs: input name → (wire data type, decoded array).
+
+        Raises:
+            SimError: unknown model, invalid input, or an injected failure.
+        """
+        arrival = self._loop.time()
+        runtime = self.runtime(name, version)
+        spec = runtime.spec
+        try:
+            batch_size = check_inputs(
+                spec, {key: (datatype, array.shape) for key, (datatype, array) in inputs.items()}
+            )
+        except SimError:
+            runtime.record_failure("OTHER", self._loop.time() - arrival)
+            raise
+        reason = self._faults.failure_reason(name, arrival)
+        if reason is not None and reason != "BACKEND":
+            runtime.record_failure(reason, self._loop.time() - arrival)
+            code, message = _ERROR_REASONS[reason]
+            raise SimError(code, message)
+        arrays = {key: array for key, (_, array) in inputs.items()}
+        future = runtime.submit(arrays, batch_size, arrival, doomed=reason == "BACKEND")
+        outputs = await future
+        return InferOutcome(spec, outputs, spec.timing.network_delay / 1e6)
+
+    # -- loading ----------------------------------------------------------------------
+
+    def _context(self, spec: ModelSpec) -> ScenarioContext:
+        if spec.instance_group.kind == "KIND_CPU":
+            return ScenarioContext(None)
+        index = spec.instance_group.gpus[0]
+        sharing = sum(
+            1
+            for slot in self._slots.values()
+            if slot.base.instance_group.kind == "KIND_GPU"
+            and index in slot.base.instance_group.gpus
+        )
+        return ScenarioContext(self._model_set.gpus[index], max(1, sharing))
+
+    def _start_runtime(self, spec: ModelSpec, series: ModelSeries) -> ModelRuntime:
+        group = spec.instance_group
+        gpus: list[GpuScheduler | None] = (
+            [self._gpus[index] for index in group.gpus] if group.kind == "KIND_GPU" else [None]
+        )
+        try:
+            return ModelRuntime(
+                spec,
+                loop=self._loop,
+                gpus=gpus,
+                series=series,
+                faults=self._faults,
+                rng=self._rng,
+                summaries=self._summaries,
+            )
+        except OutOfGpuMemoryError as error:
+            raise SimError(
+                ErrorCode.INTERNAL,
+                f"failed to load '{spec.name}' version {spec.version}: Internal: {error}",
+            ) from None
+
+    def _retire(self, runtime: ModelRuntime) -> None:
+        async def finish() -> None:
+            await runtime.drain(DRAIN_TIMEOUT_S)
+            await runtime.close()
+
+        task = self._loop.create_task(finish())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    def add_models(self, scenario: str) -> None:
+        """Loads every model of the model set under ``scenario`` (at start)."""
+        for base in self._model_set.models:
+            self._slots[base.name] = ModelSlot(
+                base=base,
+                scenario=scenario,
+                effect=ScenarioEffect(base),
+                spec=base,
+                config=None,  # set by _apply_scenario below
+                series=ModelSeries(base.name, base.version_label),
+            )
+        for slot in self._slots.values():
+            self._apply_scenario(slot, scenario)
+        self._refresh_background()
+
+    def _apply_scenario(self, slot: ModelSlot, scenario: str) -> None:
+        effect = get_scenario(scenario).apply(slot.base, self._context(slot.base))
+        slot.scenario, slot.effect = scenario, effect
+        self._install(slot, effect.spec, model_config.build_config(effect.spec))
+
+    def _install(self, slot: ModelSlot, spec: ModelSpec, config: Any) -> None:
+        """Makes ``spec``/``config`` the loaded model, in place when only counts change."""
+        old = slot.runtime
+        if old is not None and model_config.only_instance_count_differs(slot.config, config):
+            try:
+                old.set_instance_count(spec.instance_group.count)
+            except OutOfGpuMemoryError as error:
+                old.set_instance_count(slot.spec.instance_group.count)
+                raise SimError(
+                    ErrorCode.INTERNAL, f"failed to load '{spec.name}': {error}"
+                ) from None
+            old.spec = spec
+        else:
+            if old is None:  # as in Triton, a model (re)loaded after an unload counts from 0
+                slot.series = ModelSeries(spec.name, spec.version_label)
+            slot.runtime = self._start_runtime(spec, slot.series)
+            if old is not None:
+                self._retire(old)
+        slot.spec, slot.config = spec, config
+
+    def set_scenario(self, scenario: str, model: str | None = None) -> None:
+        """Applies ``scenario`` to ``model`` (or to every model); reloads what changes."""
+        get_scenario(scenario)
+        targets = [self.slot(model)] if model is not None else list(self._slots.values())
+        for slot in targets:
+            if slot.runtime is not None:
+                self._apply_scenario(slot, scenario)
+            else:
+                slot.scenario = scenario
+        self._refresh_background()
+
+    def _refresh_background(self) -> None:
+        background = [0.0] * len(self._gpus)
+        for slot in self.loaded():
+            if slot.spec.instance_group.kind == "KIND_GPU":
+                for index in slot.spec.instance_group.gpus:
+                    background[index] = max(background[index], slot.effect.gpu_background)
+        for scheduler, occupancy in zip(self._gpus, background, strict=True):
+            if scheduler.gpu.background != occupancy:
+                scheduler.set_background(occupancy)
+
+    def load(self, name: str, config_text: str | None) -> None:
+        """``POST v2/repository/models/{m}/load`` with an optional configuration override.
+
+        Raises:
+            SimError: unknown model without a configuration, bad configuration, or no
+                room on the GPU.
+        """
+        slot = self._slots.get(name)
+        if config_text is None:
+            if slot is None:
+                raise SimError(
+                    ErrorCode.INVALID_ARG,
+                    f"failed to load '{name}', failed to poll from model repository",
+                )
+            if slot.runtime is None:
+                self._apply_scenario(slot, slot.scenario)
+                self._refresh_background()
+            return
+        config = model_config.parse_override(name, config_text)
+        if slot is None:
+            slot = self._new_slot(name, config)
+        spec = model_config.spec_from_config(slot.effect.spec, config)
+        self._install(slot, spec, config)
+        self._refresh_background()
+
+    def _new_slot(self, name: str, config: Any) -> ModelSlot:
+        placeholder = TensorSpec(name="INPUT0", data_type="TYPE_FP32", dims=(1,))
+        base = model_config.spec_from_config(
+            ModelSpec(name=name, input=(placeholder,), output=(placeholder,)), config
+        )
+        slot = ModelSlot(
+            base=base,
+            scenario="healthy",
+            effect=ScenarioEffect(base),
+            spec=base,
+            config=config,
+            series=ModelSeries(name, base.version_label),
+        )
+        self._slots[name] = slot
+        return slot
+
+    def unload(self, name: str) -> None:
+        """``POST v2/repository/models/{m}/unload``: new requests fail, queued ones finish."""
+        slot = self._slots.get(name)
+        if slot is None:
+            raise SimError(
+                ErrorCode.INVALID_ARG, f"failed to unload '{name}', no version is available"
+            )
+        if slot.runtime is not None:
+            self._retire(slot.runtime)
+            slot.runtime = None
+        self._refresh_background()
+
+    # -- owner operations -------------------------------------------------------------
+
+    def reset_counters(self) -> None:
+        """Zeroes statistics and metrics of every model, as a server restart does."""
+        for slot in self._slots.values():
+            slot.series.reset()
+            if slot.runtime is not None:
+                slot.runtime.stats = Ledger()
+
+    async def close(self) -> None:
+        """Stops every runtime at once (pending requests fail)."""
+        runtimes = [slot.runtime for slot in self._slots.values() if slot.runtime is not None]
+        for slot in self._slots.values():
+            slot.runtime = None
+        for task in list(self._retiring):
+            task.cancel()
+        await asyncio.gather(
+            *(runtime.close() for runtime in runtimes), *self._retiring, return_exceptions=True
+        )
