@@ -5,7 +5,7 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
-SOURCES := $(wildcard src tests benchmarks)
+SOURCES := $(wildcard src tests benchmarks scripts)
 
 .PHONY: all demo test lint typecheck unit debian-packages lock clean
 
@@ -32,7 +32,7 @@ unit: $(INSTALLED) debian-packages
 test: lint typecheck unit
 
 demo: $(INSTALLED)
-	$(BIN)/tritonwatch run --config examples/demo.yaml --log-format console
+	$(BIN)/tritonwatch demo
 
 # Re-pin constraints.txt to what the current venv has (after a deliberate upgrade).
 lock: $(INSTALLED)

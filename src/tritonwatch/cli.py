@@ -1,4 +1,4 @@
-"""The ``tritonwatch`` command line: run, check-config (and the commands later issues add).
+"""The ``tritonwatch`` command line: run, check-config, simulate, demo.
 
 Every flag also reads a ``TRITONWATCH_…`` environment variable (see
 :mod:`tritonwatch.cli_flags`). Config problems print the same lines everywhere and
@@ -23,6 +23,7 @@ from tritonwatch.cli_flags import add_flag
 from tritonwatch.config import Config, ConfigError, load_config
 from tritonwatch.daemon import Daemon
 from tritonwatch.logs import configure_logging, get_logger
+from tritonwatch.sim import cli as simulate
 
 EXIT_OK = 0
 EXIT_CONFIG_ERROR = 2
@@ -90,6 +91,13 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from tritonwatch.demo import run_demo  # noqa: PLC0415 - loads the simulator
+
+    configure_logging(args.log_format, "info")
+    return run_demo(args.listen)
+
+
 def _exit_within(deadline: float, log: object) -> None:
     """Waits for worker threads until ``deadline``, then exits regardless.
 
@@ -141,6 +149,20 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
     check.add_argument("file", nargs="?", help="config file (default: --config)")
     add_flag(check, "--config", environ=environ, dest="config_flag", help="config file (YAML)")
     check.set_defaults(handler=_check_config)
+
+    demo = commands.add_parser("demo", help="run the simulator and the daemon together")
+    add_flag(demo, "--listen", environ=environ, default="127.0.0.1:9849", help="exporter address")
+    add_flag(
+        demo,
+        "--log-format",
+        environ=environ,
+        choices=["auto", "json", "console"],
+        default="auto",
+        help="log format; auto = console on a terminal, JSON lines otherwise",
+    )
+    demo.set_defaults(handler=_demo)
+
+    simulate.register(commands)
     return parser
 
 

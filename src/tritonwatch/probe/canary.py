@@ -112,12 +112,12 @@ class ModelCanary:
         plan = self.plan
         while True:
             try:
-                metadata = await asyncio.wait_for(
-                    self._client.metadata(plan.model, plan.version), plan.timeout
-                )
-                config = await asyncio.wait_for(
-                    self._client.config(plan.model, plan.version), plan.timeout
-                )
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a
+                # cancellation that races with completion, and the task never ends.
+                async with asyncio.timeout(plan.timeout):
+                    metadata = await self._client.metadata(plan.model, plan.version)
+                async with asyncio.timeout(plan.timeout):
+                    config = await self._client.config(plan.model, plan.version)
                 break
             except (InferenceServerException, OSError, TimeoutError) as error:
                 _log.warning(

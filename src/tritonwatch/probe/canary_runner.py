@@ -64,7 +64,8 @@ class CanaryRunner:
         clients, self._clients = self._clients, {}
         for client in clients.values():
             try:
-                await asyncio.wait_for(client.close(), STOP_TIMEOUT_SECONDS / 2)
+                async with asyncio.timeout(STOP_TIMEOUT_SECONDS / 2):
+                    await client.close()
             except Exception as error:  # closing must never block shutdown
                 _log.debug("canary_client_close_failed", error=str(error))
 

@@ -115,9 +115,8 @@ class HttpInferenceClient:
             )
             infer_input.set_data_from_numpy(tensor.data, binary_data=binary)
             inputs.append(infer_input)
-        return await asyncio.wait_for(
-            self._client.infer(model, inputs, model_version=version), timeout
-        )
+        async with asyncio.timeout(timeout):  # not wait_for: see ModelCanary.prepare
+            return await self._client.infer(model, inputs, model_version=version)
 
     async def close(self) -> None:
         await self._client.close()

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import grpc
 import numpy as np
-from google.protobuf import json_format  # type: ignore[import-untyped]
+from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import json_format  # type: ignore[import-untyped]
-from google.protobuf.descriptor import (  # type: ignore[import-untyped]
+from google.protobuf import json_format
+from google.protobuf.descriptor import (
     Descriptor,
     FieldDescriptor,
 )

@@ -16,7 +16,10 @@ import contextlib
 import select
 import selectors
 import sys
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _SELECT_FD_LIMIT = 1024  # FD_SETSIZE: select() cannot watch descriptors at or above it
 
@@ -41,7 +44,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-def run(main: Any) -> Any:
+def run(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` on a precise loop."""
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(main)

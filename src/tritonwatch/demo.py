@@ -1,0 +1,79 @@
+"""``tritonwatch demo``: the simulator and the daemon together, on loopback, one command.
+
+Three models in three states — ``simple`` healthy, ``resnet50`` with a queue delay
+that breaks a 50 ms budget, ``text_identity`` on an underused GPU — so that every
+part of tritonwatch has something to show. The simulator runs in this process; the
+daemon is the same :class:`Daemon` that ``tritonwatch run`` starts.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import tempfile
+from pathlib import Path
+
+from tritonwatch.config import load_config
+from tritonwatch.daemon import Daemon
+from tritonwatch.logs import get_logger
+from tritonwatch.sim.server import Simulator
+
+DEMO_SCENARIOS = {
+    "simple": "healthy",
+    "resnet50": "queue-delay-too-high",
+    "text_identity": "gpu-underused",
+}
+
+
+def demo_config(sim: Simulator, folder: Path, listen: str) -> Path:
+    """Writes the demo's config (and the text model's sample input) into ``folder``."""
+    sample = folder / "text_identity.json"
+    sample.write_text(json.dumps([["tritonwatch demo"]]))
+    config = folder / "demo.yaml"
+    config.write_text(
+        f"""# Written by `tritonwatch demo`; a complete config for the built-in simulator.
+targets:
+  - name: demo
+    url: {sim.http_url}
+    grpc_url: grpc://{sim.grpc_url}
+    metrics_url: {sim.metrics_url}
+    models:
+      - name: simple
+      - name: resnet50
+        canary: {{protocol: grpc}}
+      - name: text_identity
+        canary: {{inputs: {{INPUT0: {{file: {sample}}}}}}}
+slo: {{latency: {{threshold: 50ms, objective: 0.95}}}}
+canary: {{rate: 5/s}}
+scrape: {{interval: 5s, timeout: 2s}}
+exporter: {{listen: "{listen}"}}
+"""
+    )
+    return config
+
+
+def run_demo(listen: str) -> int:
+    """Runs until SIGINT/SIGTERM; returns the exit status."""
+    log = get_logger("demo")
+    commands: queue.SimpleQueue[str] = queue.SimpleQueue()
+    signal.signal(signal.SIGTERM, lambda *_: commands.put("stop"))
+    signal.signal(signal.SIGINT, lambda *_: commands.put("stop"))
+    with Simulator(seed=0) as sim, tempfile.TemporaryDirectory(prefix="tritonwatch-demo-") as tmp:
+        for model, scenario in DEMO_SCENARIOS.items():
+            sim.set_scenario(scenario, model)
+        path = demo_config(sim, Path(tmp), listen)
+        daemon = Daemon(path, load_config(path))
+        daemon.start()
+        log.info(
+            "demo_running",
+            exporter=f"{daemon.exporter_url}/metrics",
+            health=f"{daemon.exporter_url}/health",
+            simulator_http=sim.http_url,
+            simulator_metrics=sim.metrics_url,
+            scenarios=DEMO_SCENARIOS,
+            stop="Ctrl-C",
+        )
+        commands.get()
+        daemon.stop()
+    return 0

@@ -1,0 +1,54 @@
+"""Infer requests encoded once, with tritonclient as the reference encoder.
+
+``tritonclient.http``'s own ``generate_request_body`` builds the binary-tensor body
+(JSON header plus raw bytes) and ``parse_response_body`` reads answers, so the wire
+format is exactly the client's; only the per-request repetition is removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit
+
+import tritonclient.http as httpclient
+
+from tritonwatch.probe.payload import Tensor
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedHttpInfer:
+    """A complete HTTP/1.1 infer request as bytes, and where to send it."""
+
+    host: str
+    port: int
+    payload: bytes
+
+
+def encode_http_infer(
+    url: str, model: str, version: str, tensors: Sequence[Tensor]
+) -> EncodedHttpInfer:
+    """The keep-alive HTTP/1.1 request ``tritonclient.http`` would send for ``tensors``."""
+    inputs = []
+    for tensor in tensors:
+        infer_input = httpclient.InferInput(tensor.name, list(tensor.data.shape), tensor.datatype)
+        infer_input.set_data_from_numpy(tensor.data, binary_data=True)
+        inputs.append(infer_input)
+    body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs)
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = f"/v2/models/{quote(model)}"
+    if version:
+        path += f"/versions/{quote(version)}"
+    headers = [
+        f"POST {path}/infer HTTP/1.1",
+        f"Host: {host}:{port}",
+        "Connection: keep-alive",
+        "Content-Type: application/octet-stream",
+        f"Content-Length: {len(body)}",
+    ]
+    if json_size is not None:
+        headers.append(f"Inference-Header-Content-Length: {json_size}")
+    head = ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1")
+    return EncodedHttpInfer(host, port, head + (body if isinstance(body, bytes) else body.encode()))

@@ -1,0 +1,89 @@
+"""What a load worker needs to know, in a form that crosses process boundaries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tritonwatch.probe.load.encoded import encode_http_infer
+from tritonwatch.probe.payload import Tensor
+
+LoadMode = Literal["concurrency", "rate"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    """A pre-encoded request and the load shape to send it with (picklable).
+
+    ``concurrency`` is the number of requests kept in flight (closed loop); in
+    ``rate`` mode ``rate`` requests per second leave on schedule (open loop) with at
+    most ``concurrency`` in flight, latency counted from the intended send time.
+    """
+
+    protocol: Literal["http", "grpc"]
+    host: str
+    port: int
+    payload: bytes
+    """HTTP: the whole HTTP/1.1 request. gRPC: a serialized ``ModelInferRequest``."""
+    mode: LoadMode
+    concurrency: int
+    rate: float = 0.0
+    timeout: float = 30.0
+    secure: bool = False
+
+
+def http_load_spec(
+    url: str,
+    model: str,
+    version: str,
+    tensors: Sequence[Tensor],
+    *,
+    mode: LoadMode,
+    concurrency: int,
+    rate: float = 0.0,
+    timeout: float = 30.0,
+) -> LoadSpec:
+    encoded = encode_http_infer(url, model, version, tensors)
+    return LoadSpec(
+        "http", encoded.host, encoded.port, encoded.payload, mode, concurrency, rate, timeout
+    )
+
+
+def grpc_load_spec(
+    url: str,
+    model: str,
+    version: str,
+    tensors: Sequence[Tensor],
+    *,
+    mode: LoadMode,
+    concurrency: int,
+    rate: float = 0.0,
+    timeout: float = 30.0,
+) -> LoadSpec:
+    import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
+    from tritonclient.grpc._utils import _get_inference_request  # noqa: PLC0415
+
+    inputs = []
+    for tensor in tensors:
+        infer_input = grpcclient.InferInput(tensor.name, list(tensor.data.shape), tensor.datatype)
+        infer_input.set_data_from_numpy(tensor.data)
+        inputs.append(infer_input)
+    request = _get_inference_request(
+        model_name=model, inputs=inputs, model_version=version, request_id="", outputs=None,
+        sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None,
+        parameters=None,
+    )  # fmt: skip
+    scheme, _, address = url.partition("://")
+    host, _, port = address.rstrip("/").rpartition(":")
+    return LoadSpec(
+        "grpc",
+        host.strip("[]"),
+        int(port),
+        request.SerializeToString(),
+        mode,
+        concurrency,
+        rate,
+        timeout,
+        scheme == "grpcs",
+    )
