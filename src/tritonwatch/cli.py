@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from tritonwatch import __version__
+from tritonwatch import __version__, sweep_cli
 from tritonwatch.cli_flags import add_flag
 from tritonwatch.config import Config, ConfigError, load_config
 from tritonwatch.daemon import Daemon
@@ -163,6 +163,7 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
     demo.set_defaults(handler=_demo)
 
     simulate.register(commands)
+    sweep_cli.register(commands)
     return parser
 
 

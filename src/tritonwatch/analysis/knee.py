@@ -10,7 +10,8 @@ The knee is the last point reached by a meaningful step; if the last step is sti
 meaningful the curve never flattened and ``reached`` is False (sweep further).
 
 **Operating point** — the point with the highest throughput whose p95 is within
-the budget (ties go to the lower concurrency: same work, less queueing).
+the budget; throughputs within 2 % of the best count as equal (noise), and the
+lowest concurrency among them wins (same work, less queueing).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 DEFAULT_MIN_GAIN_RATIO = 0.10
+DEFAULT_THROUGHPUT_TOLERANCE = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +66,20 @@ def find_knee(points: Sequence[CurvePoint], min_gain_ratio: float = DEFAULT_MIN_
     return Knee(knee.concurrency, knee.throughput, reached)
 
 
-def operating_point(points: Sequence[CurvePoint], budget_p95_seconds: float) -> CurvePoint | None:
-    """The best in-budget point, or None when every point breaks the budget."""
+def operating_point(
+    points: Sequence[CurvePoint],
+    budget_p95_seconds: float,
+    tolerance: float = DEFAULT_THROUGHPUT_TOLERANCE,
+) -> CurvePoint | None:
+    """The best in-budget point, or None when every point breaks the budget.
+
+    Throughputs within ``tolerance`` (2 %) of the best count as equal — measurement
+    noise — and among those the lowest concurrency wins: the same work with less
+    queueing and more headroom.
+    """
     inside = [p for p in points if p.p95_seconds <= budget_p95_seconds]
     if not inside:
         return None
-    return max(inside, key=lambda p: (p.throughput, -p.concurrency))
+    best = max(p.throughput for p in inside)
+    near_best = [p for p in inside if p.throughput >= best * (1.0 - tolerance)]
+    return min(near_best, key=lambda p: p.concurrency)

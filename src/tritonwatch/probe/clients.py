@@ -136,7 +136,7 @@ class GrpcInferenceClient:
 
     async def metadata(self, model: str, version: str) -> dict[str, Any]:
         result: dict[str, Any] = await self._client.get_model_metadata(model, version, as_json=True)
-        return _normalise_grpc_json(result)
+        return normalise_grpc_json(result)
 
     async def config(self, model: str, version: str) -> dict[str, Any] | None:
         try:
@@ -147,7 +147,7 @@ class GrpcInferenceClient:
             if is_unsupported(error, self.protocol):
                 return None
             raise
-        return _normalise_grpc_json(result.get("config", result))
+        return normalise_grpc_json(result.get("config", result))
 
     async def infer(
         self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
@@ -167,7 +167,7 @@ class GrpcInferenceClient:
         await self._client.close()
 
 
-def _normalise_grpc_json(message: Mapping[str, Any]) -> dict[str, Any]:
+def normalise_grpc_json(message: Mapping[str, Any]) -> dict[str, Any]:
     """gRPC's JSON form uses camelCase and strings for int64; the HTTP form is what the
     rest of the code reads (``max_batch_size``, int shapes)."""
     text = json.dumps(message)

@@ -1,0 +1,299 @@
+"""The concurrency (or request-rate) sweep, measured the way perf_analyzer measures.
+
+Each step keeps a load level steady and measures in windows (a time span, or a
+number of requests) until the last three agree within 10 % on throughput and the
+chosen percentile, or ten windows have passed (then the step is reported as
+unstable, not hidden). The step's numbers come from its last three windows, the
+server's from the statistics API over the step. The sweep stops early once p95
+exceeds the budget. It watches its own cost: a step whose load generator ran out of
+CPU is re-measured with more worker processes, and if that is not possible the step
+is flagged, so a flat curve caused by the client is not reported as the server's knee.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tritonwatch.analysis.knee import CurvePoint, Knee, find_knee, operating_point
+from tritonwatch.analysis.quantiles import nearest_rank
+from tritonwatch.analysis.stability import MAX_WINDOWS, STABILITY_WINDOWS, WindowResult, is_stable
+from tritonwatch.config.schema import InputOverride
+from tritonwatch.probe.clients import normalise_grpc_json
+from tritonwatch.probe.load.pool import Worker, cut_all, start_workers, stop_workers
+from tritonwatch.probe.load.spec import LoadMode, LoadSpec, grpc_load_spec, http_load_spec
+from tritonwatch.probe.load.worker import WindowSamples
+from tritonwatch.probe.payload import Tensor, build_inputs, input_specs
+from tritonwatch.probe.sweep_stats import ServerBreakdown, StatsReader, breakdown
+
+GENERATOR_BOUND_UTILISATION = 0.85
+"""A worker process busier than this is likely the bottleneck itself."""
+WARM_UP_SECONDS = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSettings:
+    url: str
+    model: str
+    levels: tuple[float, ...]
+    """Concurrencies (``mode="concurrency"``) or request rates per second (``"rate"``)."""
+    protocol: Literal["http", "grpc"] = "http"
+    version: str = ""
+    mode: LoadMode = "concurrency"
+    budget_p95: float | None = None
+    percentile: float = 95.0
+    window_seconds: float = 5.0
+    window_requests: int | None = None
+    max_windows: int = MAX_WINDOWS
+    max_processes: int = field(default_factory=lambda: os.cpu_count() or 1)
+    timeout: float = 30.0
+    rate_in_flight: int = 256
+    """In rate mode: how many requests may be outstanding at once."""
+    inputs: dict[str, InputOverride] = field(default_factory=dict)
+    data: Literal["random", "zero"] = "random"
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    level: float
+    requests_per_second: float
+    inferences_per_second: float
+    latency: dict[str, float]
+    """p50, p90, p95, p99, the chosen percentile as ``pNN``, and ``avg`` (seconds)."""
+    requests: int
+    errors: int
+    error_rate: float
+    stable: bool
+    windows: int
+    processes: int
+    client_cpu_per_request: float
+    client_latency_share: float
+    generator_utilisation: float
+    generator_bound: bool
+    server: ServerBreakdown | None
+
+    @property
+    def p95(self) -> float:
+        return self.latency["p95"]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    settings: SweepSettings
+    steps: tuple[StepResult, ...]
+    knee: Knee | None
+    operating_point: StepResult | None
+    stopped_at_budget: bool
+    warnings: tuple[str, ...]
+
+
+ProgressCallback = Callable[[float, int, bool], None]
+"""Called after every window: (level, windows so far, stable yet)."""
+
+
+def prepare_tensors(settings: SweepSettings) -> tuple[list[Tensor], int]:
+    """The request tensors and the batch size each request carries."""
+    address = settings.url.partition("://")[2].rstrip("/")
+    secure = settings.url.startswith(("https", "grpcs"))
+    if settings.protocol == "grpc":
+        import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
+
+        client = grpcclient.InferenceServerClient(address, ssl=secure)
+        metadata = normalise_grpc_json(
+            client.get_model_metadata(settings.model, settings.version, as_json=True)
+        )
+        config = normalise_grpc_json(
+            client.get_model_config(settings.model, settings.version, as_json=True)["config"]
+        )
+    else:
+        import tritonclient.http as httpclient  # noqa: PLC0415
+
+        client = httpclient.InferenceServerClient(address, ssl=secure)
+        metadata = client.get_model_metadata(settings.model, settings.version)
+        config = client.get_model_config(settings.model, settings.version)
+    client.close()
+    tensors = build_inputs(
+        settings.model,
+        input_specs(settings.model, metadata, config),
+        settings.inputs,
+        settings.data,
+    )
+    batching = int(config.get("max_batch_size", 0)) > 0
+    batch = int(tensors[0].data.shape[0]) if batching and tensors[0].data.ndim else 1
+    return tensors, batch
+
+
+def _spec(settings: SweepSettings, tensors: list[Tensor], level: float) -> LoadSpec:
+    build = grpc_load_spec if settings.protocol == "grpc" else http_load_spec
+    if settings.mode == "rate":
+        return build(settings.url, settings.model, settings.version, tensors, mode="rate",
+                     concurrency=settings.rate_in_flight, rate=level,
+                     timeout=settings.timeout)  # fmt: skip
+    return build(settings.url, settings.model, settings.version, tensors,
+                 mode="concurrency", concurrency=int(level), timeout=settings.timeout)  # fmt: skip
+
+
+class SweepRunner:
+    """Runs a sweep; ``stop`` (an event) ends it between windows (Ctrl-C, SIGTERM)."""
+
+    def __init__(self, settings: SweepSettings, stop: threading.Event | None = None) -> None:
+        self.settings = settings
+        self.stop = stop or threading.Event()
+
+    def run(self, progress: ProgressCallback | None = None) -> SweepResult:
+        settings = self.settings
+        tensors, batch = prepare_tensors(settings)
+        stats = StatsReader(settings.protocol, settings.url, settings.model, settings.version)
+        steps: list[StepResult] = []
+        warnings: list[str] = []
+        stopped_at_budget = False
+        processes = 1
+        try:
+            for level in settings.levels:
+                if self.stop.is_set():
+                    warnings.append("interrupted: the sweep did not finish")
+                    break
+                step = self._step(
+                    tensors, batch, level, processes=processes, stats=stats, progress=progress
+                )
+                while self._more_processes_would_help(step, processes):
+                    processes = min(settings.max_processes, processes * 2)
+                    step = self._step(
+                        tensors, batch, level, processes=processes, stats=stats, progress=progress
+                    )
+                if step.generator_bound:
+                    warnings.append(
+                        f"at {level:g} the load generator used {step.generator_utilisation:.0%} "
+                        f"of its CPU with {step.processes} process(es): the curve may flatten "
+                        "because of the client, not the server"
+                    )
+                steps.append(step)
+                if settings.budget_p95 is not None and step.p95 > settings.budget_p95:
+                    stopped_at_budget = True
+                    break
+        finally:
+            stats.close()
+        return _result(settings, steps, stopped_at_budget, warnings)
+
+    def _step(self, tensors: list[Tensor], batch: int, level: float, *, processes: int,
+              stats: StatsReader, progress: ProgressCallback | None) -> StepResult:  # fmt: skip
+        settings = self.settings
+        concurrency = settings.rate_in_flight if settings.mode == "rate" else int(level)
+        workers = start_workers(_spec(settings, tensors, level), min(processes, concurrency))
+        try:
+            self.stop.wait(WARM_UP_SECONDS)
+            cut_all(workers)  # discard warm-up
+            before = stats.snapshot()
+            windows: list[WindowResult] = []
+            samples: list[WindowSamples] = []
+            while len(windows) < settings.max_windows and not self.stop.is_set():
+                self._collect_window(workers, samples, windows)
+                stable = is_stable(windows)
+                if progress is not None:
+                    progress(level, len(windows), stable)
+                if stable:
+                    break
+            after = stats.snapshot()
+        finally:
+            stop_workers(workers)
+        server = breakdown(before, after) if before and after else None
+        return _step_result(
+            level, batch, samples, windows, processes=len(workers),
+            percentile=settings.percentile, server=server,
+        )  # fmt: skip
+
+    def _more_processes_would_help(self, step: StepResult, processes: int) -> bool:
+        return (
+            step.generator_bound
+            and processes < self.settings.max_processes
+            and processes < step.level
+            and not self.stop.is_set()
+        )
+
+    def _collect_window(self, workers: list[Worker], samples: list[WindowSamples],
+                        windows: list[WindowResult]) -> None:  # fmt: skip
+        settings = self.settings
+        if settings.window_requests is None:
+            self.stop.wait(settings.window_seconds)
+            window = cut_all(workers)
+        else:  # count mode: keep collecting until the window holds enough requests
+            window = WindowSamples(workers=0)
+            deadline = time.monotonic() + settings.timeout
+            while len(window.latencies) < settings.window_requests and time.monotonic() < deadline:
+                if self.stop.wait(0.1):
+                    break
+                window = window.merge(cut_all(workers)) if window.workers else cut_all(workers)
+        samples.append(window)
+        latencies = sorted(window.latencies)
+        throughput = len(latencies) / window.wall_seconds if window.wall_seconds > 0 else 0.0
+        chosen = nearest_rank(latencies, settings.percentile / 100) if latencies else 0.0
+        windows.append(WindowResult(throughput, chosen))
+
+
+def _step_result(level: float, batch: int, samples: list[WindowSamples],
+                 windows: list[WindowResult], *, processes: int, percentile: float,
+                 server: ServerBreakdown | None) -> StepResult:  # fmt: skip
+    used = samples[-STABILITY_WINDOWS:]
+    merged = used[0]
+    for window in used[1:]:
+        merged = merged.merge(window)
+    wall = sum(w.wall_seconds for w in used)
+    latencies = sorted(merged.latencies)
+    requests = len(latencies)
+    failed = merged.errors + merged.timeouts
+    cpu = sum(w.cpu_seconds for w in used)
+    mean = sum(latencies) / requests if requests else 0.0
+    quantile_levels = {
+        "p50": 50.0,
+        "p90": 90.0,
+        "p95": 95.0,
+        "p99": 99.0,
+        f"p{percentile:g}": percentile,
+    }
+    latency = {
+        name: nearest_rank(latencies, value / 100) if latencies else 0.0
+        for name, value in quantile_levels.items()
+    }
+    latency["avg"] = mean
+    rate = requests / wall if wall > 0 else 0.0
+    per_request_cpu = cpu / requests if requests else 0.0
+    utilisation = cpu / (wall * processes) if wall > 0 else 0.0
+    return StepResult(
+        level=level,
+        requests_per_second=rate,
+        inferences_per_second=rate * batch,
+        latency=latency,
+        requests=requests,
+        errors=failed,
+        error_rate=failed / (requests + failed) if requests + failed else 0.0,
+        stable=is_stable(windows),
+        windows=len(windows),
+        processes=processes,
+        client_cpu_per_request=per_request_cpu,
+        client_latency_share=per_request_cpu / mean if mean > 0 else 0.0,
+        generator_utilisation=utilisation,
+        generator_bound=utilisation >= GENERATOR_BOUND_UTILISATION,
+        server=server,
+    )
+
+
+def _result(settings: SweepSettings, steps: list[StepResult], stopped: bool,
+            warnings: list[str]) -> SweepResult:  # fmt: skip
+    points = [CurvePoint(s.level, s.inferences_per_second, s.p95) for s in steps if s.requests]
+    knee = find_knee(points) if points else None
+    best = None
+    if settings.budget_p95 is not None and points:
+        point = operating_point(points, settings.budget_p95)
+        best = next((s for s in steps if point and s.level == point.concurrency), None)
+    if knee is not None:
+        bound = [s.level for s in steps if s.generator_bound]
+        if bound and knee.concurrency >= min(bound):
+            warnings.append(
+                f"the knee at {knee.concurrency:g} lies where the load generator was saturated: "
+                "treat it as a lower bound, not the server's knee"
+            )
+    return SweepResult(settings, tuple(steps), knee, best, stopped, tuple(warnings))

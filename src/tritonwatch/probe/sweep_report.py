@@ -1,0 +1,205 @@
+"""A sweep's results as people and tools read them: CSV (perf_analyzer's columns and
+units, so existing spreadsheets and scripts read it), JSON (everything), and a plot
+of throughput and p95 against the load level with the budget, knee and operating
+point marked (SVG written here; PNG through matplotlib when it is installed)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tritonwatch.probe.sweep import StepResult, SweepResult
+from tritonwatch.probe.sweep_stats import STAGES
+
+PERF_ANALYZER_COLUMNS = (
+    "Inferences/Second", "Client Send", "Network+Server Send/Recv", "Server Queue",
+    "Server Compute Input", "Server Compute Infer", "Server Compute Output", "Client Recv",
+    "p50 latency", "p90 latency", "p95 latency", "p99 latency",
+)  # fmt: skip
+
+
+def _us(seconds: float) -> int:
+    return round(seconds * 1e6)
+
+
+def to_csv(result: SweepResult) -> str:
+    """perf_analyzer's ``-f`` format: microseconds, rows by increasing inferences/s.
+
+    We send pre-encoded requests and do not decode answers on the hot path, so
+    Client Send and Client Recv are 0; the network, serialisation and client time
+    all land in Network+Server Send/Recv, as the residual of the server's stages.
+    """
+    first = "Request Rate" if result.settings.mode == "rate" else "Concurrency"
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow((first, *PERF_ANALYZER_COLUMNS))
+    for step in sorted(result.steps, key=lambda s: s.inferences_per_second):
+        stages = step.server.stage_seconds if step.server else dict.fromkeys(STAGES, 0.0)
+        residual = max(0.0, step.latency["avg"] - sum(stages.values()))
+        writer.writerow(
+            (f"{step.level:g}", f"{step.inferences_per_second:.1f}", 0, _us(residual),
+             *(_us(stages[s]) for s in STAGES), 0,
+             *(_us(step.latency[p]) for p in ("p50", "p90", "p95", "p99")))
+        )  # fmt: skip
+    return out.getvalue()
+
+
+def to_json(result: SweepResult) -> dict[str, Any]:
+    """Every number the sweep has, in base units (seconds, per second)."""
+    settings = asdict(result.settings)
+    settings["inputs"] = {k: v.model_dump(mode="json") for k, v in result.settings.inputs.items()}
+    return {
+        "settings": settings,
+        "steps": [asdict(step) for step in result.steps],
+        "knee": asdict(result.knee) if result.knee else None,
+        "operating_point": result.operating_point.level if result.operating_point else None,
+        "stopped_at_budget": result.stopped_at_budget,
+        "warnings": list(result.warnings),
+    }
+
+
+_WIDTH, _HEIGHT, _LEFT, _RIGHT, _TOP, _BOTTOM = 720, 420, 70, 70, 40, 50
+
+
+def _x_scale(levels: list[float]) -> Any:
+    geometric = len(levels) > 2 and min(levels) > 0 and max(levels) / min(levels) >= 8
+    low, high = (
+        (math.log2(min(levels)), math.log2(max(levels)))
+        if geometric
+        else (min(levels), max(levels))
+    )
+    span = (high - low) or 1.0
+    width = _WIDTH - _LEFT - _RIGHT
+
+    def scale(level: float) -> float:
+        value = math.log2(level) if geometric else level
+        return _LEFT + (value - low) / span * width
+
+    return scale
+
+
+def render_svg(result: SweepResult) -> str:
+    """Throughput (left axis) and p95 (right axis) against the load level."""
+    steps = [s for s in result.steps if s.requests]
+    if not steps:
+        return f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="60"><text x="10" y="30">no data</text></svg>'
+    x = _x_scale([s.level for s in steps])
+    top_x = max(s.inferences_per_second for s in steps) * 1.1 or 1.0
+    budget = result.settings.budget_p95
+    top_p95 = max([s.p95 for s in steps] + ([budget] if budget else [])) * 1.1 or 1.0
+    plot_height = _HEIGHT - _TOP - _BOTTOM
+
+    def y_throughput(value: float) -> float:
+        return _TOP + plot_height * (1 - value / top_x)
+
+    def y_latency(value: float) -> float:
+        return _TOP + plot_height * (1 - value / top_p95)
+
+    def polyline(points: list[tuple[float, float]], colour: str) -> str:
+        text = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
+        return f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{text}"/>'
+
+    label = "request rate (/s)" if result.settings.mode == "rate" else "concurrency"
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{_HEIGHT}" font-family="sans-serif" font-size="12">',
+        f'<text x="{_WIDTH / 2}" y="20" text-anchor="middle" font-size="14">{result.settings.model}: throughput and p95 by {label}</text>',
+        f'<line x1="{_LEFT}" y1="{_HEIGHT - _BOTTOM}" x2="{_WIDTH - _RIGHT}" y2="{_HEIGHT - _BOTTOM}" stroke="black"/>',
+        f'<text x="{_WIDTH / 2}" y="{_HEIGHT - 10}" text-anchor="middle">{label}</text>',
+        f'<text x="15" y="{_TOP - 10}" fill="steelblue">inferences/s (max {top_x / 1.1:.0f})</text>',
+        f'<text x="{_WIDTH - 15}" y="{_TOP - 10}" text-anchor="end" fill="firebrick">p95 ms (max {top_p95 / 1.1 * 1e3:.1f})</text>',
+        polyline([(x(s.level), y_throughput(s.inferences_per_second)) for s in steps], "steelblue"),
+        polyline([(x(s.level), y_latency(s.p95)) for s in steps], "firebrick"),
+    ]
+    for step in steps:
+        parts.append(
+            f'<text x="{x(step.level):.1f}" y="{_HEIGHT - _BOTTOM + 15}" text-anchor="middle">{step.level:g}</text>'
+        )
+    if budget:
+        yb = y_latency(budget)
+        parts.append(
+            f'<line class="budget" x1="{_LEFT}" y1="{yb:.1f}" x2="{_WIDTH - _RIGHT}" y2="{yb:.1f}" stroke="firebrick" stroke-dasharray="6,4"/>'
+        )
+        parts.append(
+            f'<text x="{_WIDTH - _RIGHT}" y="{yb - 4:.1f}" text-anchor="end" fill="firebrick">budget p95 {budget * 1e3:g} ms</text>'
+        )
+    if result.knee:
+        kx = x(result.knee.concurrency)
+        parts.append(
+            f'<circle class="knee" cx="{kx:.1f}" cy="{y_throughput(result.knee.throughput):.1f}" r="6" fill="none" stroke="black" stroke-width="2"/>'
+        )
+        parts.append(
+            f'<text x="{kx + 8:.1f}" y="{y_throughput(result.knee.throughput) + 16:.1f}">knee</text>'
+        )
+    if result.operating_point:
+        op = result.operating_point
+        parts.append(
+            f'<rect class="operating-point" x="{x(op.level) - 5:.1f}" y="{y_throughput(op.inferences_per_second) - 5:.1f}" width="10" height="10" fill="seagreen"/>'
+        )
+        parts.append(
+            f'<text x="{x(op.level) + 8:.1f}" y="{y_throughput(op.inferences_per_second) - 8:.1f}" fill="seagreen">operating point</text>'
+        )
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def write_plot(result: SweepResult, path: Path) -> None:
+    """Writes the plot as SVG, or as PNG through matplotlib (``pip install matplotlib``).
+
+    Raises:
+        ValueError: for another suffix, or PNG without matplotlib.
+    """
+    if path.suffix == ".svg":
+        path.write_text(render_svg(result), encoding="utf-8")
+        return
+    if path.suffix != ".png":
+        raise ValueError(f"--plot must end in .svg or .png, got: {path.name!r}")
+    try:
+        import matplotlib  # noqa: PLC0415 - optional
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        raise ValueError(
+            "a PNG plot needs matplotlib (pip install matplotlib); .svg works without"
+        ) from None
+    _png(result, path, plt)
+
+
+def _png(result: SweepResult, path: Path, plt: Any) -> None:
+    steps: list[StepResult] = [s for s in result.steps if s.requests]
+    figure, throughput_axis = plt.subplots(figsize=(7.2, 4.2))
+    latency_axis = throughput_axis.twinx()
+    levels = [s.level for s in steps]
+    throughput_axis.plot(levels, [s.inferences_per_second for s in steps], "o-", color="steelblue")
+    latency_axis.plot(levels, [s.p95 * 1e3 for s in steps], "s-", color="firebrick")
+    if result.settings.budget_p95:
+        latency_axis.axhline(result.settings.budget_p95 * 1e3, color="firebrick", linestyle="--")
+    if result.knee:
+        throughput_axis.plot(
+            [result.knee.concurrency],
+            [result.knee.throughput],
+            "ko",
+            fillstyle="none",
+            markersize=12,
+        )
+    if result.operating_point:
+        op = result.operating_point
+        throughput_axis.plot(
+            [op.level], [op.inferences_per_second], "s", color="seagreen", markersize=10
+        )
+    throughput_axis.set_xscale("log", base=2) if len(levels) > 2 and max(levels) / min(
+        levels
+    ) >= 8 else None
+    throughput_axis.set_xlabel(
+        "request rate (/s)" if result.settings.mode == "rate" else "concurrency"
+    )
+    throughput_axis.set_ylabel("inferences/s", color="steelblue")
+    latency_axis.set_ylabel("p95 (ms)", color="firebrick")
+    throughput_axis.set_title(f"{result.settings.model}: throughput and p95")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

@@ -1,0 +1,208 @@
+"""``tritonwatch sweep``: perf_analyzer's concurrency sweep, with the knee and the
+operating point computed, a progress bar while measuring and a table at the end."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Literal
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Table
+
+from tritonwatch.cli_flags import add_flag
+from tritonwatch.config.schema import InputOverride
+from tritonwatch.config.units import parse_duration
+from tritonwatch.probe.payload import PayloadError
+from tritonwatch.probe.sweep import SweepResult, SweepRunner, SweepSettings
+from tritonwatch.probe.sweep_report import to_csv, to_json, write_plot
+
+EXIT_USAGE = 2
+
+
+def parse_levels(text: str, *, integers: bool) -> tuple[float, ...]:
+    """``1,2,4,8`` (a list), ``1:64`` (doubling from 1 up to 64), ``10:100:10`` (linear).
+
+    Raises:
+        argparse.ArgumentTypeError: naming the accepted forms.
+    """
+    kind = int if integers else float
+    try:
+        if ":" in text:
+            parts = [kind(p) for p in text.split(":")]
+            if len(parts) == 2:
+                start, end = parts
+                levels, level = [], start
+                while level <= end:
+                    levels.append(level)
+                    level = level * 2
+                if levels[-1] != end:
+                    levels.append(end)
+            elif len(parts) == 3:
+                start, end, step = parts
+                count = int((end - start) / step) + 1
+                levels = [start + i * step for i in range(count)]
+            else:
+                raise ValueError
+        else:
+            levels = [kind(p) for p in text.split(",")]
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(
+            f"must be a list (1,2,4), a doubling range (1:64) or start:end:step, got: {text!r}"
+        ) from None
+    if not levels or min(levels) <= 0:
+        raise argparse.ArgumentTypeError(f"levels must be positive, got: {text!r}")
+    return tuple(float(level) for level in levels)
+
+
+def _seconds(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _shape(text: str) -> tuple[str, tuple[int, ...]]:
+    name, _, dims = text.partition("=")
+    try:
+        return name, tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be NAME=d1,d2,..., got: {text!r}") from None
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Adds ``sweep`` to the top-level parser."""
+    sweep = subparsers.add_parser("sweep", help="measure throughput and latency by concurrency")
+    add_flag(sweep, "--url", required=True, help="http://host:8000 or grpc://host:8001")
+    add_flag(sweep, "--model", required=True, help="model name")
+    add_flag(sweep, "--model-version", default="", help="model version (default: server's choice)")
+    add_flag(
+        sweep, "--protocol", choices=["http", "grpc"], default=None, help="default: from --url"
+    )
+    add_flag(sweep, "--concurrency", default="1:64", help="1,2,4,8 | 1:64 (doubling) | 1:16:2")
+    add_flag(sweep, "--request-rate", default=None, help="open-loop rates instead, e.g. 50:400:50")
+    add_flag(
+        sweep, "--budget-p95", type=_seconds, default=None, help="stop past this p95, e.g. 50ms"
+    )
+    add_flag(sweep, "--percentile", type=float, default=95.0, help="percentile for stability")
+    add_flag(sweep, "--measurement-interval", type=_seconds, default=5.0, help="window length")
+    add_flag(sweep, "--measurement-request-count", type=int, default=None, help="window by count")
+    add_flag(sweep, "--max-windows", type=int, default=10, help="windows per step at most")
+    add_flag(sweep, "--max-processes", type=int, default=None, help="load worker processes at most")
+    add_flag(sweep, "--shape", type=_shape, action="append", default=[], help="INPUT=1,3,224,224")
+    add_flag(sweep, "--json", type=Path, default=None, help="write every number as JSON")
+    add_flag(sweep, "--csv", type=Path, default=None, help="write perf_analyzer's CSV")
+    add_flag(sweep, "--plot", type=Path, default=None, help="write a plot (.svg, or .png)")
+    sweep.set_defaults(handler=run_sweep_command)
+
+
+def settings_from(args: argparse.Namespace) -> SweepSettings:
+    protocol: Literal["http", "grpc"] = args.protocol or (
+        "grpc" if args.url.startswith("grpc") else "http"
+    )
+    rate_mode = args.request_rate is not None
+    levels = parse_levels(
+        args.request_rate if rate_mode else args.concurrency, integers=not rate_mode
+    )
+    extra = {} if args.max_processes is None else {"max_processes": args.max_processes}
+    return SweepSettings(
+        url=args.url,
+        model=args.model,
+        version=args.model_version,
+        protocol=protocol,
+        levels=levels,
+        mode="rate" if rate_mode else "concurrency",
+        budget_p95=args.budget_p95,
+        percentile=args.percentile,
+        window_seconds=args.measurement_interval,
+        window_requests=args.measurement_request_count,
+        max_windows=args.max_windows,
+        inputs={name: InputOverride(shape=dims) for name, dims in args.shape},
+        **extra,
+    )
+
+
+def result_table(result: SweepResult) -> Table:
+    settings = result.settings
+    table = Table(title=f"{settings.model} over {settings.protocol}")
+    first = "rate/s" if settings.mode == "rate" else "concurrency"
+    for column in (first, "infer/s", "p50 ms", "p95 ms", "p99 ms", "errors", "queue ms",
+                   "compute ms", "client+net ms", "stable", "note"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for step in result.steps:
+        server = step.server
+        queue = f"{server.stage_seconds['queue'] * 1e3:.2f}" if server else "-"
+        compute = (
+            f"{sum(v for k, v in server.stage_seconds.items() if k != 'queue') * 1e3:.2f}"
+            if server else "-"
+        )  # fmt: skip
+        residual = f"{(step.latency['avg'] - server.request_seconds) * 1e3:.2f}" if server else "-"
+        notes = []
+        if result.knee and step.level == result.knee.concurrency:
+            notes.append("knee")
+        if result.operating_point and step.level == result.operating_point.level:
+            notes.append("operating point")
+        if step.generator_bound:
+            notes.append("client-bound")
+        table.add_row(
+            f"{step.level:g}", f"{step.inferences_per_second:.1f}",
+            *(f"{step.latency[p] * 1e3:.2f}" for p in ("p50", "p95", "p99")),
+            f"{step.error_rate:.1%}", queue, compute, residual,
+            "yes" if step.stable else "NO", ", ".join(notes),
+        )  # fmt: skip
+    return table
+
+
+def run_sweep_command(args: argparse.Namespace) -> int:
+    console = Console()
+    settings = settings_from(args)
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    runner = SweepRunner(settings, stop)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[state]}"),
+                  console=console, transient=True) as progress:  # fmt: skip
+        task = progress.add_task(
+            "sweep", total=len(settings.levels) * settings.max_windows, state=""
+        )
+
+        def on_window(level: float, windows: int, stable: bool) -> None:
+            index = settings.levels.index(level)
+            done = index * settings.max_windows + (settings.max_windows if stable else windows)
+            state = "stable" if stable else f"window {windows}/{settings.max_windows}"
+            progress.update(task, completed=done, description=f"level {level:g}", state=state)
+
+        try:
+            result = runner.run(on_window)
+        except PayloadError as error:
+            console.print(f"[red]cannot build requests: {error}[/red]")
+            return EXIT_USAGE
+    console.print(result_table(result))
+    if result.knee:
+        reached = "" if result.knee.reached else " (not reached: throughput still growing)"
+        console.print(f"knee: {result.knee.concurrency:g}{reached}")
+    if settings.budget_p95 is not None:
+        point = result.operating_point
+        console.print(
+            f"operating point: {point.level:g} ({point.inferences_per_second:.1f} infer/s, "
+            f"p95 {point.p95 * 1e3:.2f} ms)"
+            if point
+            else "operating point: none within the budget"
+        )
+    for warning in result.warnings:
+        console.print(f"[yellow]warning: {warning}[/yellow]")
+    if args.json:
+        args.json.write_text(json.dumps(to_json(result), indent=2), encoding="utf-8")
+    if args.csv:
+        args.csv.write_text(to_csv(result), encoding="utf-8")
+    if args.plot:
+        try:
+            write_plot(result, args.plot)
+        except ValueError as error:
+            console.print(f"[red]sweep: {error}[/red]")
+            return EXIT_USAGE
+    return 0

@@ -1,0 +1,208 @@
+"""The sweep against the simulator: knee, budget stop, perf_analyzer CSV, JSON, plot, CLI."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import time
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sim_process import SimProcess
+from support import TRITONWATCH
+from tritonwatch.analysis.stability import WindowResult
+from tritonwatch.probe.load.pool import cut_all, split_concurrency, start_workers, stop_workers
+from tritonwatch.probe.load.spec import http_load_spec
+from tritonwatch.probe.load.worker import WindowSamples
+from tritonwatch.probe.payload import TensorSpec, build_inputs
+from tritonwatch.probe.sweep import SweepRunner, SweepSettings, _result, _step_result
+from tritonwatch.probe.sweep_report import PERF_ANALYZER_COLUMNS, render_svg, to_csv, to_json
+from tritonwatch.sim.testing import model_set_with
+from tritonwatch.sweep_cli import parse_levels
+
+# Two instances of a 4 ms model, no batching: capacity ≈ 2 / 4 ms, reached by concurrency 2-4.
+TWO_INSTANCES = {
+    "timing": {
+        "compute_input": 0, "compute_input_per_item": 0, "compute_output": 0,
+        "compute_output_per_item": 0, "compute_infer": "4ms", "compute_infer_per_item": 0,
+        "noise_sigma": 0.0,
+    },
+    "dynamic_batching": None,
+    "instance_group": {"count": 2, "kind": "KIND_GPU", "gpus": [0]},
+    "gpu_occupancy": {"base": 0.3, "per_item": 0},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimProcess]:
+    with SimProcess(models=model_set_with(simple=TWO_INSTANCES)) as process:
+        yield process
+
+
+@pytest.mark.parametrize(
+    ("text", "integers", "levels"),
+    [
+        ("1,2,4,8", True, (1, 2, 4, 8)),
+        ("1:64", True, (1, 2, 4, 8, 16, 32, 64)),
+        ("1:48", True, (1, 2, 4, 8, 16, 32, 48)),
+        ("2:10:4", True, (2, 6, 10)),
+        ("50:200:50", False, (50, 100, 150, 200)),
+    ],
+)
+def test_levels(text: str, integers: bool, levels: tuple[float, ...]) -> None:
+    assert parse_levels(text, integers=integers) == levels
+
+
+@pytest.mark.parametrize("text", ["", "a,b", "0,1", "1:2:3:4", "4:1:0"])
+def test_bad_levels_are_refused(text: str) -> None:
+    with pytest.raises(Exception, match=r"must be|positive"):
+        parse_levels(text, integers=True)
+
+
+@pytest.mark.e2e
+def test_sweep_finds_the_knee_where_throughput_flattens(sim: SimProcess) -> None:
+    settings = SweepSettings(
+        url=sim.http_url, model="simple", levels=(1, 2, 4, 8), window_seconds=0.7
+    )
+    result = SweepRunner(settings).run()
+    by_level = {s.level: s for s in result.steps}
+    assert [s.level for s in result.steps] == [1, 2, 4, 8]
+    assert all(s.errors == 0 and s.requests > 50 for s in result.steps)
+    assert result.knee is not None
+    assert result.knee.reached
+    assert result.knee.concurrency in (2, 4)
+    # flat after the knee, while the queue (and so p95) keeps growing
+    assert by_level[8].inferences_per_second == pytest.approx(
+        by_level[4].inferences_per_second, rel=0.15
+    )
+    assert by_level[8].p95 > 1.5 * by_level[2].p95
+    assert by_level[8].server is not None
+    assert (
+        by_level[8].server.stage_seconds["queue"]
+        > by_level[8].server.stage_seconds["compute_infer"]
+    )
+    assert by_level[1].server is not None
+    assert by_level[1].server.stage_seconds["compute_infer"] == pytest.approx(0.004, rel=0.25)
+    assert by_level[1].server.batch_size_average == 1.0
+
+
+@pytest.mark.e2e
+def test_sweep_stops_at_the_budget_and_reports_its_operating_point(sim: SimProcess) -> None:
+    settings = SweepSettings(
+        url=f"grpc://{sim.grpc_url}", protocol="grpc", model="simple",
+        levels=(1, 2, 4, 8, 16, 32), window_seconds=0.5, budget_p95=0.015,
+    )  # fmt: skip
+    result = SweepRunner(settings).run()
+    assert result.stopped_at_budget
+    assert result.steps[-1].p95 > 0.015
+    assert all(step.p95 <= 0.015 for step in result.steps[:-1])
+    assert result.steps[-1].level <= 8  # 4 in flight on 2 instances of 4 ms is ~12 ms p95
+    assert result.operating_point is not None
+    assert result.operating_point.p95 <= 0.015
+    data = to_json(result)
+    assert set(data) == {
+        "settings",
+        "steps",
+        "knee",
+        "operating_point",
+        "stopped_at_budget",
+        "warnings",
+    }
+    assert data["stopped_at_budget"] is True
+    assert len(data["steps"]) == len(result.steps)
+    assert {
+        "level",
+        "inferences_per_second",
+        "latency",
+        "server",
+        "stable",
+        "client_cpu_per_request",
+    } <= set(data["steps"][0])
+    json.dumps(data)  # serialisable as is
+
+
+@pytest.mark.e2e
+def test_cli_writes_perf_analyzer_csv_json_and_plot(sim: SimProcess, tmp_path: Path) -> None:
+    out_csv, out_json, out_svg = tmp_path / "p.csv", tmp_path / "p.json", tmp_path / "p.svg"
+    result = subprocess.run(
+        [TRITONWATCH, "sweep", "--url", sim.http_url, "--model", "simple", "--concurrency", "1,4",
+         "--measurement-interval", "400ms", "--budget-p95", "50ms",
+         "--csv", str(out_csv), "--json", str(out_json), "--plot", str(out_svg)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "operating point: " in result.stdout
+    rows = list(csv.reader(io.StringIO(out_csv.read_text())))
+    assert rows[0] == [
+        "Concurrency", "Inferences/Second", "Client Send", "Network+Server Send/Recv",
+        "Server Queue", "Server Compute Input", "Server Compute Infer", "Server Compute Output",
+        "Client Recv", "p50 latency", "p90 latency", "p95 latency", "p99 latency",
+    ]  # fmt: skip
+    assert [row[0] for row in rows[1:]] == ["1", "4"]  # sorted by increasing inferences/s
+    assert 3000 <= int(rows[1][6]) <= 6000  # compute infer ≈ 4000 µs
+    assert len(json.loads(out_json.read_text())["steps"]) == 2
+    svg = out_svg.read_text()
+    assert svg.startswith("<svg") and 'class="budget"' in svg and 'class="knee"' in svg
+    assert 'class="operating-point"' in svg
+
+
+def test_client_saturation_is_flagged_and_the_knee_called_a_lower_bound() -> None:
+    """A worker whose CPU time nearly equals the wall time was the bottleneck itself."""
+    busy = WindowSamples(array("d", [0.001] * 900), cpu_seconds=0.95, wall_seconds=1.0)
+    idle = WindowSamples(array("d", [0.001] * 500), cpu_seconds=0.10, wall_seconds=1.0)
+    windows = [WindowResult(900, 0.001)] * 3
+    saturated = _step_result(8, 1, [busy] * 3, windows, processes=1, percentile=95, server=None)
+    relaxed = _step_result(4, 1, [idle] * 3, windows, processes=1, percentile=95, server=None)
+    assert saturated.generator_bound
+    assert saturated.generator_utilisation == pytest.approx(0.95)
+    assert saturated.client_cpu_per_request == pytest.approx(0.95 / 900)
+    assert not relaxed.generator_bound
+    settings = SweepSettings(url="http://127.0.0.1:1", model="m", levels=(4, 8))
+    result = _result(settings, [relaxed, saturated], False, [])
+    assert any("lower bound" in warning for warning in result.warnings)
+
+
+def test_csv_header_is_perf_analyzers() -> None:
+    settings = SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1,), mode="rate")
+    text = to_csv(_result(settings, [], False, []))
+    assert text == "Request Rate," + ",".join(PERF_ANALYZER_COLUMNS) + "\n"
+    assert render_svg(_result(settings, [], False, [])).startswith("<svg")
+
+
+def test_split_and_exact_merge() -> None:
+    assert split_concurrency(10, 3) == [4, 3, 3]
+    assert split_concurrency(2, 8) == [1, 1]
+    a = WindowSamples(array("d", [1.0, 2.0]), errors=1, cpu_seconds=0.5, wall_seconds=2.0)
+    b = WindowSamples(array("d", [3.0]), timeouts=2, cpu_seconds=0.25, wall_seconds=1.5)
+    merged = a.merge(b)
+    assert list(merged.latencies) == [1.0, 2.0, 3.0]
+    assert (merged.errors, merged.timeouts, merged.cpu_seconds, merged.wall_seconds, merged.workers) == (
+        1, 2, 0.75, 2.0, 2,
+    )  # fmt: skip
+
+
+@pytest.mark.e2e
+def test_two_worker_processes_share_the_load(sim: SimProcess) -> None:
+    tensors = build_inputs(
+        "simple",
+        [TensorSpec("INPUT0", "INT32", (1, 16)), TensorSpec("INPUT1", "INT32", (1, 16))],
+        {},
+    )
+    spec = http_load_spec(sim.http_url, "simple", "", tensors, mode="concurrency", concurrency=4)
+    workers = start_workers(spec, processes=2)
+    try:
+        time.sleep(0.5)
+        cut_all(workers)
+        time.sleep(1.0)
+        window = cut_all(workers)
+    finally:
+        stop_workers(workers)
+    assert window.workers == 2
+    assert len(window.latencies) > 100
+    assert window.errors == 0
+    assert window.cpu_seconds > 0
