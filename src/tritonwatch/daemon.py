@@ -26,6 +26,7 @@ from tritonwatch.config import Config, ConfigError, TargetConfig, load_config
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
+from tritonwatch.export.sweep_metrics import SweepCollector
 from tritonwatch.listen import ListenAddress, parse_listen_address
 from tritonwatch.logs import REDACTOR, get_logger, secrets_of
 from tritonwatch.observations import ReadinessObservation
@@ -33,6 +34,7 @@ from tritonwatch.probe.canary import canary_plans
 from tritonwatch.probe.canary_runner import CanaryRunner
 from tritonwatch.probe.canary_stats import CanaryStats, latency_buckets
 from tritonwatch.probe.readiness import ReadinessProbe, readiness_probe_for
+from tritonwatch.probe.sweep_schedule import SweepBoard, run_scheduled_sweep, sweep_plans
 from tritonwatch.readiness_board import ReadinessBoard
 from tritonwatch.schedule_health import JobLedger
 
@@ -88,6 +90,9 @@ class Daemon:
         self.canary_stats = CanaryStats(_slo_buckets(config))
         self.registry.register(CanaryCollector(self.canary_stats, clock))
         self._canaries = CanaryRunner(self.canary_stats)
+        self.sweeps = SweepBoard()
+        self.registry.register(SweepCollector(self.sweeps))
+        self._stopping = threading.Event()
         self._scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(SCHEDULER_THREADS)},
             job_defaults={"coalesce": True, "max_instances": 1},
@@ -180,6 +185,7 @@ class Daemon:
         for _, _, probe in stale.values():
             probe.close()
         now = datetime.now(UTC)
+        self._schedule_sweeps(config, now)
         for index, name in enumerate(names):
             # Cloudprober's startProbesWithJitter: spread first runs over the interval
             # so that many targets never fire in the same instant.
@@ -193,6 +199,29 @@ class Daemon:
                 id=job_id,
                 next_run_time=now + timedelta(seconds=offset),
                 misfire_grace_time=max(1, int(interval)),
+            )
+
+    def _schedule_sweeps(self, config: Config, now: datetime) -> None:
+        """One job per model with sweeps enabled; the first runs one interval (at most a
+        minute) after start. Sweeps are not in the health ledger: a sweep may rightly
+        run longer than its interval, and /health is about the watching loops."""
+        plans = sweep_plans(config)
+        self.sweeps.declare(plan.key for plan in plans)
+        for index, plan in enumerate(plans):
+            first = min(plan.interval, 60.0) * (1 + index / max(len(plans), 1))
+            self._scheduler.add_job(
+                run_scheduled_sweep,
+                IntervalTrigger(seconds=plan.interval, timezone=UTC),
+                args=[
+                    plan,
+                    self.sweeps,
+                    self._canaries.set_paused,
+                    self._stopping,
+                    self._wall_clock,
+                ],
+                id=f"sweep:{plan.target}:{plan.model}",
+                next_run_time=now + timedelta(seconds=first),
+                misfire_grace_time=None,
             )
 
     def _check_readiness(self, target: str, job_id: str) -> None:
@@ -244,6 +273,7 @@ class Daemon:
         if self._state == RunState.STOPPED:
             return
         self._state = RunState.STOPPING
+        self._stopping.set()  # a running sweep ends at its next window boundary
         _log.info("stopping")
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)

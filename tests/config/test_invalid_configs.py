@@ -68,6 +68,9 @@ EXPECTED = {
     "input_shape_negative.yaml": (
         "targets[0].models[0].canary.inputs.INPUT0.shape[1]: must be a positive integer, got: -1"
     ),
+    "sweep_level_above_max_concurrency.yaml": (
+        "sweep.concurrency: levels must not exceed max_concurrency (64), got: [1, 8, 128]"
+    ),
     "nvml_enabled_unknown.yaml": ("nvml.enabled: must be auto, true or false, got: 'sometimes'"),
 }
 TOP_LEVEL_MESSAGES = {

@@ -205,3 +205,47 @@ def test_canary_series_from_the_simulator_pass_promtool(tmp_path: Path) -> None:
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_scheduled_sweep_exports_its_curve(tmp_path: Path) -> None:
+    """An enabled sweep runs on schedule with the canary paused and exports tritonwatch_sweep_*."""
+    from tritonwatch.sim.server import Simulator
+
+    with Simulator() as sim:
+        config = tmp_path / "sweep.yaml"
+        config.write_text(
+            "sweep: {enabled: true, interval: 1s, concurrency: [1, 2], measurement_interval: 300ms,"
+            " max_windows: 3}\n"
+            f"targets: [{{name: sim, url: '{sim.http_url}', models: [{{name: simple}}]}}]\n"
+        )
+        daemon = DaemonProcess(config)
+        try:
+            started = daemon.wait_for_event("sweep_started", timeout=15)
+            finished = daemon.wait_for_event("sweep_finished", timeout=30)
+            text = daemon.metrics()
+        finally:
+            assert daemon.stop() == 0
+    assert started["levels"] == [1.0, 2.0]
+    assert finished["knee"] in (1.0, 2.0)
+    labels = [("target", "sim"), ("model", "simple")]
+    for level in ("1", "2"):
+        value = sample_value(
+            text,
+            "tritonwatch_sweep_throughput_inferences_per_second",
+            [*labels, ("concurrency", level)],
+        )
+        assert value is not None
+        assert value > 50
+        p95 = sample_value(
+            text,
+            "tritonwatch_sweep_latency_seconds",
+            [*labels, ("concurrency", level), ("quantile", "0.95")],
+        )
+        assert p95 is not None
+        assert 0 < p95 < 0.05
+    assert sample_value(text, "tritonwatch_sweep_knee_concurrency", labels) == finished["knee"]
+    assert sample_value(text, "tritonwatch_sweep_operating_point_concurrency", labels) is not None
+    checked = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr

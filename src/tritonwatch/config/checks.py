@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from tritonwatch.config.errors import Problem
-from tritonwatch.config.schema import Config
+from tritonwatch.config.schema import SWEEP_CONCURRENCY_CAP, Config
 from tritonwatch.config.units import format_duration
 from tritonwatch.listen import ListenAddressError, parse_listen_address
 
@@ -78,11 +78,35 @@ def _latency_threshold_observable(config: Config) -> Iterator[Problem]:
                     return  # one message for the global default, not one per model
 
 
+def _sweep_levels_within_caps(config: Config) -> Iterator[Problem]:
+    """Sweep levels may not pass ``max_concurrency``, and that may not pass the hard cap."""
+    sections = [("sweep", config.sweep)] + [
+        (f"targets[{t}].models[{m}].sweep", config.sweep_for(model))
+        for t, target in enumerate(config.targets)
+        for m, model in enumerate(target.models)
+        if model.sweep is not None
+    ]
+    for path, sweep in sections:
+        if sweep.max_concurrency > SWEEP_CONCURRENCY_CAP:
+            yield Problem(
+                f"{path}.max_concurrency",
+                f"must not exceed {SWEEP_CONCURRENCY_CAP}",
+                sweep.max_concurrency,
+            )
+        elif max(sweep.concurrency, default=0) > sweep.max_concurrency:
+            yield Problem(
+                f"{path}.concurrency",
+                f"levels must not exceed max_concurrency ({sweep.max_concurrency})",
+                list(sweep.concurrency),
+            )
+
+
 CHECKS: tuple[Check, ...] = (
     _scrape_timeout_below_interval,
     _unique_names,
     _exporter_listen_and_tls,
     _latency_threshold_observable,
+    _sweep_levels_within_caps,
 )
 
 

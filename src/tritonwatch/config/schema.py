@@ -82,13 +82,30 @@ class CanaryConfig(Section):
     inputs: dict[str, InputOverride] = Field(default_factory=dict)
 
 
+SWEEP_CONCURRENCY_CAP = 1024
+"""No config, however written, makes the daemon hold more requests in flight."""
+
+
+class SweepConfig(Section):
+    """Scheduled concurrency sweeps (off by default: a sweep loads the server on purpose)."""
+
+    enabled: bool = False
+    interval: Duration = 6 * 3600.0
+    concurrency: tuple[PositiveInt, ...] = (1, 2, 4, 8, 16, 32)
+    max_concurrency: PositiveInt = 64
+    """A hard cap: levels above it are refused at load."""
+    measurement_interval: Duration = 5.0
+    max_windows: PositiveInt = 10
+
+
 class WatchedModel(Section):
-    """A model on a target; ``slo`` and ``canary`` override the global sections."""
+    """A model on a target; ``slo``, ``canary`` and ``sweep`` override the global sections."""
 
     name: Name
     version: str = ""
     slo: SLOConfig | None = None
     canary: CanaryConfig | None = None
+    sweep: SweepConfig | None = None
 
 
 HttpUrl = Annotated[str, url_with_scheme(("http", "https"))]
@@ -190,6 +207,11 @@ class Config(Section):
     advisor: AdvisorConfig = AdvisorConfig()
     alerting: AlertingConfig = AlertingConfig()
     exporter: ExporterConfig = ExporterConfig()
+    sweep: SweepConfig = SweepConfig()
+
+    def sweep_for(self, model: WatchedModel) -> SweepConfig:
+        """The model's sweep settings: the global section with the model's fields on top."""
+        return merge_overrides(self.sweep, model.sweep)
 
     def slo_for(self, model: WatchedModel) -> SLOConfig:
         """The model's SLO: the global section with the model's own fields on top."""
