@@ -165,3 +165,19 @@ def test_a_model_it_cannot_fill_is_reported_and_the_others_run(runner: CanaryRun
     assert errors[0]["model"] == "text_identity"
     assert "a BYTES input needs sample data" in errors[0]["error"]
     assert sum(_series(runner, "text_identity").outcomes.values()) == 0
+
+
+def test_a_hanging_target_never_delays_another(runner: CanaryRunner, hanging_endpoint: str) -> None:
+    """One target accepts connections and never answers; the other's canary keeps its rate."""
+    with Simulator() as sim:
+        stuck = _plan(sim, model="simple", rate=10.0, timeout=0.5)
+        stuck = CanaryPlan(**{**{f: getattr(stuck, f) for f in stuck.__dataclass_fields__},
+                              "target": "stuck", "http_url": hanging_endpoint})  # fmt: skip
+        runner.start([stuck, _plan(sim, rate=20.0)])
+        started = time.monotonic()
+        snap = _wait_for(runner, "success", 30)
+        elapsed = time.monotonic() - started
+    assert elapsed < 3.0  # 30 successes at 20/s: about 1.5 s, not held up by the stuck target
+    stuck_series = next(s for s in runner.stats.snapshot(time.monotonic()) if s.target == "stuck")
+    assert stuck_series.outcomes["success"] == 0
+    assert snap.outcomes["timeout"] == 0
