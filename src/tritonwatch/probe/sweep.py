@@ -75,6 +75,10 @@ class StepResult:
     generator_utilisation: float
     generator_bound: bool
     server: ServerBreakdown | None
+    window_throughputs: tuple[float, ...] = ()
+    """Inferences/s of each window the step's numbers come from (for comparisons)."""
+    latency_samples: tuple[float, ...] = field(default=(), repr=False)
+    """Every request latency of those windows (for bootstrap comparisons; not in JSON)."""
 
     @property
     def p95(self) -> float:
@@ -278,6 +282,10 @@ def _step_result(level: float, batch: int, samples: list[WindowSamples],
         generator_utilisation=utilisation,
         generator_bound=utilisation >= GENERATOR_BOUND_UTILISATION,
         server=server,
+        window_throughputs=tuple(
+            len(w.latencies) * batch / w.wall_seconds for w in used if w.wall_seconds > 0
+        ),
+        latency_samples=tuple(latencies),
     )
 
 

@@ -54,12 +54,18 @@ def to_json(result: SweepResult) -> dict[str, Any]:
     settings["inputs"] = {k: v.model_dump(mode="json") for k, v in result.settings.inputs.items()}
     return {
         "settings": settings,
-        "steps": [asdict(step) for step in result.steps],
+        "steps": [_step_json(step) for step in result.steps],
         "knee": asdict(result.knee) if result.knee else None,
         "operating_point": result.operating_point.level if result.operating_point else None,
         "stopped_at_budget": result.stopped_at_budget,
         "warnings": list(result.warnings),
     }
+
+
+def _step_json(step: StepResult) -> dict[str, Any]:
+    data = asdict(step)
+    data.pop("latency_samples")  # thousands of numbers; the quantiles say it
+    return data
 
 
 _WIDTH, _HEIGHT, _LEFT, _RIGHT, _TOP, _BOTTOM = 720, 420, 70, 70, 40, 50
