@@ -59,7 +59,7 @@ def parse_levels(text: str, *, integers: bool) -> tuple[float, ...]:
     return tuple(float(level) for level in levels)
 
 
-def _seconds(text: str) -> float:
+def seconds_flag(text: str) -> float:
     try:
         return parse_duration(text)
     except ValueError as error:
@@ -86,10 +86,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_flag(sweep, "--concurrency", default="1:64", help="1,2,4,8 | 1:64 (doubling) | 1:16:2")
     add_flag(sweep, "--request-rate", default=None, help="open-loop rates instead, e.g. 50:400:50")
     add_flag(
-        sweep, "--budget-p95", type=_seconds, default=None, help="stop past this p95, e.g. 50ms"
+        sweep, "--budget-p95", type=seconds_flag, default=None, help="stop past this p95, e.g. 50ms"
     )
     add_flag(sweep, "--percentile", type=float, default=95.0, help="percentile for stability")
-    add_flag(sweep, "--measurement-interval", type=_seconds, default=5.0, help="window length")
+    add_flag(sweep, "--measurement-interval", type=seconds_flag, default=5.0, help="window length")
     add_flag(sweep, "--measurement-request-count", type=int, default=None, help="window by count")
     add_flag(sweep, "--max-windows", type=int, default=10, help="windows per step at most")
     add_flag(sweep, "--max-processes", type=int, default=None, help="load worker processes at most")

@@ -206,3 +206,14 @@ def test_two_worker_processes_share_the_load(sim: SimProcess) -> None:
     assert len(window.latencies) > 100
     assert window.errors == 0
     assert window.cpu_seconds > 0
+
+
+def test_a_step_stopped_before_its_first_window_reports_nothing_measured() -> None:
+    step = _step_result(4, 1, [], [], processes=1, percentile=95, server=None)
+    assert (step.requests, step.errors, step.stable, step.inferences_per_second) == (
+        0,
+        0,
+        False,
+        0.0,
+    )
+    assert step.p95 == 0.0

@@ -241,7 +241,7 @@ class SweepRunner:
 def _step_result(level: float, batch: int, samples: list[WindowSamples],
                  windows: list[WindowResult], *, processes: int, percentile: float,
                  server: ServerBreakdown | None) -> StepResult:  # fmt: skip
-    used = samples[-STABILITY_WINDOWS:]
+    used = samples[-STABILITY_WINDOWS:] or [WindowSamples()]  # stopped before any window
     merged = used[0]
     for window in used[1:]:
         merged = merged.merge(window)

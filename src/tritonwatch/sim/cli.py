@@ -74,6 +74,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=int(DEFAULT_METRICS_INTERVAL_S * 1000),
         help="how often GPU and CPU gauges refresh (Triton's --metrics-interval-ms)",
     )
+    add_flag(
+        parser,
+        "--model-control-mode",
+        choices=["explicit", "none", "poll"],
+        default="explicit",
+        help="Triton's --model-control-mode: only explicit accepts repository load/unload",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -104,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         summary_latencies=args.summary_latencies,
         metrics_interval_s=args.metrics_interval_ms / 1000,
+        model_control_mode=args.model_control_mode,
     )
     service = SimulatorService(model_set, options)
     try:

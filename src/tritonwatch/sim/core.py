@@ -39,6 +39,7 @@ class SimCore:
         seed: int = 0,
         summary_latencies: bool = False,
         metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S,
+        model_control_mode: str = "explicit",
     ) -> None:
         get_scenario(scenario)
         self.loop = loop
@@ -60,6 +61,7 @@ class SimCore:
             summaries=summary_latencies,
         )
         self.repository.add_models(scenario)
+        self.repository.model_control_mode = model_control_mode
         self.host = HostCpu()
         self.metrics = MetricsRenderer(
             self.repository, self.gpus, self.host, summaries=summary_latencies

@@ -80,6 +80,8 @@ class ModelRepository:
         self._rng = rng
         self._summaries = summaries
         self._slots: dict[str, ModelSlot] = {}
+        self.model_control_mode = "explicit"
+        """Triton's ``--model-control-mode``: only ``explicit`` accepts load and unload."""
         self._retiring: set[asyncio.Task[None]] = set()
 
     # -- lookup -----------------------------------------------------------------------
@@ -294,6 +296,13 @@ class ModelRepository:
             if scheduler.gpu.background != occupancy:
                 scheduler.set_background(occupancy)
 
+    def _require_explicit_mode(self) -> None:
+        if self.model_control_mode != "explicit":
+            raise SimError(
+                ErrorCode.INVALID_ARG,
+                "explicit model load / unload is not allowed if polling is enabled",
+            )
+
     def load(self, name: str, config_text: str | None) -> None:
         """``POST v2/repository/models/{m}/load`` with an optional configuration override.
 
@@ -301,6 +310,7 @@ class ModelRepository:
             SimError: unknown model without a configuration, bad configuration, or no
                 room on the GPU.
         """
+        self._require_explicit_mode()
         slot = self._slots.get(name)
         if config_text is None:
             if slot is None:
@@ -337,6 +347,7 @@ class ModelRepository:
 
     def unload(self, name: str) -> None:
         """``POST v2/repository/models/{m}/unload``: new requests fail, queued ones finish."""
+        self._require_explicit_mode()
         slot = self._slots.get(name)
         if slot is None:
             raise SimError(

@@ -107,6 +107,7 @@ class SimulatorOptions:
     metrics_port: int = 0
     summary_latencies: bool = False
     metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S
+    model_control_mode: str = "explicit"
 
 
 class SimulatorService:
@@ -136,6 +137,7 @@ class SimulatorService:
             seed=options.seed,
             summary_latencies=options.summary_latencies,
             metrics_interval_s=options.metrics_interval_s,
+            model_control_mode=options.model_control_mode,
         )
         core.start()
         bound_http = await self._serve(build_api_app(core), options.http_port)
@@ -186,6 +188,8 @@ class Simulator:
         http_port, grpc_port, metrics_port: 0 picks a free port.
         summary_latencies: also export Triton's optional summary families.
         metrics_interval_s: how often GPU/CPU gauges refresh (Triton's default 2 s).
+        model_control_mode: ``explicit`` (load/unload allowed), ``none`` or ``poll``
+            (both refused with Triton's error, as a production server may be run).
     """
 
     def __init__(
@@ -200,6 +204,7 @@ class Simulator:
         metrics_port: int = 0,
         summary_latencies: bool = False,
         metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S,
+        model_control_mode: str = "explicit",
     ) -> None:
         options = SimulatorOptions(
             scenario,
@@ -210,6 +215,7 @@ class Simulator:
             metrics_port,
             summary_latencies,
             metrics_interval_s,
+            model_control_mode,
         )
         self._service = SimulatorService(resolve_model_set(models), options)
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -1,0 +1,1 @@
+"""``tritonwatch tune``: measure, change one parameter, re-measure, keep or roll back."""

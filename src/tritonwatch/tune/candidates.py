@@ -1,0 +1,117 @@
+"""Which single change to try next, from the last sweep and the current config.
+
+DESIGN §7's table, read off a sweep instead of a live window (the tuner has a sweep
+in hand; the daemon's advisor reads live windows). Candidates come in priority
+order; the tuner tries the first one it has not already rejected.
+
+* dynamic batching off, ``max_batch_size`` > 0 → enable it (100 µs queue delay);
+* p95 over the budget somewhere, queue the largest server stage there, delay > 0 →
+  halve ``max_queue_delay_microseconds``;
+* throughput flat (knee reached), requests waiting longer than they compute at the
+  top level → one more instance (``instance_group[0].count`` + 1);
+* batches well below ``max_batch_size`` at the top level with p95 under half the
+  budget → double the delay (or 100 µs from 0) for fuller batches;
+* more than one instance and the last added one bought nothing (it was reverted) →
+  no change is proposed: the tuner's revert already undid it.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from tritonwatch.probe.sweep import StepResult, SweepResult
+
+MIN_DELAY_MICROSECONDS = 100
+FULL_BATCH_SHARE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One parameter, its current and proposed value, and why."""
+
+    parameter: str
+    current: Any
+    proposed: Any
+    reason: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.parameter, repr(self.proposed))
+
+    def apply(self, config: dict[str, Any]) -> dict[str, Any]:
+        """A copy of ``config`` with this one change made."""
+        updated = copy.deepcopy(config)
+        if self.parameter == "dynamic_batching":
+            updated["dynamic_batching"] = self.proposed
+        elif self.parameter == "dynamic_batching.max_queue_delay_microseconds":
+            updated.setdefault("dynamic_batching", {})["max_queue_delay_microseconds"] = (
+                self.proposed
+            )
+        elif self.parameter == "instance_group[0].count":
+            updated["instance_group"][0]["count"] = self.proposed
+        else:  # pragma: no cover - every Change is built below
+            raise ValueError(f"unknown parameter {self.parameter}")
+        return updated
+
+
+def _delay(config: dict[str, Any]) -> int | None:
+    batching = config.get("dynamic_batching")
+    if not isinstance(batching, dict):
+        return None
+    return int(batching.get("max_queue_delay_microseconds", 0))
+
+
+def _halved(delay: int) -> int:
+    """Half the delay, but not below 100 µs; from 100 µs or less, straight to 0."""
+    return max(delay // 2, MIN_DELAY_MICROSECONDS) if delay > MIN_DELAY_MICROSECONDS else 0
+
+
+def _top(steps: tuple[StepResult, ...]) -> StepResult | None:
+    measured = [s for s in steps if s.requests and s.server is not None]
+    return max(measured, key=lambda s: s.level) if measured else None
+
+
+def candidates(config: dict[str, Any], sweep: SweepResult, budget_p95: float) -> list[Change]:
+    """Every applicable single change, highest priority first."""
+    found: list[Change] = []
+    max_batch = int(config.get("max_batch_size", 0))
+    delay = _delay(config)
+    top = _top(sweep.steps)
+    if max_batch > 0 and delay is None:
+        enabled = {"max_queue_delay_microseconds": MIN_DELAY_MICROSECONDS}
+        reason = "batching model without dynamic batching: requests run one by one"
+        found.append(Change("dynamic_batching", None, enabled, reason))
+    over = [s for s in sweep.steps if s.server is not None and s.p95 > budget_p95]
+    if over and delay:
+        step = min(over, key=lambda s: s.level)
+        assert step.server is not None
+        stages = step.server.stage_seconds
+        if max(stages, key=lambda k: stages[k]) == "queue":
+            found.append(Change(
+                "dynamic_batching.max_queue_delay_microseconds", delay, _halved(delay),
+                f"p95 {step.p95 * 1e3:.1f} ms over the budget at {step.level:g} with queue "
+                f"{stages['queue'] * 1e3:.1f} ms the largest stage",
+            ))  # fmt: skip
+    groups = config.get("instance_group") or []
+    if top is not None and top.server is not None and groups and sweep.knee and sweep.knee.reached:
+        compute = sum(v for k, v in top.server.stage_seconds.items() if k != "queue")
+        if top.server.stage_seconds["queue"] > compute:
+            count = int(groups[0].get("count", 1))
+            found.append(Change(
+                "instance_group[0].count", count, count + 1,
+                f"throughput flat from {sweep.knee.concurrency:g} while requests wait "
+                f"{top.server.stage_seconds['queue'] * 1e3:.1f} ms for "
+                f"{compute * 1e3:.1f} ms of compute",
+            ))  # fmt: skip
+    if top is not None and top.server is not None and delay is not None and max_batch > 1:
+        batch = top.server.batch_size_average or 1.0
+        if batch < FULL_BATCH_SHARE * max_batch and top.p95 < budget_p95 / 2:
+            proposed = delay * 2 if delay else MIN_DELAY_MICROSECONDS
+            found.append(Change(
+                "dynamic_batching.max_queue_delay_microseconds", delay, proposed,
+                f"batches of {batch:.1f} of {max_batch} at {top.level:g} with p95 "
+                f"{top.p95 * 1e3:.1f} ms, under half the budget",
+            ))  # fmt: skip
+    return found

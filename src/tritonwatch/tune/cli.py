@@ -1,0 +1,136 @@
+"""``tritonwatch tune --url URL --model M --budget-p95 50ms [--apply] [--max-steps N]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.table import Table
+
+from tritonwatch.cli_flags import add_flag
+from tritonwatch.probe.payload import PayloadError
+from tritonwatch.probe.sweep import SweepSettings
+from tritonwatch.sweep_cli import parse_levels, seconds_flag
+from tritonwatch.tune.repository import NotExplicitModeError, TuneError, changed, to_pbtxt
+from tritonwatch.tune.tuner import TuneInterruptedError, Tuner, TuneResult
+
+EXIT_REFUSED = 2
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tune = subparsers.add_parser("tune", help="change one parameter at a time, keep what helps")
+    add_flag(tune, "--url", required=True, help="http://host:8000 or grpc://host:8001")
+    add_flag(tune, "--model", required=True, help="model name")
+    add_flag(
+        tune, "--budget-p95", type=seconds_flag, required=True, help="the latency budget, e.g. 50ms"
+    )
+    add_flag(tune, "--apply", action="store_true", help="change the server (default: plan only)")
+    add_flag(tune, "--max-steps", type=int, default=6, help="changes to try at most")
+    add_flag(tune, "--concurrency", default="1:16", help="sweep levels: 1,2,4 | 1:16 | 1:16:2")
+    add_flag(tune, "--measurement-interval", type=seconds_flag, default=2.0, help="window length")
+    add_flag(tune, "--max-windows", type=int, default=10, help="windows per step at most")
+    add_flag(tune, "--json", type=Path, default=None, help="write the history and configs as JSON")
+    tune.set_defaults(handler=run_tune_command)
+
+
+def _history_table(result: TuneResult) -> Table:
+    table = Table(title="tuning history")
+    for column in ("step", "change", "infer/s in budget", "p95 ms", "verdict", "why"):
+        table.add_column(column)
+    for step in result.history:
+        change = (
+            f"{step.change.parameter}: {step.change.current!r} → {step.change.proposed!r}"
+            if step.change else "(baseline)"
+        )  # fmt: skip
+        throughput = f"{step.throughput:.1f}" if step.throughput is not None else "none in budget"
+        p95 = f"{step.p95 * 1e3:.2f}" if step.p95 is not None else "-"
+        table.add_row(str(step.step), change, throughput, p95, step.verdict, step.reason)
+    return table
+
+
+def _diff(result: TuneResult) -> dict[str, dict[str, Any]]:
+    return {
+        field: {"before": before, "after": after}
+        for field, (before, after) in changed(result.original, result.final).items()
+    }
+
+
+def _json(result: TuneResult) -> dict[str, Any]:
+    return {
+        "original_config": result.original,
+        "final_config": result.final,
+        "diff": _diff(result),
+        "history": [
+            {
+                "step": s.step,
+                "parameter": s.change.parameter if s.change else None,
+                "current": s.change.current if s.change else None,
+                "proposed": s.change.proposed if s.change else None,
+                "throughput_in_budget": s.throughput,
+                "p95_seconds": s.p95,
+                "verdict": s.verdict,
+                "reason": s.reason,
+            }
+            for s in result.history
+        ],
+        "plan": None if result.plan is None else {
+            "parameter": result.plan.parameter, "current": result.plan.current,
+            "proposed": result.plan.proposed, "reason": result.plan.reason,
+        },
+        "interrupted": result.interrupted,
+    }  # fmt: skip
+
+
+def run_tune_command(args: argparse.Namespace) -> int:
+    console = Console()
+    protocol: Literal["http", "grpc"] = "grpc" if args.url.startswith("grpc") else "http"
+    settings = SweepSettings(
+        url=args.url, model=args.model, protocol=protocol,
+        levels=parse_levels(args.concurrency, integers=True), budget_p95=args.budget_p95,
+        window_seconds=args.measurement_interval, max_windows=args.max_windows,
+    )  # fmt: skip
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    tuner = Tuner(settings, apply=args.apply, max_steps=args.max_steps, stop=stop,
+                  report=lambda line: console.print(line, highlight=False))  # fmt: skip
+    try:
+        result = tuner.run()
+    except NotExplicitModeError as error:
+        console.print(f"[red]tune: {error}[/red]")
+        return EXIT_REFUSED
+    except PayloadError as error:
+        console.print(f"[red]tune: cannot build requests: {error}[/red]")
+        return EXIT_REFUSED
+    except TuneInterruptedError:
+        console.print("[yellow]tune: interrupted; the last kept config is in place[/yellow]")
+        return EXIT_INTERRUPTED
+    except TuneError as error:
+        console.print(f"[red]tune: {error}; the last kept config is in place[/red]")
+        return EXIT_FAILED
+    console.print(_history_table(result))
+    if not args.apply:
+        plan = result.plan
+        console.print(
+            f"plan (nothing changed; add --apply): {plan.parameter} {plan.current!r} → "
+            f"{plan.proposed!r} because {plan.reason}"
+            if plan
+            else "plan: no change to try"
+        )
+    diff = changed(result.original, result.final)
+    console.print("final config diff (JSON):")
+    console.print_json(json.dumps({k: {"before": b, "after": a} for k, (b, a) in diff.items()}))
+    console.print("final config diff (config.pbtxt):")
+    console.print(
+        to_pbtxt(result.final, list(diff)) or "(no change)", highlight=False, markup=False
+    )
+    if args.json:
+        args.json.write_text(json.dumps(_json(result), indent=2), encoding="utf-8")
+    return 0
