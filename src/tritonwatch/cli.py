@@ -22,6 +22,7 @@ from tritonwatch import __version__, sweep_cli
 from tritonwatch.cli_flags import add_flag
 from tritonwatch.config import Config, ConfigError, load_config
 from tritonwatch.daemon import Daemon
+from tritonwatch.fleet import Shard
 from tritonwatch.logs import configure_logging, get_logger
 from tritonwatch.sim import cli as simulate
 from tritonwatch.tune import cli as tune_cli
@@ -76,7 +77,12 @@ def _run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: commands.put("stop"))
     signal.signal(signal.SIGHUP, lambda *_: commands.put("reload"))
 
-    daemon = Daemon(Path(args.config), config, listen_override=args.listen)
+    try:
+        shard = Shard(args.shard_index, args.shard_count)
+    except ValueError as error:
+        print(f"tritonwatch run: {error}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    daemon = Daemon(Path(args.config), config, listen_override=args.listen, shard=shard)
     try:
         daemon.start()
     except OSError as error:
@@ -144,6 +150,10 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
         default="info",
         help="lowest level logged",
     )
+    add_flag(run, "--shard-index", environ=environ, type=int, default=0,
+             help="this replica's shard, 0 ≤ index < count (fleet mode)")  # fmt: skip
+    add_flag(run, "--shard-count", environ=environ, type=int, default=1,
+             help="replicas sharing the targets; each goes to one, by name hash")  # fmt: skip
     run.set_defaults(handler=_run)
 
     check = commands.add_parser("check-config", help="validate a config file and exit")

@@ -27,6 +27,7 @@ from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
 from tritonwatch.export.sweep_metrics import SweepCollector
+from tritonwatch.fleet import Shard, discovery_files, effective_config, fingerprint
 from tritonwatch.listen import ListenAddress, parse_listen_address
 from tritonwatch.logs import REDACTOR, get_logger, secrets_of
 from tritonwatch.observations import ReadinessObservation
@@ -67,12 +68,15 @@ class Daemon:
         config: Config,
         *,
         listen_override: str | None = None,
+        shard: Shard | None = None,
         probe_factory: ProbeFactory = readiness_probe_for,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._config_path = config_path
         self._config = config
+        self._shard = shard or Shard()
+        self._discovery_print: tuple[tuple[str, int, int], ...] = ()
         self._listen_override = listen_override
         self._probe_factory = probe_factory
         self._clock = clock
@@ -99,6 +103,7 @@ class Daemon:
             timezone=UTC,
         )
         self._server: ExporterServer | None = None
+        self._effective_targets: list[str] = []
         REDACTOR.set_secrets(secrets_of(config))
 
     @property
@@ -133,10 +138,10 @@ class Daemon:
         self._server.start()
         _log.info("exporter_listening", url=self.exporter_url)
         self._scheduler.start()
-        self._schedule(self._config)
-        self._canaries.start(canary_plans(self._config))
+        self._canaries.start([])
         self._state = RunState.STARTED
-        _log.info("started", targets=len(self._config.targets))
+        self._apply(self._config)
+        _log.info("started", targets=len(self._effective_targets))
 
     def reload(self) -> bool:
         """Re-reads the config file; swaps to it only if it is entirely valid.
@@ -159,11 +164,28 @@ class Daemon:
             self._last_reload_ok = True
             self._last_reload_success = self._wall_clock()
         if self._state == RunState.STARTED:
-            self._schedule(new_config)
-            self.canary_stats.set_buckets(_slo_buckets(new_config))
-            self._canaries.apply(canary_plans(new_config))
-        _log.info("config_reloaded", targets=len(new_config.targets))
+            self._apply(new_config)
+        _log.info("config_reloaded", targets=len(self._effective_targets))
         return True
+
+    def _apply(self, config: Config) -> None:
+        """Puts ``config`` — with discovered targets, sharded — into force: jobs, canaries."""
+        base = self._config_path.parent
+        self._discovery_print = fingerprint(discovery_files(config.discovery, base))
+        effective = effective_config(config, base, self._shard)
+        self._effective_targets = [target.name for target in effective.targets]
+        self._schedule(effective)
+        self.canary_stats.set_buckets(_slo_buckets(effective))
+        self._canaries.apply(canary_plans(effective))
+
+    def _rediscover(self) -> None:
+        """The discovery job: re-applies the config when a discovery file changed."""
+        with self._lock:
+            config = self._config
+        current = fingerprint(discovery_files(config.discovery, self._config_path.parent))
+        if current != self._discovery_print:
+            _log.info("discovery_changed", files=len(current))
+            self._apply(config)
 
     def _schedule(self, config: Config) -> None:
         """(Re)creates one readiness job per target, starts spread over the interval."""
@@ -186,6 +208,13 @@ class Daemon:
             probe.close()
         now = datetime.now(UTC)
         self._schedule_sweeps(config, now)
+        if config.discovery.files:
+            self._scheduler.add_job(
+                self._rediscover,
+                IntervalTrigger(seconds=config.discovery.refresh_interval, timezone=UTC),
+                id="discovery",
+                next_run_time=now + timedelta(seconds=config.discovery.refresh_interval),
+            )
         for index, name in enumerate(names):
             # Cloudprober's startProbesWithJitter: spread first runs over the interval
             # so that many targets never fire in the same instant.

@@ -38,7 +38,7 @@ EXPECTED = {
     ),
     "rate_not_a_rate.yaml": "canary.rate: must be a rate like 2/s, 30/m or 100/h, got: '2 per second'",
     "models_missing.yaml": "targets[0].models: required field is missing",
-    "targets_empty.yaml": "targets: must list at least 1 entry, got: []",
+    "targets_empty.yaml": "targets: must list at least 1 entry (or set discovery.files), got: []",
     "max_in_flight_not_an_integer.yaml": (
         "canary.max_in_flight: input should be a valid integer, unable to parse string as an "
         "integer, got: 'many'"

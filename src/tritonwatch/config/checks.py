@@ -16,6 +16,11 @@ from tritonwatch.listen import ListenAddressError, parse_listen_address
 Check = Callable[[Config], Iterator[Problem]]
 
 
+def _some_target(config: Config) -> Iterator[Problem]:
+    if not config.targets and not config.discovery.files:
+        yield Problem("targets", "must list at least 1 entry (or set discovery.files)", [])
+
+
 def _scrape_timeout_below_interval(config: Config) -> Iterator[Problem]:
     scrape = config.scrape
     if scrape.timeout >= scrape.interval:
@@ -102,6 +107,7 @@ def _sweep_levels_within_caps(config: Config) -> Iterator[Problem]:
 
 
 CHECKS: tuple[Check, ...] = (
+    _some_target,
     _scrape_timeout_below_interval,
     _unique_names,
     _exporter_listen_and_tls,

@@ -196,10 +196,24 @@ class ExporterConfig(Section):
     tls_key_file: Path | None = None
 
 
+class DiscoveryConfig(Section):
+    """Targets from Prometheus ``file_sd`` files (JSON or YAML), re-read when they change.
+
+    Each entry is ``{"targets": ["host:port", ...], "labels": {...}}``; labels ``models``
+    (comma-separated, required), ``name``, ``protocol`` (http|grpc), ``__scheme__``
+    (http|https) and ``metrics_url`` describe the targets.
+    """
+
+    files: tuple[str, ...] = ()
+    """Glob patterns; relative ones are relative to the config file's folder."""
+    refresh_interval: Duration = 30.0
+
+
 class Config(Section):
     """The whole configuration file."""
 
-    targets: tuple[TargetConfig, ...] = Field(min_length=1)
+    targets: tuple[TargetConfig, ...] = ()
+    discovery: DiscoveryConfig = DiscoveryConfig()
     canary: CanaryConfig = CanaryConfig()
     slo: SLOConfig = SLOConfig()
     scrape: ScrapeConfig = ScrapeConfig()

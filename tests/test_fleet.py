@@ -1,0 +1,107 @@
+"""Fleet mode: file_sd discovery, re-reading on change, and deterministic sharding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from support import http_get, sample_value, wait_until
+from tritonwatch.config import load_config, parse_config
+from tritonwatch.daemon import Daemon
+from tritonwatch.fleet import Shard, discovered_targets, effective_config
+
+
+def _sd(path: Path, groups: list[dict[str, object]]) -> None:
+    path.write_text(json.dumps(groups))
+
+
+def test_file_sd_groups_become_targets(tmp_path: Path) -> None:
+    _sd(tmp_path / "a.json", [
+        {"targets": ["127.0.0.1:8000", "127.0.0.1:9000"], "labels": {"models": "simple, resnet50"}},
+        {"targets": ["127.0.0.1:8001"], "labels": {"models": "bert", "protocol": "grpc", "name": "grpc-a"}},
+    ])  # fmt: skip
+    (tmp_path / "b.yaml").write_text(
+        "- targets: ['127.0.0.1:7000']\n  labels: {models: m, __scheme__: https,"
+        " metrics_url: 'https://127.0.0.1:7002/metrics'}\n"
+    )
+    config = parse_config("discovery: {files: ['*.json', '*.yaml']}\n", "c.yaml")
+    targets = discovered_targets(config.discovery, tmp_path)
+    assert [(t.name, t.url, [m.name for m in t.models]) for t in targets] == [
+        ("127.0.0.1:8000", "http://127.0.0.1:8000", ["simple", "resnet50"]),
+        ("127.0.0.1:9000", "http://127.0.0.1:9000", ["simple", "resnet50"]),
+        ("grpc-a", "grpc://127.0.0.1:8001", ["bert"]),
+        ("127.0.0.1:7000", "https://127.0.0.1:7000", ["m"]),
+    ]
+    assert targets[3].effective_metrics_url == "https://127.0.0.1:7002/metrics"
+
+
+def test_broken_files_and_entries_are_logged_and_skipped(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{not json")
+    _sd(tmp_path / "partly.json", [
+        {"targets": ["127.0.0.1:8000"], "labels": {}},  # no models
+        {"targets": ["127.0.0.1:8001"], "labels": {"models": "ok"}},
+    ])  # fmt: skip
+    config = parse_config("discovery: {files: ['*.json']}\n", "c.yaml")
+    with capture_logs() as logs:
+        targets = discovered_targets(config.discovery, tmp_path)
+    assert [t.name for t in targets] == ["127.0.0.1:8001"]
+    assert [log["event"] for log in logs] == [
+        "discovery_file_unreadable",
+        "discovery_entry_invalid",
+    ]
+
+
+def test_shards_partition_the_targets_exactly_and_stably() -> None:
+    names = [f"triton-{i}" for i in range(200)]
+    shards = [Shard(i, 3) for i in range(3)]
+    owners = [[s.index for s in shards if s.owns(name)] for name in names]
+    assert all(len(o) == 1 for o in owners)  # each target on exactly one replica
+    counts = [sum(1 for o in owners if o == [i]) for i in range(3)]
+    assert min(counts) > 40  # and spread, not piled on one
+    assert [Shard(1, 3).owns(n) for n in names] == [Shard(1, 3).owns(n) for n in names]
+    with pytest.raises(ValueError, match="--shard-index"):
+        Shard(3, 3)
+
+
+def test_effective_config_merges_static_first_and_keeps_only_owned(tmp_path: Path) -> None:
+    _sd(tmp_path / "t.json", [{"targets": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"],
+                               "labels": {"models": "m", "name": "static"}}])  # fmt: skip
+    config = parse_config(
+        "discovery: {files: ['t.json']}\n"
+        "targets: [{name: static-127.0.0.1:1, url: 'http://127.0.0.1:9', models: [{name: x}]}]\n",
+        "c.yaml",
+    )
+    every = effective_config(config, tmp_path, Shard())
+    assert [t.name for t in every.targets] == [
+        "static-127.0.0.1:1", "static-127.0.0.1:2", "static-127.0.0.1:3",
+    ]  # fmt: skip
+    assert every.targets[0].url == "http://127.0.0.1:9"  # the static target shadows the file's
+    halves = [effective_config(config, tmp_path, Shard(i, 2)).targets for i in range(2)]
+    assert sorted(t.name for half in halves for t in half) == sorted(t.name for t in every.targets)
+
+
+def test_daemon_picks_up_a_changed_discovery_file(tmp_path: Path) -> None:
+    sd = tmp_path / "targets.json"
+    _sd(sd, [{"targets": ["127.0.0.1:1"], "labels": {"models": "m", "name": "first"}}])
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "discovery: {files: [targets.json], refresh_interval: 200ms}\n"
+        "scrape: {interval: 200ms, timeout: 100ms}\ncanary: {enabled: false}\n"
+    )
+    daemon = Daemon(path, load_config(path), listen_override="127.0.0.1:0")
+    daemon.start()
+    try:
+
+        def up(target: str) -> float | None:
+            return sample_value(http_get(f"{daemon.exporter_url}/metrics")[1], "tritonwatch_up",
+                                [("target", target)])  # fmt: skip
+
+        wait_until(lambda: up("first") == 0, 10, "the first discovered target's readiness")
+        _sd(sd, [{"targets": ["127.0.0.1:2"], "labels": {"models": "m", "name": "second"}}])
+        wait_until(lambda: up("second") == 0, 10, "the second discovered target")
+        assert up("first") is None
+    finally:
+        daemon.stop()
