@@ -26,6 +26,7 @@ from tritonwatch.config import Config, ConfigError, TargetConfig, load_config
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
+from tritonwatch.export.status_page import ModelStatus, StatusSnapshot, render_status_page
 from tritonwatch.export.sweep_metrics import SweepCollector
 from tritonwatch.fleet import Shard, discovery_files, effective_config, fingerprint
 from tritonwatch.listen import ListenAddress, parse_listen_address
@@ -35,6 +36,7 @@ from tritonwatch.probe.canary import canary_plans
 from tritonwatch.probe.canary_runner import CanaryRunner
 from tritonwatch.probe.canary_stats import CanaryStats, latency_buckets
 from tritonwatch.probe.readiness import ReadinessProbe, readiness_probe_for
+from tritonwatch.probe.sweep_report import render_svg
 from tritonwatch.probe.sweep_schedule import SweepBoard, run_scheduled_sweep, sweep_plans
 from tritonwatch.readiness_board import ReadinessBoard
 from tritonwatch.schedule_health import JobLedger
@@ -104,6 +106,7 @@ class Daemon:
         )
         self._server: ExporterServer | None = None
         self._effective_targets: list[str] = []
+        self._effective = config
         REDACTOR.set_secrets(secrets_of(config))
 
     @property
@@ -131,7 +134,7 @@ class Daemon:
         exporter = self._config.exporter
         self._server = ExporterServer(
             self._listen_address(self._config),
-            exporter_app(self.registry, self.health),
+            exporter_app(self.registry, self.health, self.status_page),
             exporter.tls_cert_file,
             exporter.tls_key_file,
         )
@@ -174,6 +177,7 @@ class Daemon:
         self._discovery_print = fingerprint(discovery_files(config.discovery, base))
         effective = effective_config(config, base, self._shard)
         self._effective_targets = [target.name for target in effective.targets]
+        self._effective = effective
         self._schedule(effective)
         self.canary_stats.set_buckets(_slo_buckets(effective))
         self._canaries.apply(canary_plans(effective))
@@ -270,6 +274,36 @@ class Daemon:
         with self._lock:
             ok, success = self._last_reload_ok, self._last_reload_success
         return SelfStatus(__version__, self._board.snapshot(), ok, success)
+
+    def status_snapshot(self) -> StatusSnapshot:
+        """What the status page shows, assembled from the latest readings."""
+        models = {(t.name, m.name): m for t in self._effective.targets for m in t.models}
+        readiness = self._board.snapshot()
+        sweeps = self.sweeps.snapshot()
+        statuses = []
+        for series in self.canary_stats.snapshot(self._clock()):
+            watched = models.get((series.target, series.model))
+            if watched is None:
+                continue
+            window = series.window_quantiles.get("5m", {})
+            observation = readiness.get(series.target)
+            sweep = sweeps.get((series.target, series.model))
+            statuses.append(
+                ModelStatus(
+                    target=series.target,
+                    model=series.model,
+                    protocol=series.protocol,
+                    up=observation.ready if observation else None,
+                    budget_seconds=self._effective.slo_for(watched).latency.threshold,
+                    quantiles={f"p{q * 100:g}": v for q, v in window.items()},
+                    outcomes=series.outcomes,
+                    sweep_svg=render_svg(sweep[0]) if sweep else None,
+                )
+            )
+        return StatusSnapshot(statuses, self.health().healthy)
+
+    def status_page(self) -> str:
+        return render_status_page(self.status_snapshot())
 
     def health(self) -> HealthReport:
         """Healthy when started and every job ran on schedule (``/health``)."""

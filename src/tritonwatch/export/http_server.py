@@ -62,9 +62,11 @@ _INDEX = b"""<!doctype html><html><head><title>tritonwatch</title></head><body>
 
 
 def exporter_app(
-    registry: CollectorRegistry, health: Callable[[], HealthReport]
+    registry: CollectorRegistry,
+    health: Callable[[], HealthReport],
+    status_page: Callable[[], str] | None = None,
 ) -> WSGIApplication:
-    """Routes requests to the metrics, health and index handlers."""
+    """Routes requests to the metrics, health and status-page handlers."""
     metrics_app = make_wsgi_app(registry)
 
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -77,8 +79,12 @@ def exporter_app(
             status = "200 OK" if report.healthy else "503 Service Unavailable"
             return _json_response(start_response, status, report.details)
         if path == "/":
-            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
-            return [_INDEX]
+            page = status_page().encode() if status_page is not None else _INDEX
+            start_response(
+                "200 OK",
+                [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(page)))],
+            )
+            return [page]
         return _json_response(start_response, "404 Not Found", {"error": f"no page at {path}"})
 
     return app

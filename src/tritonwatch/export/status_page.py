@@ -1,0 +1,147 @@
+"""The status page at ``/``: one server-rendered HTML page, no JavaScript.
+
+Per target and model: readiness, the canary's quantiles against the budget, the
+latency breakdown and bottleneck, SLO state, active recommendations, recent
+experiment verdicts, and the last sweep's curve as inline SVG. The page only reads
+a :class:`StatusSnapshot`; the daemon assembles one per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+from tritonwatch import __version__
+
+
+@dataclass(frozen=True, slots=True)
+class SloLine:
+    name: str
+    objective: float
+    burn_rates: dict[str, float]
+    budget_remaining: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class AdviceLine:
+    action: str
+    parameter: str
+    current: str
+    proposed: str
+    reason: str
+    severity: str = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictLine:
+    parameter: str
+    verdict: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStatus:
+    target: str
+    model: str
+    protocol: str
+    up: bool | None
+    budget_seconds: float
+    quantiles: dict[str, float]
+    """``p50``/``p95``/``p99`` over the canary's 5-minute window (seconds)."""
+    outcomes: dict[str, int]
+    breakdown: dict[str, float] | None = None
+    bottleneck: str | None = None
+    slos: Sequence[SloLine] = ()
+    recommendations: Sequence[AdviceLine] = ()
+    experiments: Sequence[VerdictLine] = ()
+    sweep_svg: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSnapshot:
+    models: Sequence[ModelStatus] = field(default_factory=tuple)
+    healthy: bool = True
+
+
+_STYLE = """
+body{font-family:sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}
+section.model{border:1px solid #ccc;border-radius:6px;padding:.8em 1em;margin:1em 0}
+table{border-collapse:collapse;margin:.4em 0}td,th{padding:.2em .7em;border-bottom:1px solid #eee;text-align:left}
+.ok{color:#1a7f37}.breach{color:#b42318;font-weight:bold}.muted{color:#777}
+.badge{display:inline-block;padding:0 .5em;border-radius:4px;background:#eef}
+"""
+
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1e3:.1f} ms"
+
+
+def _model_section(status: ModelStatus) -> str:
+    p95 = status.quantiles.get("p95")
+    state = "no data" if p95 is None else ("ok" if p95 <= status.budget_seconds else "breach")
+    up = {True: "up", False: "DOWN", None: "unknown"}[status.up]
+    parts = [
+        f'<section class="model" data-target="{escape(status.target)}" data-model="{escape(status.model)}">',
+        f"<h2>{escape(status.target)} / {escape(status.model)} "
+        f'<span class="badge">{escape(status.protocol)}</span> <span class="muted">server {up}</span></h2>',
+        f'<p>canary p95 <span class="{"breach" if state == "breach" else "ok"}">{_ms(p95)}</span>'
+        f" against a budget of {_ms(status.budget_seconds)} — <b>{state}</b>; "
+        f"p50 {_ms(status.quantiles.get('p50'))}, p99 {_ms(status.quantiles.get('p99'))}; "
+        + ", ".join(f"{escape(k)} {v}" for k, v in sorted(status.outcomes.items()) if v)
+        + "</p>",
+    ]
+    if status.breakdown:
+        cells = "".join(
+            f"<td>{escape(stage)}<br>{_ms(value)}</td>" for stage, value in status.breakdown.items()
+        )
+        neck = f" — <b>{escape(status.bottleneck)}</b>" if status.bottleneck else ""
+        parts.append(
+            f'<table class="breakdown"><caption>latency breakdown{neck}</caption><tr>{cells}</tr></table>'
+        )
+    if status.slos:
+        rows = "".join(
+            f"<tr><td>{escape(s.name)}</td><td>{s.objective:.3%}</td>"
+            f"<td>{', '.join(f'{w}: {r:.2f}×' for w, r in s.burn_rates.items())}</td>"
+            f"<td>{'–' if s.budget_remaining is None else f'{s.budget_remaining:.1%}'}</td></tr>"
+            for s in status.slos
+        )
+        parts.append(
+            f'<table class="slo"><tr><th>SLO</th><th>objective</th><th>burn rates</th><th>budget left</th></tr>{rows}</table>'
+        )
+    if status.recommendations:
+        items = "".join(
+            f'<li class="recommendation">[{escape(r.severity)}] <b>{escape(r.action)}</b> '
+            f"{escape(r.parameter)}: {escape(r.current)} → {escape(r.proposed)} — {escape(r.reason)}</li>"
+            for r in status.recommendations
+        )
+        parts.append(f"<h3>recommendations</h3><ul>{items}</ul>")
+    if status.experiments:
+        items = "".join(
+            f'<li class="experiment">{escape(e.parameter)}: <b>{escape(e.verdict)}</b> — {escape(e.reason)}</li>'
+            for e in status.experiments
+        )
+        parts.append(f"<h3>experiments</h3><ul>{items}</ul>")
+    if status.sweep_svg:
+        parts.append(f'<h3>last sweep</h3><div class="sweep">{status.sweep_svg}</div>')
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def render_status_page(snapshot: StatusSnapshot) -> str:
+    """The whole page (UTF-8 HTML)."""
+    health = (
+        '<span class="ok">healthy</span>'
+        if snapshot.healthy
+        else '<span class="breach">unhealthy</span>'
+    )
+    sections = (
+        "\n".join(_model_section(m) for m in snapshot.models) or "<p>no models configured</p>"
+    )
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>tritonwatch</title><style>{_STYLE}</style></head>
+<body><h1>tritonwatch {escape(__version__)} — {health}</h1>
+<p><a href="/metrics">metrics</a> · <a href="/health">health</a></p>
+{sections}
+</body></html>
+"""
