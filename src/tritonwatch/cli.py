@@ -101,8 +101,9 @@ def _run(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from tritonwatch.demo import run_demo  # noqa: PLC0415 - loads the simulator
 
+    live = sys.stdout.isatty() and args.log_format == "auto"
     configure_logging(args.log_format, "info")
-    return run_demo(args.listen)
+    return run_demo(args.listen, live)
 
 
 def _exit_within(deadline: float, log: object) -> None:

@@ -14,9 +14,12 @@ import signal
 import tempfile
 from pathlib import Path
 
+from rich.live import Live
+
 from tritonwatch.config import load_config
 from tritonwatch.daemon import Daemon
-from tritonwatch.logs import get_logger
+from tritonwatch.demo_view import demo_screen
+from tritonwatch.logs import configure_logging, get_logger
 from tritonwatch.sim.server import Simulator
 
 DEMO_SCENARIOS = {
@@ -53,8 +56,12 @@ exporter: {{listen: "{listen}"}}
     return config
 
 
-def run_demo(listen: str) -> int:
-    """Runs until SIGINT/SIGTERM; returns the exit status."""
+def run_demo(listen: str, live: bool) -> int:
+    """Runs until SIGINT/SIGTERM; returns the exit status.
+
+    With ``live`` (a terminal), a table of every model redraws each second and the
+    logs go to a file in the demo's folder; otherwise the logs are the output.
+    """
     log = get_logger("demo")
     commands: queue.SimpleQueue[str] = queue.SimpleQueue()
     signal.signal(signal.SIGTERM, lambda *_: commands.put("stop"))
@@ -63,17 +70,41 @@ def run_demo(listen: str) -> int:
         for model, scenario in DEMO_SCENARIOS.items():
             sim.set_scenario(scenario, model)
         path = demo_config(sim, Path(tmp), listen)
+        log_file = (Path(tmp) / "tritonwatch.log").open("w", encoding="utf-8") if live else None
+        if log_file is not None:
+            configure_logging("json", "info", log_file)
         daemon = Daemon(path, load_config(path))
         daemon.start()
         log.info(
             "demo_running",
             exporter=f"{daemon.exporter_url}/metrics",
             health=f"{daemon.exporter_url}/health",
+            status_page=f"{daemon.exporter_url}/",
             simulator_http=sim.http_url,
             simulator_metrics=sim.metrics_url,
             scenarios=DEMO_SCENARIOS,
             stop="Ctrl-C",
         )
-        commands.get()
-        daemon.stop()
+        try:
+            if log_file is None:
+                commands.get()
+            else:
+                _live_view(daemon, commands)
+        finally:
+            daemon.stop()
+            if log_file is not None:
+                log_file.close()
     return 0
+
+
+def _live_view(daemon: Daemon, commands: queue.SimpleQueue[str]) -> None:
+    """Redraws the table every second until a stop command arrives."""
+    with Live(
+        demo_screen(daemon.status_snapshot(), daemon.exporter_url), refresh_per_second=2
+    ) as view:
+        while True:
+            try:
+                commands.get(timeout=1.0)
+                return
+            except queue.Empty:
+                view.update(demo_screen(daemon.status_snapshot(), daemon.exporter_url))

@@ -231,3 +231,100 @@ class TritonRates:
     interval_seconds: float
     models: Mapping[ModelKey, ModelRates]
     gpus: Mapping[str, TritonGpuRates]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStatistics:
+    """One model's cumulative counters from Triton's statistics extension
+    (``GET v2/models/{m}[/versions/{v}]/stats``), summed over versions when the config
+    names none.
+
+    ``batch_executions`` maps each executed batch size to how many model executions ran
+    at that size (``batch_stats[].compute_infer.count``): the real batch-size
+    distribution, which ``/metrics`` only gives as an average. The statistics live with
+    the loaded model, so a reload that replaces the model starts them again from zero.
+    """
+
+    model: str
+    version: str
+    at: float
+    inference_count: int
+    execution_count: int
+    success_count: int
+    batch_executions: Mapping[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStatisticsRates:
+    """What the batch scheduler did between two statistics reads of one model.
+
+    ``batch_size_average`` is Σ size·Δexecutions / ΣΔexecutions over ``batch_stats``,
+    None when nothing executed. ``counters_reset`` says a count went down (a restart or
+    a reload that replaced the model), so increases were taken from zero.
+    """
+
+    model: str
+    version: str
+    interval_seconds: float
+    counters_reset: bool
+    executions_per_second_by_size: Mapping[int, float]
+    batch_size_average: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicBatching:
+    """The dynamic batcher's settings in a model config."""
+
+    preferred_batch_size: tuple[int, ...]
+    max_queue_delay_microseconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceGroup:
+    """One ``instance_group`` entry. For ``KIND_GPU`` Triton starts ``count`` instances on
+    *each* listed GPU (a loaded config always lists them), so ``instances`` is
+    ``count × len(gpus)`` there and ``count`` for every other kind."""
+
+    name: str
+    kind: str
+    count: int
+    gpus: tuple[int, ...]
+
+    @property
+    def instances(self) -> int:
+        if self.kind == "KIND_GPU" and self.gpus:
+            return self.count * len(self.gpus)
+        return self.count
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfigSnapshot:
+    """A model's configuration as ``GET v2/models/{m}/config`` printed it.
+
+    The typed fields are the ones tuning changes; ``raw`` keeps the whole JSON document
+    (treat it as read-only) so that a change to any field is seen and named.
+    """
+
+    model: str
+    at: float
+    max_batch_size: int
+    dynamic_batching: DynamicBatching | None
+    instance_groups: tuple[InstanceGroup, ...]
+    raw: Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfigChange:
+    """A model's configuration differed between two polls of the config API.
+
+    ``changes`` maps each changed field, as a dotted path into the JSON
+    (``dynamic_batching.max_queue_delay_microseconds``, ``instance_group[0].count``), to
+    its ``(old, new)`` values; a field present on one side only has None on the other.
+    """
+
+    target: str
+    model: str
+    at: float
+    previous: ModelConfigSnapshot
+    current: ModelConfigSnapshot
+    changes: Mapping[str, tuple[object, object]]

@@ -1,7 +1,11 @@
-"""Scrapers: Triton's /metrics text and rates between scrapes, NVML on this host.
+"""Scrapers: Triton's /metrics, statistics and config APIs per target, NVML on this host.
 
 ``triton_families`` is the table of Triton's ``nv_*`` families, ``triton_text`` reads
-a page into a record, ``triton_deltas`` turns two records into rates, and
+a page into a record, ``triton_deltas`` turns two records into rates, ``triton_stats``
+and ``triton_config`` read the statistics and model-config APIs, and ``fetch`` is the
+bounded GET they all go through. ``target_scraper`` runs one target's scrape cycle
+(with the breakdown and bottleneck findings of ``analysis.breakdown``) into a
+``target_state``, and ``collection`` keeps one scraper per configured target.
 ``nvml_collector`` (with ``nvml_fake`` for hosts without a GPU) samples local GPUs,
-which ``gpu_metrics`` exports.
+which ``gpu_metrics`` exports together with the GPUs Triton reports.
 """

@@ -1,0 +1,216 @@
+"""Where a request's time goes, and which stage limits a model (DESIGN §7).
+
+Pure functions: a latency breakdown from one model's Triton averages over a window and
+the canary's end-to-end mean over the same window, and a bottleneck finding from the
+breakdown. Both are computed on every scrape and exported; the advisor reads them.
+
+Stages, in seconds per request (averages over the window):
+
+* ``queue``, ``compute_input``, ``compute_infer``, ``compute_output`` — Triton's own
+  stage timers (Δduration / Δrequests).
+* ``server_other`` — request time minus those four: time inside Triton but outside
+  its stage timers (frontend, response cache, ensemble hand-offs). Clamped at 0,
+  because the compute stages are averaged over executed requests only and the request
+  time over all requests, so rounding (or cache hits) can make the four exceed it.
+* ``network_client`` — the canary's mean end-to-end latency minus Triton's mean request
+  time: network, serialisation and client time, which Triton cannot see. None without
+  canary data; clamped at 0. It is an estimate: Triton's mean covers *all* requests in
+  the window, the canary's only its own, so on a server with other traffic of another
+  shape (larger batches) the difference is approximate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+from tritonwatch.observations import ModelRates
+
+STAGES = (
+    "queue",
+    "compute_input",
+    "compute_infer",
+    "compute_output",
+    "server_other",
+    "network_client",
+)
+"""The ``stage`` label values of ``tritonwatch_model_latency_breakdown_seconds``."""
+
+BottleneckKind = Literal["queue-bound", "compute-bound", "io-bound", "network-bound", "balanced"]
+
+BOTTLENECK_GROUPS: dict[BottleneckKind, tuple[str, ...]] = {
+    "queue-bound": ("queue",),
+    "compute-bound": ("compute_infer",),
+    "io-bound": ("compute_input", "compute_output"),
+    "network-bound": ("network_client",),
+}
+"""Each bottleneck kind and the stages whose shares add up to it, in tie-break order.
+``server_other`` belongs to no kind: time nobody can attribute suggests no change."""
+
+BOTTLENECK_KINDS: tuple[BottleneckKind, ...] = (*BOTTLENECK_GROUPS, "balanced")
+"""The ``kind`` label values of ``tritonwatch_model_bottleneck``."""
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyBreakdown:
+    """Mean seconds per request in each stage over one window (see the module docstring).
+
+    ``server_seconds`` is Triton's mean request time and ``end_to_end_seconds`` the
+    canary's mean, None without canary data.
+    """
+
+    queue: float
+    compute_input: float
+    compute_infer: float
+    compute_output: float
+    server_other: float
+    network_client: float | None
+    server_seconds: float
+    end_to_end_seconds: float | None
+
+    def stages(self) -> dict[str, float]:
+        """Stage → seconds, in :data:`STAGES` order; ``network_client`` only when known."""
+        values = {stage: getattr(self, stage) for stage in STAGES}
+        return {stage: value for stage, value in values.items() if value is not None}
+
+
+def latency_breakdown(
+    rates: ModelRates, canary_mean_seconds: float | None = None
+) -> LatencyBreakdown | None:
+    """The breakdown of one model's window, or None when no request completed in it.
+
+    Args:
+        rates: the model's rates between two scrapes.
+        canary_mean_seconds: the canary's mean end-to-end latency over the same window,
+            or None when the canary sent nothing (or is off).
+    """
+    request = rates.request_seconds_average
+    if request is None:
+        return None
+    # A stage missing while requests completed (all of them cache hits, or a server
+    # that lacks the family) spent no measured time.
+    queue = rates.queue_seconds_average or 0.0
+    compute_input = rates.compute_input_seconds_average or 0.0
+    compute_infer = rates.compute_infer_seconds_average or 0.0
+    compute_output = rates.compute_output_seconds_average or 0.0
+    inside = queue + compute_input + compute_infer + compute_output
+    network = None if canary_mean_seconds is None else max(0.0, canary_mean_seconds - request)
+    return LatencyBreakdown(
+        queue=queue,
+        compute_input=compute_input,
+        compute_infer=compute_infer,
+        compute_output=compute_output,
+        server_other=max(0.0, request - inside),
+        network_client=network,
+        server_seconds=request,
+        end_to_end_seconds=canary_mean_seconds,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BottleneckThresholds:
+    """When one stage group is *the* bottleneck.
+
+    Args:
+        dominant_share: the group's share of the total must exceed this. At least 0.5,
+            so that at most one group can win.
+        min_stage_seconds: and the group's time must reach this many seconds, so that a
+            fast model whose latency is mostly (tiny) compute is not called compute-bound:
+            there is nothing worth winning there. :meth:`for_budget` derives it from the
+            model's latency SLO.
+    """
+
+    dominant_share: float = 0.5
+    min_stage_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.5 <= self.dominant_share < 1.0:
+            raise ValueError(f"dominant_share must be in [0.5, 1), got: {self.dominant_share!r}")
+        if not self.min_stage_seconds >= 0.0:
+            raise ValueError(
+                f"min_stage_seconds must not be negative, got: {self.min_stage_seconds!r}"
+            )
+
+    @classmethod
+    def for_budget(
+        cls,
+        threshold_seconds: float,
+        *,
+        budget_share: float = 0.2,
+        dominant_share: float = 0.5,
+    ) -> BottleneckThresholds:
+        """Thresholds for a model whose latency SLO threshold is ``threshold_seconds``:
+        a bottleneck must take at least ``budget_share`` of that budget (10 ms of 50 ms)."""
+        return cls(dominant_share, threshold_seconds * budget_share)
+
+
+@dataclass(frozen=True, slots=True)
+class Bottleneck:
+    """The finding: what limits the model's latency, and the shares that show it.
+
+    ``shares`` maps each stage of the breakdown to its share of the total (they add up
+    to 1); ``reason`` says in one sentence why this kind was chosen.
+    """
+
+    kind: BottleneckKind
+    shares: Mapping[str, float]
+    reason: str
+
+
+def find_bottleneck(
+    breakdown: LatencyBreakdown, thresholds: BottleneckThresholds | None = None
+) -> Bottleneck:
+    """Names the stage group that dominates the breakdown, or ``balanced``.
+
+    The rule:
+
+    1. total = the sum of the known stages: the canary's end-to-end time when
+       ``network_client`` is known, Triton's request time otherwise (or the four stage
+       timers, when they add up to more). Each stage's share is its time over the total.
+    2. Groups: queue-bound = queue; compute-bound = compute_infer; io-bound =
+       compute_input + compute_output; network-bound = network_client (only with canary
+       data). ``server_other`` belongs to none.
+    3. The group with the largest share wins (ties: the order above) when its share is
+       *strictly greater* than ``dominant_share`` and its time is at least
+       ``min_stage_seconds``. Otherwise the model is ``balanced``: no single stage both
+       dominates and matters, so no one change would help much.
+    """
+    limits = thresholds or BottleneckThresholds()
+    stages = breakdown.stages()
+    total = sum(stages.values())
+    if total <= 0:
+        shares = MappingProxyType(dict.fromkeys(stages, 0.0))
+        return Bottleneck("balanced", shares, "no time was measured in any stage")
+    shares = MappingProxyType({stage: value / total for stage, value in stages.items()})
+    groups = {
+        kind: (
+            sum(shares.get(stage, 0.0) for stage in members),
+            sum(stages.get(stage, 0.0) for stage in members),
+        )
+        for kind, members in BOTTLENECK_GROUPS.items()
+        if all(stage in stages for stage in members)
+    }
+    kind, (share, seconds) = max(groups.items(), key=lambda item: item[1][0])
+    described = f"{_name(kind)} takes {share:.0%} of {total * 1e3:.1f} ms per request"
+    if share <= limits.dominant_share:
+        return Bottleneck(
+            "balanced",
+            shares,
+            f"no stage dominates: the largest, {described}, is not over "
+            f"{limits.dominant_share:.0%}",
+        )
+    if seconds < limits.min_stage_seconds:
+        return Bottleneck(
+            "balanced",
+            shares,
+            f"{described}, but {seconds * 1e3:.1f} ms is under the "
+            f"{limits.min_stage_seconds * 1e3:.1f} ms worth acting on",
+        )
+    return Bottleneck(kind, shares, f"{described} (over {limits.dominant_share:.0%})")
+
+
+def _name(kind: BottleneckKind) -> str:
+    """The stages of a kind as a reader says them: ``compute_input + compute_output``."""
+    return " + ".join(BOTTLENECK_GROUPS[kind])

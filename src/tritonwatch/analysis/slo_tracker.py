@@ -1,0 +1,220 @@
+"""The daemon's SLO state: which SLOs exist, where their events come from, what they say.
+
+Events come from two sources (DESIGN §6):
+
+* the canary, read as periodic snapshots of its cumulative counters: latency good =
+  the histogram bucket at ``le = threshold``, total = the histogram count (the same
+  numbers the generated Prometheus rules use); availability good = ``success``
+  outcomes, total = all outcomes;
+* the server, for availability only, from Triton's success and failure counters
+  (:class:`~tritonwatch.observations.ModelRates`, rate × interval), summed over the
+  model's versions. A server that prints no failure family gives no server SLI.
+
+The cumulative canary counters restart when the daemon restarts or a reload changes
+the histogram's buckets; a counter that went down is taken to have restarted from
+zero, as Prometheus' ``rate()`` does (:func:`~tritonwatch.scrape.triton_deltas.counter_increase`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tritonwatch.analysis.slo import (
+    WINDOWS,
+    SLOKind,
+    SLOSpec,
+    SLOStatus,
+    Source,
+    evaluate_slo,
+)
+from tritonwatch.analysis.slo_store import SeriesKey, SLOEventStore
+from tritonwatch.logs import get_logger
+from tritonwatch.observations import Outcome, TritonRates
+from tritonwatch.probe.canary_stats import SeriesSnapshot
+from tritonwatch.scrape.triton_deltas import counter_increase
+
+_log = get_logger("slo")
+
+
+@dataclass(frozen=True, slots=True)
+class _CanaryTotals:
+    """The cumulative counts of one canary series that the SLIs need."""
+
+    requests: float
+    successes: float
+    latencies: float
+    buckets: tuple[int, ...]
+
+
+def _series_keys(spec: SLOSpec) -> list[SeriesKey]:
+    keys = [SeriesKey(spec.target, spec.model, spec.kind, Source.CANARY)]
+    if spec.kind == SLOKind.AVAILABILITY:
+        keys.append(SeriesKey(spec.target, spec.model, spec.kind, Source.SERVER))
+    return keys
+
+
+def _bucket_index(buckets: Sequence[float], threshold: float) -> int | None:
+    """Where ``threshold`` sits among the histogram's upper bounds (it always should)."""
+    for index, bound in enumerate(buckets):
+        if math.isclose(bound, threshold, rel_tol=1e-9):
+            return index
+    return None
+
+
+class SLOTracker:
+    """Feeds an :class:`SLOEventStore` and evaluates every configured SLO.
+
+    Args:
+        specs: the SLOs (:func:`~tritonwatch.analysis.slo.slo_specs`).
+        state_file: where events persist across restarts; None keeps them in memory only.
+        clock: Unix seconds.
+    """
+
+    def __init__(
+        self,
+        specs: Iterable[SLOSpec],
+        *,
+        state_file: Path | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._state_file = state_file
+        self.store = SLOEventStore()
+        self._specs: tuple[SLOSpec, ...] = ()
+        self._canary_totals: dict[tuple[str, str, str], _CanaryTotals] = {}
+        self._missing_buckets_logged: set[tuple[str, str]] = set()
+        self.set_specs(specs)
+
+    def set_specs(self, specs: Iterable[SLOSpec]) -> None:
+        """Replaces the SLOs (config reload); series of SLOs that remain keep their events."""
+        specs = tuple(specs)
+        self.store.declare(key for spec in specs for key in _series_keys(spec))
+        models = {(spec.target, spec.model) for spec in specs}
+        with self._lock:
+            self._specs = specs
+            self._canary_totals = {
+                k: v for k, v in self._canary_totals.items() if (k[0], k[1]) in models
+            }
+
+    @property
+    def specs(self) -> tuple[SLOSpec, ...]:
+        with self._lock:
+            return self._specs
+
+    def observe_canary(
+        self, snapshots: Sequence[SeriesSnapshot], buckets: Sequence[float], at: float | None = None
+    ) -> None:
+        """Adds what the canary counted since the previous snapshot.
+
+        Args:
+            snapshots: :meth:`CanaryStats.snapshot` output.
+            buckets: the histogram's upper bounds (:attr:`CanaryStats.buckets`).
+            at: Unix time of the snapshot; the clock by default.
+        """
+        now = self._clock() if at is None else at
+        specs = {(s.target, s.model, s.kind): s for s in self.specs}
+        for snap in snapshots:
+            latency = specs.get((snap.target, snap.model, SLOKind.LATENCY))
+            availability = specs.get((snap.target, snap.model, SLOKind.AVAILABILITY))
+            current = _CanaryTotals(
+                float(sum(snap.outcomes.values())),
+                float(snap.outcomes.get(Outcome.SUCCESS, 0)),
+                float(snap.latency_count),
+                snap.bucket_counts,
+            )
+            with self._lock:
+                previous = self._canary_totals.get((snap.target, snap.model, snap.protocol))
+                self._canary_totals[(snap.target, snap.model, snap.protocol)] = current
+            # A series seen for the first time was declared at zero by CanaryStats.
+            previous = previous or _CanaryTotals(0.0, 0.0, 0.0, (0,) * len(current.buckets))
+            reset = (
+                current.requests < previous.requests
+                or current.latencies < previous.latencies
+                or len(current.buckets) != len(previous.buckets)
+            )
+            if availability is not None:
+                total = counter_increase(previous.requests, current.requests, reset) or 0.0
+                good = counter_increase(previous.successes, current.successes, reset) or 0.0
+                key = SeriesKey(snap.target, snap.model, SLOKind.AVAILABILITY, Source.CANARY)
+                self.store.add(key, now, total - good, total)
+            if latency is not None and latency.threshold_seconds is not None:
+                index = _bucket_index(buckets, latency.threshold_seconds)
+                if index is None or len(current.buckets) != len(buckets) + 1:
+                    self._log_missing_bucket(latency)
+                    continue
+                old_good = float(previous.buckets[index]) if not reset else 0.0
+                total = counter_increase(previous.latencies, current.latencies, reset) or 0.0
+                good = counter_increase(old_good, float(current.buckets[index]), reset) or 0.0
+                key = SeriesKey(snap.target, snap.model, SLOKind.LATENCY, Source.CANARY)
+                self.store.add(key, now, total - good, total)
+
+    def _log_missing_bucket(self, spec: SLOSpec) -> None:
+        if (spec.target, spec.model) not in self._missing_buckets_logged:
+            self._missing_buckets_logged.add((spec.target, spec.model))
+            _log.error(
+                "slo_threshold_not_a_bucket",
+                target=spec.target,
+                model=spec.model,
+                threshold_seconds=spec.threshold_seconds,
+            )
+
+    def observe_server(self, target: str, rates: TritonRates, at: float | None = None) -> None:
+        """Adds the requests Triton completed between two scrapes of ``target``."""
+        now = self._clock() if at is None else at
+        for spec in self.specs:
+            if spec.target != target or spec.kind != SLOKind.AVAILABILITY:
+                continue
+            good = bad = 0.0
+            seen = False
+            for model_key, model in rates.models.items():
+                if model_key.model != spec.model:
+                    continue
+                if model.requests_per_second is None or model.failures_per_second is None:
+                    continue
+                seen = True
+                good += model.requests_per_second * model.interval_seconds
+                bad += model.failures_per_second * model.interval_seconds
+            if seen:
+                series = SeriesKey(target, spec.model, SLOKind.AVAILABILITY, Source.SERVER)
+                self.store.add(series, now, bad, good + bad)
+
+    def evaluate(self, now: float | None = None) -> list[SLOStatus]:
+        """Every SLO from every source that has events in its longest window or period."""
+        now = self._clock() if now is None else now
+        statuses = []
+        for spec in self.specs:
+            for key in _series_keys(spec):
+                windows = {
+                    name: self.store.counts(key, span, now) for name, span in WINDOWS.items()
+                }
+                period = self.store.counts(key, spec.period_seconds, now)
+                if period.total <= 0 and all(c.total <= 0 for c in windows.values()):
+                    continue
+                statuses.append(evaluate_slo(spec, key.source, windows, period))
+        return statuses
+
+    def save(self) -> None:
+        """Persists the events (on a schedule and at stop); a failure is logged, not raised."""
+        if self._state_file is None:
+            return
+        try:
+            self.store.save(self._state_file, self._clock())
+        except OSError as error:
+            _log.error("slo_state_save_failed", path=str(self._state_file), error=str(error))
+
+    def load(self) -> None:
+        """Reads the events saved by a previous run; a missing or bad file starts empty."""
+        if self._state_file is None or not self._state_file.exists():
+            return
+        try:
+            loaded = self.store.load(self._state_file)
+        except (OSError, ValueError) as error:
+            _log.warning("slo_state_unreadable", path=str(self._state_file), error=str(error))
+            return
+        _log.info("slo_state_loaded", path=str(self._state_file), series=loaded)

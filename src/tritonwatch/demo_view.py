@@ -1,0 +1,67 @@
+"""The demo's live terminal view: what the status page shows, as a table that redraws."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from tritonwatch.export.status_page import StatusSnapshot
+
+_SHORT = {
+    "queue": "queue",
+    "compute_input": "in",
+    "compute_infer": "infer",
+    "compute_output": "out",
+    "server_other": "other",
+    "network_client": "net",
+}
+
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def status_table(snapshot: StatusSnapshot) -> Table:
+    """One row per model: quantiles against the budget, breakdown, SLOs, advice."""
+    table = Table(title="tritonwatch — per model", expand=True)
+    for column in ("target/model", "p50 ms", "p95 ms", "p99 ms", "budget ms", "state",
+                   "requests", "breakdown (ms)", "SLO burn", "recommendation"):  # fmt: skip
+        table.add_column(column)
+    for model in snapshot.models:
+        p95 = model.quantiles.get("p95")
+        state = "no data" if p95 is None else ("ok" if p95 <= model.budget_seconds else "BREACH")
+        style = {"ok": "green", "BREACH": "bold red"}.get(state, "dim")
+        stages = (model.breakdown or {}).items()
+        breakdown = " ".join(f"{_SHORT.get(s, s)}={v * 1e3:.1f}" for s, v in stages) or "–"
+        if model.bottleneck:
+            breakdown += escape(f" [{model.bottleneck}]")  # brackets are rich markup otherwise
+        burns = (
+            ", ".join(
+                f"{slo.name} {max(slo.burn_rates.values(), default=0.0):.1f}×" for slo in model.slos
+            )
+            or "–"
+        )
+        advice = (
+            "; ".join(
+                f"{r.action} {r.parameter} {r.current}→{r.proposed}" for r in model.recommendations
+            )
+            or "–"
+        )
+        table.add_row(
+            f"{model.target}/{model.model}", _ms(model.quantiles.get("p50")), _ms(p95),
+            _ms(model.quantiles.get("p99")), _ms(model.budget_seconds), Text(state, style=style),
+            str(sum(model.outcomes.values())), breakdown, burns, advice,
+        )  # fmt: skip
+    return table
+
+
+def demo_screen(snapshot: StatusSnapshot, exporter_url: str) -> Group:
+    """The table plus where to look next."""
+    links = Text(
+        f"metrics {exporter_url}/metrics · status page {exporter_url}/ · health "
+        f"{exporter_url}/health · Ctrl-C to stop",
+        style="dim",
+    )
+    return Group(status_table(snapshot), links)

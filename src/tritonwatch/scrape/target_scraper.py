@@ -1,0 +1,483 @@
+"""Scrapes one Triton target: ``/metrics``, the statistics API and the config API.
+
+One :meth:`TargetScraper.scrape_once` is one cycle, run by the daemon's scheduler on the
+scrape interval:
+
+1. ``GET metrics_url`` → parse → rates against the previous good scrape (counter resets
+   handled), for the configured models only.
+2. The canary's end-to-end mean over the same window (from its cumulative totals).
+3. ``GET {http}/v2/models/{m}/stats`` per model → per-size batch execution rates.
+4. ``GET {http}/v2/models/{m}/config`` per model, on the first cycle and every
+   ``config_every``-th → a typed snapshot; a difference from the last one is logged
+   (``model_config_changed``, with every changed field old → new) and queued for
+   consumers (:meth:`drain_config_changes`).
+5. Per model: the latency breakdown and the bottleneck finding.
+
+The statistics and config APIs are always asked over HTTP at the target's
+``effective_http_url`` — which exists for gRPC targets too (Triton serves both
+protocols) — so one client library and one code path serve every target.
+
+The whole cycle shares one deadline, ``timeout`` after it starts (the config refuses a
+timeout not under the interval), so a slow server can never make a job overrun its
+interval; what is left undone is a ``timeout`` outcome. Results are data: every failure
+is an outcome in :class:`~tritonwatch.scrape.target_state.ScrapeOutcome` and in the
+exported self-monitoring metrics, and nothing the server does raises.
+
+A server that lacks the statistics or config API (answers 400, 404, 405 or 501 with a
+body that is not Triton's ``{"error": ...}``, which Triton uses for a model it does not
+know) gets that feature switched off after one log line, and asked again about once an
+hour in case the server was upgraded.
+
+Threads: the scheduler runs one cycle of a target at a time (a lock makes sure), and
+the exporter reads :meth:`state` from other threads; state is published as one
+immutable :class:`~tritonwatch.scrape.target_state.TargetState`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import requests
+
+from tritonwatch.analysis.breakdown import (
+    BottleneckKind,
+    BottleneckThresholds,
+    find_bottleneck,
+    latency_breakdown,
+)
+from tritonwatch.config.schema import TargetConfig
+from tritonwatch.logs import get_logger
+from tritonwatch.observations import (
+    BatchStatisticsRates,
+    ModelConfigChange,
+    ModelConfigSnapshot,
+    ModelKey,
+    ModelStatistics,
+    TritonRates,
+    TritonScrape,
+)
+from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, FetchResult, FetchStatus, fetch
+from tritonwatch.scrape.model_selection import select_models
+from tritonwatch.scrape.target_state import (
+    ModelState,
+    ScrapeOutcome,
+    Source,
+    SourceOutcome,
+    TargetState,
+)
+from tritonwatch.scrape.triton_config import config_changes, parse_model_config
+from tritonwatch.scrape.triton_deltas import counter_increase, triton_rates
+from tritonwatch.scrape.triton_families import REQUEST_SUMMARY_US
+from tritonwatch.scrape.triton_stats import batch_statistics_rates, parse_model_statistics
+from tritonwatch.scrape.triton_text import MetricsTextError, parse_triton_metrics
+
+_log = get_logger("scrape")
+_T = TypeVar("_T")
+
+CanaryTotals = Callable[[], Mapping[tuple[str, str], tuple[float, int]]]
+"""Returns (target, model) → (sum of end-to-end seconds, count) of the canary so far."""
+
+DEFAULT_CONFIG_EVERY = 4
+"""Poll the config API every 4th cycle: once a minute at the default 15 s interval."""
+UNSUPPORTED_RECHECK_CYCLES = 240
+"""Ask a switched-off API again after this many cycles (an hour at 15 s)."""
+MAX_QUEUED_CONFIG_CHANGES = 256
+_LACKS_API = frozenset({400, 404, 405, 501})
+_OPTIONAL_APIS = (Source.STATS, Source.CONFIG)
+
+
+def _triton_error(body: bytes) -> bool:
+    """True for Triton's error body ``{"error": "..."}``: the API exists, the request failed."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and isinstance(document.get("error"), str)
+
+
+class _OptionalApi:
+    """The statistics or config API of one target: on until the server shows it lacks it."""
+
+    def __init__(self, target: str, source: Source) -> None:
+        self.target = target
+        self.source = source
+        self.off_since: int | None = None
+        self.reported = False
+
+    def wanted(self, cycle: int) -> bool:
+        return self.off_since is None or cycle - self.off_since >= UNSUPPORTED_RECHECK_CYCLES
+
+    @staticmethod
+    def lacks_api(result: FetchResult) -> bool:
+        return (
+            result.status is FetchStatus.HTTP_ERROR
+            and result.http_status in _LACKS_API
+            and not _triton_error(result.body)
+        )
+
+    def switch_off(self, cycle: int, result: FetchResult) -> None:
+        self.off_since = cycle
+        if not self.reported:
+            self.reported = True
+            _log.info(
+                "scrape_feature_unsupported",
+                target=self.target,
+                source=str(self.source),
+                http_status=result.http_status,
+                retry_after_cycles=UNSUPPORTED_RECHECK_CYCLES,
+            )
+
+    def answered(self) -> None:
+        if self.off_since is not None:
+            _log.info("scrape_feature_available", target=self.target, source=str(self.source))
+        self.off_since, self.reported = None, False
+
+
+def _combined(source: Source, results: list[tuple[str, FetchResult]]) -> SourceOutcome:
+    """One outcome for a source's per-model requests: the first failure, the total time."""
+    duration = sum(result.duration_seconds for _, result in results)
+    for model, result in results:
+        if not result.ok:
+            return SourceOutcome(source, result.status, duration, f"{model}: {result.error}")
+    return SourceOutcome(source, FetchStatus.SUCCESS, duration)
+
+
+class TargetScraper:
+    """Scrapes one target; see the module docstring for what a cycle does.
+
+    Args:
+        target: the target's config (URLs and the models to watch).
+        timeout: seconds one whole cycle may take.
+        clock: monotonic seconds, stamped on records and used for rates.
+        session: the HTTP session to use (tests pass their own); by default one of its
+            own, closed by :meth:`close`.
+        canary_totals: the canary's cumulative latency totals, for ``network_client``.
+        thresholds: bottleneck thresholds by model name (default thresholds otherwise).
+        config_every: poll the config API on every ``config_every``-th cycle.
+        max_bytes: the largest response body read.
+    """
+
+    def __init__(
+        self,
+        target: TargetConfig,
+        timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+        session: requests.Session | None = None,
+        *,
+        canary_totals: CanaryTotals | None = None,
+        thresholds: Mapping[str, BottleneckThresholds] | None = None,
+        config_every: int = DEFAULT_CONFIG_EVERY,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be positive, got: {timeout!r}")
+        if config_every < 1:
+            raise ValueError(f"config_every must be at least 1, got: {config_every!r}")
+        self.target = target
+        self._timeout = timeout
+        self._clock = clock
+        self._owns_session = session is None
+        self._session = session if session is not None else requests.Session()
+        self._canary_totals = canary_totals
+        self._thresholds = dict(thresholds or {})
+        self._config_every = config_every
+        self._max_bytes = max_bytes
+        self._keys = {model.name: ModelKey(model.name, model.version) for model in target.models}
+        # Cycle state: only the thread running a cycle touches it, under _cycle_lock.
+        self._cycle_lock = threading.Lock()
+        self._cycle = 0
+        self._previous_scrape: TritonScrape | None = None
+        self._previous_stats: dict[str, ModelStatistics] = {}
+        self._previous_canary: dict[str, tuple[float, int]] = {}
+        self._previous_bad_lines = 0
+        self._configs: dict[str, ModelConfigSnapshot] = {}
+        self._bottlenecks: dict[str, BottleneckKind] = {}
+        self._apis = {source: _OptionalApi(target.name, source) for source in _OPTIONAL_APIS}
+        self._last: dict[Source, SourceOutcome] = {}
+        self._bad_lines_total = 0
+        # Published state: read from any thread.
+        self._lock = threading.Lock()
+        self._state = TargetState(
+            target.name, {}, 0, {name: ModelState(name) for name in self._keys}, {}, {}
+        )
+        self._changes: deque[ModelConfigChange] = deque(maxlen=MAX_QUEUED_CONFIG_CHANGES)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def state(self) -> TargetState:
+        """The findings of the last cycle (empty before the first)."""
+        with self._lock:
+            return self._state
+
+    def config_changes(self) -> list[ModelConfigChange]:
+        """The queued config changes, oldest first, left in the queue."""
+        with self._lock:
+            return list(self._changes)
+
+    def drain_config_changes(self) -> list[ModelConfigChange]:
+        """The queued config changes, oldest first, removed from the queue (at most
+        :data:`MAX_QUEUED_CONFIG_CHANGES` are kept for a consumer that does not drain)."""
+        with self._lock:
+            changes = list(self._changes)
+            self._changes.clear()
+        return changes
+
+    def close(self) -> None:
+        """Releases the HTTP session (when it is the scraper's own)."""
+        if self._owns_session:
+            self._session.close()
+
+    # -- one cycle -------------------------------------------------------------------
+
+    def scrape_once(self) -> ScrapeOutcome:
+        """Runs one cycle; every failure is an outcome, never an exception."""
+        with self._cycle_lock:
+            self._cycle += 1
+            deadline = self._clock() + self._timeout
+            metrics, scrape, rates = self._scrape_metrics(deadline)
+            canary_means = self._canary_means() if metrics.ok else {}
+            attempted = {Source.METRICS: metrics}
+            batches, stats = self._read_statistics(deadline)
+            config = self._poll_configs(deadline)
+            for outcome in (stats, config):
+                if outcome is not None:
+                    attempted[outcome.source] = outcome
+            for source, outcome in attempted.items():
+                self._note_outcome(source, outcome)
+            models = {
+                name: self._model_state(
+                    name,
+                    key=key,
+                    scrape=scrape,
+                    rates=rates,
+                    batches=batches,
+                    canary_means=canary_means,
+                )
+                for name, key in self._keys.items()
+            }
+            state = TargetState(
+                self.target.name,
+                dict(self._last),
+                self._bad_lines_total,
+                models,
+                rates.gpus if rates is not None else {},
+                scrape.server if scrape is not None else {},
+            )
+            with self._lock:
+                self._state = state
+            bad_lines = scrape.bad_lines if scrape is not None else 0
+            return ScrapeOutcome(self.target.name, self._clock(), attempted, bad_lines, rates)
+
+    def _get(self, url: str, deadline: float) -> FetchResult:
+        return fetch(
+            self._session, url, deadline=deadline, clock=self._clock, max_bytes=self._max_bytes
+        )
+
+    def _scrape_metrics(
+        self, deadline: float
+    ) -> tuple[SourceOutcome, TritonScrape | None, TritonRates | None]:
+        result = self._get(self.target.effective_metrics_url, deadline)
+        if not result.ok:
+            return (
+                SourceOutcome(Source.METRICS, result.status, result.duration_seconds, result.error),
+                None,
+                None,
+            )
+        try:
+            page = parse_triton_metrics(result.body, self._clock())
+        except MetricsTextError as error:
+            outcome = SourceOutcome(
+                Source.METRICS, FetchStatus.BAD_RESPONSE, result.duration_seconds, str(error)
+            )
+            return outcome, None, None
+        self._bad_lines_total += page.bad_lines
+        if page.bad_lines and not self._previous_bad_lines:
+            _log.warning("scrape_bad_lines", target=self.target.name, bad_lines=page.bad_lines)
+        self._previous_bad_lines = page.bad_lines
+        selected = select_models(page, self._keys.values())
+        previous, self._previous_scrape = self._previous_scrape, selected
+        rates = None
+        if previous is not None and selected.at > previous.at:
+            rates = triton_rates(previous, selected)
+            reset = sorted(key.model for key, model in rates.models.items() if model.counters_reset)
+            if reset:
+                _log.info("triton_counters_reset", target=self.target.name, models=reset)
+        return (
+            SourceOutcome(Source.METRICS, FetchStatus.SUCCESS, result.duration_seconds),
+            selected,
+            rates,
+        )
+
+    def _canary_means(self) -> dict[str, float]:
+        """Each model's canary mean since the previous good scrape (the rates' window)."""
+        if self._canary_totals is None:
+            return {}
+        totals = self._canary_totals()
+        means = {}
+        for name in self._keys:
+            current = totals.get((self.target.name, name))
+            previous = self._previous_canary.pop(name, None)
+            if current is None:
+                continue
+            self._previous_canary[name] = current
+            if previous is None:
+                continue
+            reset = current[1] < previous[1]  # the canary's statistics restarted
+            count = counter_increase(previous[1], current[1], reset)
+            seconds = counter_increase(previous[0], current[0], reset)
+            if count and seconds is not None:
+                means[name] = seconds / count
+        return means
+
+    def _model_url(self, key: ModelKey, endpoint: str) -> str:
+        base = self.target.effective_http_url.rstrip("/")
+        path = f"{base}/v2/models/{quote(key.model, safe='')}"
+        if key.version:
+            path += f"/versions/{quote(key.version, safe='')}"
+        return f"{path}/{endpoint}"
+
+    def _read_models(
+        self,
+        source: Source,
+        names: list[str],
+        deadline: float,
+        parse: Callable[[Any, ModelKey, float], _T],
+    ) -> tuple[dict[str, _T], SourceOutcome | None]:
+        """GETs one API for each of ``names`` and parses the JSON answers.
+
+        Returns:
+            The parsed records by model, and the source's outcome (None when the API is
+            switched off, or was just found missing).
+        """
+        api = self._apis[source]
+        if not names or not api.wanted(self._cycle):
+            return {}, None
+        parsed: dict[str, _T] = {}
+        results: list[tuple[str, FetchResult]] = []
+        for name in names:
+            key = self._keys[name]
+            # The source's name is the endpoint's: v2/models/{m}/stats, …/config.
+            result = self._get(self._model_url(key, source.value), deadline)
+            if api.lacks_api(result):
+                api.switch_off(self._cycle, result)
+                self._last.pop(source, None)
+                return {}, None
+            if result.ok:
+                try:
+                    parsed[name] = parse(json.loads(result.body), key, self._clock())
+                except ValueError as error:
+                    result = FetchResult(
+                        FetchStatus.BAD_RESPONSE, result.duration_seconds, 200, b"", str(error)
+                    )
+            results.append((name, result))
+        api.answered()
+        return parsed, _combined(source, results)
+
+    def _read_statistics(
+        self, deadline: float
+    ) -> tuple[dict[str, BatchStatisticsRates], SourceOutcome | None]:
+        stats, outcome = self._read_models(
+            Source.STATS,
+            list(self._keys),
+            deadline,
+            lambda doc, key, at: parse_model_statistics(doc, key.model, key.version, at),
+        )
+        batches = {}
+        for name, current in stats.items():
+            previous, self._previous_stats[name] = self._previous_stats.get(name), current
+            if previous is not None and current.at > previous.at:
+                batches[name] = batch_statistics_rates(previous, current)
+        return batches, outcome
+
+    def _poll_configs(self, deadline: float) -> SourceOutcome | None:
+        due = (self._cycle - 1) % self._config_every == 0
+        names = [name for name in self._keys if due or name not in self._configs]
+        snapshots, outcome = self._read_models(
+            Source.CONFIG,
+            names,
+            deadline,
+            lambda doc, key, at: parse_model_config(doc, key.model, at),
+        )
+        for name, current in snapshots.items():
+            previous, self._configs[name] = self._configs.get(name), current
+            if previous is None:
+                continue  # the first snapshot is the baseline, not a change
+            changes = config_changes(previous, current)
+            if changes:
+                change = ModelConfigChange(
+                    self.target.name, name, current.at, previous, current, changes
+                )
+                self._record_change(change)
+        return outcome
+
+    def _record_change(self, change: ModelConfigChange) -> None:
+        _log.info(
+            "model_config_changed",
+            target=change.target,
+            model=change.model,
+            changes={path: {"old": old, "new": new} for path, (old, new) in change.changes.items()},
+        )
+        with self._lock:
+            self._changes.append(change)
+
+    def _model_state(
+        self,
+        name: str,
+        *,
+        key: ModelKey,
+        scrape: TritonScrape | None,
+        rates: TritonRates | None,
+        batches: Mapping[str, BatchStatisticsRates],
+        canary_means: Mapping[str, float],
+    ) -> ModelState:
+        model_rates = rates.models.get(key) if rates is not None else None
+        counters = scrape.models.get(key) if scrape is not None else None
+        breakdown = (
+            latency_breakdown(model_rates, canary_means.get(name))
+            if model_rates is not None
+            else None
+        )
+        bottleneck = None
+        if breakdown is not None:
+            bottleneck = find_bottleneck(breakdown, self._thresholds.get(name))
+            if self._bottlenecks.get(name) != bottleneck.kind:
+                _log.info(
+                    "bottleneck_changed",
+                    target=self.target.name,
+                    model=name,
+                    kind=bottleneck.kind,
+                    previous=self._bottlenecks.get(name),
+                    shares={stage: round(share, 4) for stage, share in bottleneck.shares.items()},
+                    reason=bottleneck.reason,
+                )
+                self._bottlenecks[name] = bottleneck.kind
+        return ModelState(
+            model=name,
+            rates=model_rates,
+            server_summary=counters.summaries.get(REQUEST_SUMMARY_US) if counters else None,
+            batches=batches.get(name),
+            breakdown=breakdown,
+            bottleneck=bottleneck,
+            config=self._configs.get(name),
+        )
+
+    def _note_outcome(self, source: Source, outcome: SourceOutcome) -> None:
+        """Keeps the outcome for export; logs a source going down or coming back."""
+        previous = self._last.get(source)
+        self._last[source] = outcome
+        if not outcome.ok and (previous is None or previous.ok):
+            _log.warning(
+                "scrape_failed",
+                target=self.target.name,
+                source=str(source),
+                outcome=str(outcome.status),
+                error=outcome.error,
+            )
+        elif outcome.ok and previous is not None and not previous.ok:
+            _log.info("scrape_recovered", target=self.target.name, source=str(source))

@@ -1,0 +1,160 @@
+"""Burn-rate maths, the SRE Workbook's conditions and SLOs from the config."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from tritonwatch.analysis.slo import (
+    BURN_POLICY,
+    WINDOWS,
+    BurnCondition,
+    EventCounts,
+    Severity,
+    SLOKind,
+    SLOSpec,
+    Source,
+    burn_rate,
+    detection_seconds,
+    error_budget_remaining,
+    evaluate_slo,
+    firing_condition,
+    slo_specs,
+)
+from tritonwatch.config import parse_config
+
+objectives = st.floats(min_value=0.5, max_value=0.99999, allow_nan=False)
+totals = st.floats(min_value=1.0, max_value=1e9, allow_nan=False)
+
+
+def test_burn_rate_by_hand() -> None:
+    """30 bad of 10 000 with a 99.9 % objective: 0.3 % errors is 3× the 0.1 % budget."""
+    assert burn_rate(30, 10_000, 0.999) == pytest.approx(3.0)
+    assert burn_rate(0, 10_000, 0.999) == 0.0
+    assert burn_rate(500, 1_000, 0.95) == pytest.approx(10.0)
+
+
+def test_no_events_means_no_burn_rate_not_zero() -> None:
+    assert burn_rate(0, 0, 0.999) is None
+    assert error_budget_remaining(0, 0, 0.999) is None
+    assert EventCounts(0, 0).error_ratio is None
+
+
+def test_objective_outside_the_unit_interval_is_refused() -> None:
+    with pytest.raises(ValueError, match="objective must be between 0 and 1"):
+        burn_rate(1, 10, 1.0)
+
+
+def test_error_budget_remaining_by_hand() -> None:
+    """A quarter of the budget spent leaves 0.75; twice the budget spent leaves −1."""
+    assert error_budget_remaining(25, 100_000, 0.999) == pytest.approx(0.75)
+    assert error_budget_remaining(200, 100_000, 0.999) == pytest.approx(-1.0)
+
+
+@given(objective=objectives, total=totals)
+def test_burn_rate_is_one_exactly_when_the_bad_ratio_equals_the_budget(
+    objective: float, total: float
+) -> None:
+    bad = total * (1.0 - objective)
+    assume(bad / total == 1.0 - objective)  # the float product may not round-trip
+    assert burn_rate(bad, total, objective) == 1.0
+    assert error_budget_remaining(bad, total, objective) == 0.0
+
+
+@given(objective=objectives, total=totals, share=st.floats(min_value=0.0, max_value=1.0))
+def test_burn_rate_is_above_one_exactly_when_the_bad_ratio_exceeds_the_budget(
+    objective: float, total: float, share: float
+) -> None:
+    rate = burn_rate(share * total, total, objective)
+    assert rate is not None
+    assert math.isclose(rate, (share * total / total) / (1 - objective))
+    assert (rate > 1.0) == ((share * total) / total > 1.0 - objective)
+
+
+def _ratios(**by_window: float) -> dict[str, float | None]:
+    ratios: dict[str, float | None] = dict.fromkeys(WINDOWS)
+    ratios.update(by_window)
+    return ratios
+
+
+def test_policy_is_the_sre_workbook_table() -> None:
+    table = [(c.severity, c.factor, c.long_window, c.short_window) for c in BURN_POLICY]
+    assert table == [
+        (Severity.PAGE, 14.4, "1h", "5m"),
+        (Severity.PAGE, 6.0, "6h", "30m"),
+        (Severity.TICKET, 3.0, "1d", "2h"),
+        (Severity.TICKET, 1.0, "3d", "6h"),
+    ]
+
+
+@pytest.mark.parametrize("condition", BURN_POLICY, ids=lambda c: f"{c.factor}x")
+def test_each_condition_needs_both_windows_above_its_limit(condition: BurnCondition) -> None:
+    """Just above the limit on both windows fires; just below on either does not."""
+    budget = 0.001
+    limit = condition.factor * budget
+    long, short = condition.long_window, condition.short_window
+    above, below = limit * 1.001, limit * 0.999
+    assert condition.holds(_ratios(**{long: above, short: above}), budget)
+    assert not condition.holds(_ratios(**{long: below, short: above}), budget)
+    assert not condition.holds(_ratios(**{long: above, short: below}), budget)
+    assert not condition.holds(_ratios(**{long: above}), budget)
+    assert not condition.holds(_ratios(**{long: limit, short: limit}), budget)
+
+
+def test_the_highest_severity_wins() -> None:
+    """Every window at 20× the budget: both pages and tickets hold, the 14.4× page is named."""
+    ratios = _ratios(**dict.fromkeys(WINDOWS, 0.02))
+    condition = firing_condition(ratios, 0.001)
+    assert condition is not None
+    assert (condition.severity, condition.factor) == (Severity.PAGE, 14.4)
+    ticket = firing_condition(_ratios(**dict.fromkeys(WINDOWS, 0.0011)), 0.001)
+    assert ticket is not None
+    assert (ticket.severity, ticket.factor) == (Severity.TICKET, 1.0)
+    assert firing_condition(_ratios(**dict.fromkeys(WINDOWS, 0.0009)), 0.001) is None
+
+
+def test_evaluate_slo_reports_ratios_burn_rates_and_budget() -> None:
+    spec = SLOSpec("t", "m", SLOKind.AVAILABILITY, 0.999, 28 * 86400.0)
+    windows = {name: EventCounts(15, 1_000) for name in WINDOWS}
+    windows["3d"] = EventCounts(0, 0)
+    status = evaluate_slo(spec, Source.CANARY, windows, EventCounts(50, 100_000))
+    assert status.error_ratios["5m"] == 0.015
+    assert status.error_ratios["3d"] is None
+    assert status.burn_rates["1h"] == pytest.approx(15.0)
+    assert status.burn_rates["3d"] is None
+    assert status.error_budget_remaining == pytest.approx(0.5)
+    assert status.firing is BURN_POLICY[0]
+
+
+def test_specs_merge_model_overrides_with_global_defaults() -> None:
+    config = parse_config(
+        """
+slo: {availability: {objective: 0.99}, period: 30d}
+targets:
+  - name: a
+    url: http://h:8000
+    models:
+      - {name: m1}
+      - {name: m2, slo: {latency: {threshold: 200ms}}}
+""",
+        "inline.yaml",
+    )
+    specs = {(s.model, s.kind): s for s in slo_specs(config)}
+    assert len(specs) == 4
+    assert specs[("m1", SLOKind.LATENCY)].threshold_seconds == 0.05
+    assert specs[("m2", SLOKind.LATENCY)].threshold_seconds == 0.2
+    assert specs[("m2", SLOKind.LATENCY)].objective == 0.95
+    assert specs[("m2", SLOKind.AVAILABILITY)].objective == 0.99
+    assert specs[("m1", SLOKind.AVAILABILITY)].threshold_seconds is None
+    assert {s.period_seconds for s in specs.values()} == {30 * 86400.0}
+
+
+def test_detection_time_of_a_total_outage() -> None:
+    """The page's long window must reach 14.4 × budget: 52 s at 99.9 %, 43 min at 95 %."""
+    page = BURN_POLICY[0]
+    assert detection_seconds(page, 1.0, 0.001) == pytest.approx(51.84)
+    assert detection_seconds(page, 1.0, 0.05) == pytest.approx(2592.0)
+    assert detection_seconds(page, 0.5, 0.05) == math.inf

@@ -1,0 +1,227 @@
+"""The committed Grafana dashboards: generated from code and in sync with it, well formed,
+templated on datasource/target/model, and reading only metrics tritonwatch exports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from promql_names import GRAFANA_BUILTINS, metric_names, substitute, variables
+
+from support import REPO
+from tritonwatch.dashboards import DASHBOARDS, expressions, render_all
+
+DASHBOARD_DIR = REPO / "grafana" / "dashboards"
+
+# The public contract (DESIGN §8, README, scrape/gpu_metrics.py): the only series a
+# dashboard may read, plus Prometheus' own ALERTS.
+CONTRACT = frozenset(
+    {
+        "tritonwatch_build_info",
+        "tritonwatch_up",
+        "tritonwatch_config_last_reload_successful",
+        "tritonwatch_config_last_reload_success_timestamp_seconds",
+        "tritonwatch_canary_requests_total",
+        "tritonwatch_canary_latency_seconds_bucket",
+        "tritonwatch_canary_latency_seconds_sum",
+        "tritonwatch_canary_latency_seconds_count",
+        "tritonwatch_latency_quantile_seconds",
+        "tritonwatch_latency_quantile_seconds_sum",
+        "tritonwatch_latency_quantile_seconds_count",
+        "tritonwatch_sweep_throughput_inferences_per_second",
+        "tritonwatch_sweep_latency_seconds",
+        "tritonwatch_sweep_latency_seconds_sum",
+        "tritonwatch_sweep_latency_seconds_count",
+        "tritonwatch_sweep_knee_concurrency",
+        "tritonwatch_sweep_operating_point_concurrency",
+        "tritonwatch_sweep_last_run_timestamp_seconds",
+        "tritonwatch_gpu_info",
+        "tritonwatch_gpu_utilization_ratio",
+        "tritonwatch_gpu_memory_used_bytes",
+        "tritonwatch_gpu_memory_total_bytes",
+        "tritonwatch_gpu_memory_reserved_bytes",
+        "tritonwatch_gpu_memory_busy_ratio",
+        "tritonwatch_gpu_power_watts",
+        "tritonwatch_gpu_power_limit_watts",
+        "tritonwatch_gpu_energy_joules_total",
+        "tritonwatch_gpu_sm_clock_hertz",
+        "tritonwatch_gpu_memory_clock_hertz",
+        "tritonwatch_gpu_temperature_celsius",
+        "tritonwatch_gpu_fan_speed_ratio",
+        "tritonwatch_gpu_sm_active_ratio",
+        "tritonwatch_gpu_sm_occupancy_ratio",
+        "tritonwatch_gpu_tensor_active_ratio",
+        "tritonwatch_gpu_clock_event_reasons",
+        "tritonwatch_gpu_process_memory_used_bytes",
+        "tritonwatch_nvml_query_failures_total",
+        "tritonwatch_model_throughput_inferences_per_second",
+        "tritonwatch_model_requests_per_second",
+        "tritonwatch_model_batch_size_average",
+        "tritonwatch_model_pending_requests",
+        "tritonwatch_model_latency_breakdown_seconds",
+        "tritonwatch_model_failures_per_second",
+        "tritonwatch_slo_objective_ratio",
+        "tritonwatch_slo_burn_rate",
+        "tritonwatch_slo_error_budget_remaining_ratio",
+        "tritonwatch_recommendation",
+        "tritonwatch_experiment_verdict",
+        "ALERTS",
+    }
+)
+PANEL_TYPES = frozenset(
+    {"row", "timeseries", "stat", "table", "barchart", "state-timeline", "heatmap"}
+)
+
+
+def _committed() -> dict[str, dict[str, Any]]:
+    return {p.name: json.loads(p.read_text()) for p in sorted(DASHBOARD_DIR.glob("*.json"))}
+
+
+ALL = _committed()
+
+
+def _values(dashboard: dict[str, Any]) -> dict[str, str]:
+    """A value for every variable: a regex for query variables, defaults for the rest."""
+    values = dict(GRAFANA_BUILTINS)
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            values[variable["name"]] = ".*"
+        elif variable["type"] in ("textbox", "custom"):
+            values[variable["name"]] = variable["current"]["value"]
+    return values
+
+
+def test_committed_json_is_what_the_generator_builds() -> None:
+    """Regenerating changes nothing, and there is no stray dashboard file."""
+    assert {name: json.dumps(d, indent=2) for name, d in ALL.items()} == {
+        name: json.dumps(json.loads(text), indent=2) for name, text in render_all().items()
+    }
+    for name, text in render_all().items():
+        assert (DASHBOARD_DIR / name).read_text() == text, f"{name}: byte-for-byte"
+    checked = subprocess.run(
+        [sys.executable, "-m", "tritonwatch.dashboards", "--check", "--out", str(DASHBOARD_DIR)],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_five_dashboards_with_unique_uids_and_titles() -> None:
+    assert len(ALL) == len(DASHBOARDS) == 5
+    uids = [d["uid"] for d in ALL.values()]
+    titles = [d["title"] for d in ALL.values()]
+    assert len(set(uids)) == len(uids)
+    assert len(set(titles)) == len(titles)
+    for dashboard in ALL.values():
+        assert dashboard["uid"].startswith("tritonwatch-")
+        assert len(dashboard["uid"]) <= 40  # Grafana's limit
+        assert "id" not in dashboard  # file provisioning assigns ids
+        assert dashboard["schemaVersion"] >= 36
+        assert "tritonwatch" in dashboard["tags"]
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_panels_are_well_formed_and_do_not_overlap(name: str) -> None:
+    panels = ALL[name]["panels"]
+    ids = [p["id"] for p in panels]
+    assert len(set(ids)) == len(ids), "panel ids are unique"
+    cells: set[tuple[int, int]] = set()
+    for panel in panels:
+        assert panel["type"] in PANEL_TYPES, panel["type"]
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        mine = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
+        assert not mine & cells, f"{panel['title']} overlaps another panel"
+        cells |= mine
+        if panel["type"] == "row":
+            continue
+        assert panel["title"] and panel["description"], "every panel says what it shows"
+        assert panel["targets"], panel["title"]
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(set(refs)) == len(refs)
+        for source in [panel["datasource"], *(t["datasource"] for t in panel["targets"])]:
+            assert source == {"type": "prometheus", "uid": "${datasource}"}
+    # Rows and panels are in reading order, so a screen reader and the JSON agree.
+    positions = [(p["gridPos"]["y"], p["gridPos"]["x"]) for p in panels]
+    assert all(a <= b for a, b in pairwise(positions))
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_templated_on_datasource_target_and_model(name: str) -> None:
+    dashboard = ALL[name]
+    by_name = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert by_name["datasource"]["type"] == "datasource"
+    assert by_name["datasource"]["query"] == "prometheus"
+    for variable in ("target", "model"):
+        assert by_name[variable]["type"] == "query"
+        assert by_name[variable]["datasource"]["uid"] == "${datasource}"
+        assert by_name[variable]["definition"].startswith("label_values(")
+    # Every variable a query uses is defined (or one of Grafana's own).
+    defined = set(by_name) | set(GRAFANA_BUILTINS)
+    for where, expr in expressions(dashboard):
+        assert variables(expr) <= defined, f"{where}: {variables(expr) - defined}"
+    for variable in by_name.values():
+        assert variables(variable.get("definition", "")) <= defined
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_queries_read_only_exported_metrics(name: str) -> None:
+    dashboard = ALL[name]
+    values = _values(dashboard)
+    used: set[str] = set()
+    for where, expr in expressions(dashboard):
+        names = metric_names(substitute(expr, values))
+        assert names or expr.startswith("vector("), f"{where}: reads no metric: {expr}"
+        assert names <= CONTRACT, f"{where}: not in the contract: {names - CONTRACT}"
+        used |= names
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            series = variable["definition"].removeprefix("label_values(").rsplit(",", 1)[0]
+            assert metric_names(substitute(series, values)) <= CONTRACT
+    assert used
+
+
+def test_every_query_parses_as_promql(tmp_path: Path) -> None:
+    """promtool parses each query (variables substituted) as a recording rule: a syntax
+    error fails here, without a Prometheus server."""
+    rules = []
+    for dashboard in ALL.values():
+        values = _values(dashboard)
+        for where, expr in expressions(dashboard):
+            rules.append(
+                {"record": f"dashboard:check_{len(rules)}", "expr": substitute(expr, values)}
+            )
+            rules[-1]["labels"] = {"panel": f"{dashboard['uid']} {where}"}
+    path = tmp_path / "dashboard-queries.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    checked = subprocess.run(
+        ["promtool", "check", "rules", str(path)], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("expr", "names"),
+    [
+        ('sum by (target, model) (rate(a_total{le="0.05",x=~"$t"}[5m]))', {"a_total"}),
+        ("x / ignoring (stage) group_left sum without (stage) (x)", {"x"}),
+        ("histogram_quantile(0.95, sum by (le) (rate(b_bucket[1m]))) > 1e3", {"b_bucket"}),
+        ("a and on (gpu, reason) (max_over_time(b[5m] offset 1m) > 0)", {"a", "b"}),
+        ("vector(0.05)", set()),
+        ('ALERTS{alertname=~"Triton.*"}', {"ALERTS"}),
+        ("tritonwatch:slo_burn:ratio * 1000", {"tritonwatch:slo_burn:ratio"}),
+    ],
+)
+def test_metric_names_reads_promql(expr: str, names: set[str]) -> None:
+    """The tokenizer behind the contract check finds metrics and nothing else."""
+    assert metric_names(expr) == names

@@ -1,0 +1,31 @@
+"""The demo's live table renders every model with its numbers and its state."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from tritonwatch.demo_view import demo_screen
+from tritonwatch.export.status_page import AdviceLine, ModelStatus, SloLine, StatusSnapshot
+
+
+def test_table_shows_state_breakdown_slo_and_advice() -> None:
+    snapshot = StatusSnapshot([
+        ModelStatus("demo", "simple", "http", True, 0.05, {"p50": 0.002, "p95": 0.003, "p99": 0.004},
+                    {"success": 120}),
+        ModelStatus("demo", "resnet50", "grpc", True, 0.05, {"p50": 0.08, "p95": 0.09, "p99": 0.1},
+                    {"success": 40, "timeout": 2}, breakdown={"queue": 0.08, "compute_infer": 0.005},
+                    bottleneck="queue-bound", slos=[SloLine("latency", 0.95, {"5m": 19.0}, 0.2)],
+                    recommendations=[AdviceLine("lower", "max_queue_delay_microseconds", "80000", "40000", "queue")]),
+    ])  # fmt: skip
+    console = Console(record=True, width=400)
+    console.print(demo_screen(snapshot, "http://127.0.0.1:9849"))
+    text = console.export_text()
+    simple = next(line for line in text.splitlines() if "demo/simple" in line)
+    resnet = next(line for line in text.splitlines() if "demo/resnet50" in line)
+    assert "3.0" in simple and "ok" in simple and "120" in simple
+    assert "90.0" in resnet and "BREACH" in resnet and "42" in resnet
+    assert "queue=80.0" in resnet
+    assert "infer=5.0" in text and "[queue-bound]" in text  # the cell may wrap
+    assert "latency 19.0×" in resnet
+    assert "lower max_queue_delay_microseconds 80000→40000" in resnet
+    assert "http://127.0.0.1:9849/metrics" in text
