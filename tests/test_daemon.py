@@ -89,7 +89,10 @@ def test_jobs_that_stop_running_make_health_fail(tmp_path: Path, factory: ProbeF
         wait_until(lambda: not daemon.health().healthy, 5, "an unhealthy report")
         report = daemon.health()
         assert report.details["reason"] == "jobs did not run on schedule"
-        assert [job["job"] for job in report.details["late_jobs"]] == ["readiness:up-a"]
+        assert [job["job"] for job in report.details["late_jobs"]] == [
+            "readiness:up-a",
+            "scrape:up-a",
+        ]
         status, _ = http_get(f"{daemon.exporter_url}/health")
         assert status == 503
         daemon._scheduler.resume()

@@ -24,6 +24,7 @@ from tritonwatch.config import Config, ConfigError, load_config
 from tritonwatch.daemon import Daemon
 from tritonwatch.fleet import Shard
 from tritonwatch.logs import configure_logging, get_logger
+from tritonwatch.rules import cli as rules_cli
 from tritonwatch.sim import cli as simulate
 from tritonwatch.tune import cli as tune_cli
 
@@ -177,6 +178,7 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
     simulate.register(commands)
     sweep_cli.register(commands)
     tune_cli.register(commands)
+    rules_cli.register(commands)
     return parser
 
 

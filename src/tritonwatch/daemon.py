@@ -26,8 +26,17 @@ from tritonwatch.config import Config, ConfigError, TargetConfig, load_config
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
-from tritonwatch.export.status_page import ModelStatus, StatusSnapshot, render_status_page
+from tritonwatch.export.status_page import (
+    AdviceLine,
+    ModelStatus,
+    SloLine,
+    StatusSnapshot,
+    VerdictLine,
+    render_status_page,
+)
 from tritonwatch.export.sweep_metrics import SweepCollector
+from tritonwatch.export.triton_metrics import TritonModelCollector, server_quantile_samples
+from tritonwatch.findings import Findings
 from tritonwatch.fleet import Shard, discovery_files, effective_config, fingerprint
 from tritonwatch.listen import ListenAddress, parse_listen_address
 from tritonwatch.logs import REDACTOR, get_logger, secrets_of
@@ -40,10 +49,15 @@ from tritonwatch.probe.sweep_report import render_svg
 from tritonwatch.probe.sweep_schedule import SweepBoard, run_scheduled_sweep, sweep_plans
 from tritonwatch.readiness_board import ReadinessBoard
 from tritonwatch.schedule_health import JobLedger
+from tritonwatch.scrape.collection import TritonScrapers, canary_totals
+from tritonwatch.scrape.gpu_metrics import GpuMetricsCollector
+from tritonwatch.scrape.nvml_collector import NvmlCollector
+from tritonwatch.scrape.target_state import ModelState
 
 ProbeFactory = Callable[[TargetConfig, float], ReadinessProbe]
 _log = get_logger("daemon")
 SCHEDULER_THREADS = 8
+SLO_SAVE_INTERVAL_SECONDS = 60.0
 
 
 class RunState(StrEnum):
@@ -94,7 +108,28 @@ class Daemon:
         self.registry.register(SelfCollector(self._self_status))
         self.registry.register(ProcessCollector(registry=None))
         self.canary_stats = CanaryStats(_slo_buckets(config))
-        self.registry.register(CanaryCollector(self.canary_stats, clock))
+        self.triton = TritonScrapers(
+            canary_totals=canary_totals(self.canary_stats, clock), clock=clock
+        )
+        self.registry.register(
+            CanaryCollector(
+                self.canary_stats,
+                clock,
+                server_quantiles=lambda: server_quantile_samples(self.triton.states()),
+            )
+        )
+        self.registry.register(TritonModelCollector(self.triton.states))
+        self._nvml = NvmlCollector(clock=clock) if config.nvml.enabled is not False else None
+        self.registry.register(
+            GpuMetricsCollector(
+                nvml=self._nvml.state if self._nvml is not None else None,
+                triton=self.triton.triton_gpus,
+            )
+        )
+        self.findings = Findings(
+            config, canary_stats=self.canary_stats, triton=self.triton,
+            registry=self.registry, clock=clock, wall_clock=wall_clock,
+        )  # fmt: skip
         self._canaries = CanaryRunner(self.canary_stats)
         self.sweeps = SweepBoard()
         self.registry.register(SweepCollector(self.sweeps))
@@ -140,10 +175,13 @@ class Daemon:
         )
         self._server.start()
         _log.info("exporter_listening", url=self.exporter_url)
+        if self._nvml is not None and not self._nvml.start() and self._config.nvml.enabled is True:
+            _log.error("nvml_unavailable", reason=self._nvml.disabled_reason)
         self._scheduler.start()
         self._canaries.start([])
         self._state = RunState.STARTED
         self._apply(self._config)
+        self.findings.start(f"{self.exporter_url}/metrics")  # after _apply: SLO specs known
         _log.info("started", targets=len(self._effective_targets))
 
     def reload(self) -> bool:
@@ -178,6 +216,8 @@ class Daemon:
         effective = effective_config(config, base, self._shard)
         self._effective_targets = [target.name for target in effective.targets]
         self._effective = effective
+        self.triton.apply(effective)
+        self.findings.apply(config, effective)
         self._schedule(effective)
         self.canary_stats.set_buckets(_slo_buckets(effective))
         self._canaries.apply(canary_plans(effective))
@@ -212,6 +252,19 @@ class Daemon:
             probe.close()
         now = datetime.now(UTC)
         self._schedule_sweeps(config, now)
+        self._schedule_nvml(config, now)
+        for job_id, work, every in (
+            ("evaluate", self.findings.evaluate, config.alerting.evaluation_interval),
+            ("slo_save", self.findings.slo.save, SLO_SAVE_INTERVAL_SECONDS),
+        ):
+            self._ledger.expect(job_id, every, self._clock() + every)
+            self._scheduler.add_job(
+                self._run_ledgered,
+                IntervalTrigger(seconds=every, timezone=UTC),
+                args=[job_id, work],
+                id=job_id,
+                misfire_grace_time=max(1, int(every)),
+            )
         if config.discovery.files:
             self._scheduler.add_job(
                 self._rediscover,
@@ -233,6 +286,45 @@ class Daemon:
                 next_run_time=now + timedelta(seconds=offset),
                 misfire_grace_time=max(1, int(interval)),
             )
+            self._schedule_scrape(name, interval, offset, now)
+
+    def _schedule_scrape(self, target: str, interval: float, offset: float, now: datetime) -> None:
+        """The target's Triton scrape (/metrics, statistics, config) on the scrape
+        interval, starting with its readiness check's offset."""
+        job_id = f"scrape:{target}"
+        self._ledger.expect(job_id, interval, self._clock() + offset)
+        self._scheduler.add_job(
+            self._run_ledgered,
+            IntervalTrigger(seconds=interval, timezone=UTC),
+            args=[job_id, lambda: self.findings.observe_scrape(self.triton.scrape(target))],
+            id=job_id,
+            next_run_time=now + timedelta(seconds=offset),
+            misfire_grace_time=max(1, int(interval)),
+        )
+
+    def _schedule_nvml(self, config: Config, now: datetime) -> None:
+        """NVML sampling on ``nvml.interval`` when NVML started (no GPU: no job)."""
+        if self._nvml is None or not self._nvml.enabled:
+            return
+        interval = config.nvml.interval
+        self._ledger.expect("nvml", interval, self._clock())
+        self._scheduler.add_job(
+            self._run_ledgered,
+            IntervalTrigger(seconds=interval, timezone=UTC),
+            args=["nvml", self._nvml.sample],
+            id="nvml",
+            next_run_time=now,
+            misfire_grace_time=max(1, int(interval)),
+        )
+
+    def _run_ledgered(self, job_id: str, work: Callable[[], object]) -> None:
+        """Runs a job's work and records that it ran (for /health), whatever happened."""
+        try:
+            work()
+        except Exception:  # a job logs and runs again next time; it never dies
+            _log.exception("job_failed", job=job_id)
+        finally:
+            self._ledger.ran(job_id)
 
     def _schedule_sweeps(self, config: Config, now: datetime) -> None:
         """One job per model with sweeps enabled; the first runs one interval (at most a
@@ -280,6 +372,24 @@ class Daemon:
         models = {(t.name, m.name): m for t in self._effective.targets for m in t.models}
         readiness = self._board.snapshot()
         sweeps = self.sweeps.snapshot()
+        triton = {state.target: state for state in self.triton.states()}
+        advice = self.findings.recommendations.by_model()
+        slos: dict[tuple[str, str], list[SloLine]] = {}
+        for status in self.findings.statuses():
+            spec = status.spec
+            rates = {w: r for w, r in status.burn_rates.items() if r is not None}
+            line = SloLine(
+                f"{spec.kind} ({status.source})",
+                spec.objective,
+                rates,
+                status.error_budget_remaining,
+            )
+            slos.setdefault((spec.target, spec.model), []).append(line)
+        verdicts: dict[tuple[str, str], list[VerdictLine]] = {}
+        for experiment in self.findings.experiments():
+            verdicts.setdefault((experiment.target, experiment.model), []).append(
+                VerdictLine(experiment.parameter, experiment.verdict, experiment.reason)
+            )
         statuses = []
         for series in self.canary_stats.snapshot(self._clock()):
             watched = models.get((series.target, series.model))
@@ -288,6 +398,10 @@ class Daemon:
             window = series.window_quantiles.get("5m", {})
             observation = readiness.get(series.target)
             sweep = sweeps.get((series.target, series.model))
+            key = (series.target, series.model)
+            target_state = triton.get(series.target)
+            model_state = target_state.models.get(series.model) if target_state else None
+            breakdown = model_state.breakdown if model_state else None
             statuses.append(
                 ModelStatus(
                     target=series.target,
@@ -298,6 +412,21 @@ class Daemon:
                     quantiles={f"p{q * 100:g}": v for q, v in window.items()},
                     outcomes=series.outcomes,
                     sweep_svg=render_svg(sweep[0]) if sweep else None,
+                    breakdown=breakdown.stages() if breakdown else None,
+                    bottleneck=_bottleneck_kind(model_state),
+                    slos=slos.get(key, []),
+                    recommendations=[
+                        AdviceLine(
+                            str(r.action),
+                            r.parameter,
+                            str(r.current),
+                            str(r.proposed),
+                            r.reason,
+                            str(r.severity),
+                        )
+                        for r in advice.get(key, [])
+                    ],
+                    experiments=verdicts.get(key, [])[-5:],
                 )
             )
         return StatusSnapshot(statuses, self.health().healthy)
@@ -341,6 +470,10 @@ class Daemon:
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)
         self._canaries.stop()
+        self.triton.close()
+        if self._nvml is not None:
+            self._nvml.close()
+        self.findings.stop()
         if self._server is not None:
             self._server.stop()
         with self._lock:
@@ -349,6 +482,10 @@ class Daemon:
             probe.close()
         self._state = RunState.STOPPED
         _log.info("stopped")
+
+
+def _bottleneck_kind(state: ModelState | None) -> str | None:
+    return state.bottleneck.kind if state is not None and state.bottleneck is not None else None
 
 
 def _slo_buckets(config: Config) -> tuple[float, ...]:

@@ -93,9 +93,14 @@ BOUNDARIES: list[tuple[Check, dict[str, Any], dict[str, Any]]] = [
     ),
     (
         add_instance,
-        {"gpu_utilization": 0.2, "queue_seconds": 0.002},
-        {"gpu_utilization": 0.2, "queue_seconds": 0.002 - TINY},
-    ),
+        {"gpu_utilization": 0.2, "queue_seconds": 0.005 + TINY, "request_seconds": 0.025},
+        {"gpu_utilization": 0.2, "queue_seconds": 0.005 - TINY, "request_seconds": 0.025},
+    ),  # queue ≥ 10 % of the budget (with a 20 % share of server time)
+    (
+        add_instance,
+        {"gpu_utilization": 0.2, "queue_seconds": 0.006, "request_seconds": 0.029},
+        {"gpu_utilization": 0.2, "queue_seconds": 0.006, "request_seconds": 0.031},
+    ),  # queue ≥ 20 % of server time (with 6 ms, over the budget floor)
     (
         add_instance,
         {"gpu_utilization": 0.2, "pending_requests": 1.0, "gpu_memory_used_bytes": 80.0},

@@ -95,6 +95,9 @@ class AdvisorThresholds:
     """compute_input + compute_output at least this share of server time is I/O-bound."""
     queueing_share: float = 0.2
     """Queue time at least this share of server time means requests queue…"""
+    queue_budget_share: float = 0.1
+    """…and at least this share of the latency budget (5 ms of 50 ms), so that a fast
+    model's batching delay alone does not count as requests waiting for an instance…"""
     queued_requests_min: float = 1.0
     """…as does at least this many requests pending on average."""
     heavy_load_pending: float = 4.0

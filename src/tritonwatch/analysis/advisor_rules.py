@@ -46,10 +46,16 @@ def _percent(ratio: float) -> str:
 
 
 def requests_queue(m: AdvisorInput, t: AdvisorThresholds) -> bool:
-    """Requests wait: enough of them pending, or queue time a real share of server time."""
+    """Requests wait: enough of them pending, or queue time a real share of server time
+    *and* of the latency budget — a fast model's sub-millisecond batching delay is a
+    large share of its server time without anyone waiting for an instance."""
     queue_share = m.share(m.queue_seconds)
+    long_enough = (
+        m.queue_seconds is not None
+        and m.queue_seconds >= t.queue_budget_share * m.latency_budget_seconds
+    )
     return (m.pending_requests is not None and m.pending_requests >= t.queued_requests_min) or (
-        queue_share is not None and queue_share >= t.queueing_share
+        queue_share is not None and queue_share >= t.queueing_share and long_enough
     )
 
 

@@ -172,9 +172,35 @@ class NvmlConfig(Section):
     interval: Duration = 5.0
 
 
+NonNegative = Annotated[float, Field(ge=0.0)]
+
+
 class AdvisorConfig(Section):
-    gpu_underuse_threshold: Ratio = 0.5
+    """The advisor's window and thresholds (DESIGN §7); the names match
+    :class:`tritonwatch.analysis.advisor_input.AdvisorThresholds`."""
+
     window: Duration = 600.0
+    experiment_window: Duration = 300.0
+    """How long before and after a config change the canary is compared (≤ 5m)."""
+    gpu_underuse_threshold: Ratio = 0.5
+    gpu_busy_threshold: Ratio = 0.8
+    dominant_share: Ratio = 0.5
+    io_dominant_share: Ratio = 0.4
+    queueing_share: Ratio = 0.2
+    queue_budget_share: Ratio = 0.1
+    queued_requests_min: NonNegative = 1.0
+    heavy_load_pending: NonNegative = 4.0
+    small_batch_fraction: Ratio = 0.5
+    p95_headroom_fraction: Ratio = 0.8
+    memory_headroom_ratio: Ratio = 0.8
+    memory_scarce_ratio: Ratio = 0.9
+    instance_stall_gain: NonNegative = 0.05
+    concurrency_min: NonNegative = 2.0
+    network_share: Ratio = 0.5
+    network_gap_min_seconds: Duration = 0.010
+    rejected_per_second_min: NonNegative = 0.0
+    queue_delay_step: Annotated[float, Field(gt=1.0)] = 2.0
+    first_queue_delay_microseconds: PositiveInt = 100
 
 
 class BasicAuth(Section):
@@ -185,9 +211,21 @@ class BasicAuth(Section):
 class AlertingConfig(Section):
     alertmanager_url: HttpUrl | None = None
     resend_interval: Duration = 60.0
+    evaluation_interval: Duration = 15.0
+    """How often SLOs, recommendations and alerts are evaluated."""
+    timeout: Duration = 10.0
+    queue_capacity: PositiveInt = 10_000
     webhook_url: Secret | None = None
+    webhook_repeat_interval: Duration = 4 * 3600.0
     bearer_token: Secret | None = None
     basic_auth: BasicAuth | None = None
+    runbook_url: str = "docs/runbook.md"
+    """Base of every alert's runbook link; ``#<alert or action>`` is appended."""
+
+
+class StateConfig(Section):
+    dir: Path | None = None
+    """Where SLO event history is kept across restarts; None keeps it in memory only."""
 
 
 class ExporterConfig(Section):
@@ -222,6 +260,7 @@ class Config(Section):
     alerting: AlertingConfig = AlertingConfig()
     exporter: ExporterConfig = ExporterConfig()
     sweep: SweepConfig = SweepConfig()
+    state: StateConfig = StateConfig()
 
     def sweep_for(self, model: WatchedModel) -> SweepConfig:
         """The model's sweep settings: the global section with the model's fields on top."""

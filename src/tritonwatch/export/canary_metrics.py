@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -11,6 +11,8 @@ from prometheus_client.registry import Collector
 from tritonwatch.probe.canary_stats import CanaryStats
 
 QUANTILE_FAMILY = "tritonwatch_latency_quantile_seconds"
+ServerQuantiles = Callable[[], Iterable[tuple[str, dict[str, str], float]]]
+"""Extra ``(sample name, labels, value)`` samples of the quantile summary (source=server)."""
 
 
 def _label_float(value: float) -> str:
@@ -21,9 +23,15 @@ def _label_float(value: float) -> str:
 class CanaryCollector(Collector):
     """Renders :class:`CanaryStats` at scrape time (DESIGN §8 names)."""
 
-    def __init__(self, stats: CanaryStats, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        stats: CanaryStats,
+        clock: Callable[[], float] = time.monotonic,
+        server_quantiles: ServerQuantiles | None = None,
+    ) -> None:
         self._stats = stats
         self._clock = clock
+        self._server_quantiles = server_quantiles
 
     def collect(self) -> Iterator[Metric]:
         snapshots = self._stats.snapshot(self._clock())
@@ -44,7 +52,8 @@ class CanaryCollector(Collector):
         # cumulative _count/_sum, exactly as Go clients and Triton's own summaries do.
         quantiles = Metric(
             QUANTILE_FAMILY,
-            "Latency quantiles over a sliding window; source=canary is client end to end.",
+            "Latency quantiles over a sliding window; source=canary is client end to end, "
+            "source=server is Triton's own summary (when the server exports summaries).",
             "summary",
         )
         for snap in snapshots:
@@ -63,6 +72,9 @@ class CanaryCollector(Collector):
                     quantiles.add_sample(QUANTILE_FAMILY, quantile_labels, seconds)
                 quantiles.add_sample(f"{QUANTILE_FAMILY}_count", labels, snap.latency_count)
                 quantiles.add_sample(f"{QUANTILE_FAMILY}_sum", labels, snap.latency_sum)
+        if self._server_quantiles is not None:
+            for name, labels, value in self._server_quantiles():
+                quantiles.add_sample(name, labels, value)
         yield requests
         yield latency
         yield quantiles

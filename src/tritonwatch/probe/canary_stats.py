@@ -101,6 +101,18 @@ class CanaryStats:
             while series.recent and series.recent[0][0] < result.at - _LONGEST_WINDOW:
                 series.recent.popleft()
 
+    def samples_between(self, target: str, model: str, start: float, end: float) -> list[float]:
+        """Latencies the model's canary (any protocol) measured in [start, end) — as far
+        back as the longest quantile window; for before/after comparisons."""
+        with self._lock:
+            return [
+                latency
+                for (t, m, _), series in self._series.items()
+                if (t, m) == (target, model)
+                for at, latency in series.recent
+                if start <= at < end
+            ]
+
     def snapshot(self, now: float) -> list[SeriesSnapshot]:
         """Every series as of monotonic time ``now``, sorted by key."""
         with self._lock:

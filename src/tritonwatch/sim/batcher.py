@@ -166,6 +166,11 @@ class ModelRuntime:
         footprint = self.spec.memory_per_instance
         live = [i for i in self._placement.instances if not i.retired]
         wanted = count * len(self._placement.gpus)
+        for index, instance in enumerate(live[:wanted]):
+            # Kept instances take the spec's current footprint too (a scenario may
+            # have resized them, e.g. memory-scarce applied at run time).
+            if instance.gpu is not None:
+                instance.gpu.gpu.allocate(self._owner(index), footprint)
         for index in range(len(live), wanted):
             gpu = self._placement.gpus[index % len(self._placement.gpus)]
             if gpu is not None:

@@ -259,14 +259,16 @@ class ModelRepository:
         """Makes ``spec``/``config`` the loaded model, in place when only counts change."""
         old = slot.runtime
         if old is not None and model_config.only_instance_count_differs(slot.config, config):
+            # The new spec first: its per-instance footprint may differ too (a scenario).
+            previous, old.spec = old.spec, spec
             try:
                 old.set_instance_count(spec.instance_group.count)
             except OutOfGpuMemoryError as error:
+                old.spec = previous
                 old.set_instance_count(slot.spec.instance_group.count)
                 raise SimError(
                     ErrorCode.INTERNAL, f"failed to load '{spec.name}': {error}"
                 ) from None
-            old.spec = spec
         else:
             if old is None:  # as in Triton, a model (re)loaded after an unload counts from 0
                 slot.series = ModelSeries(spec.name, spec.version_label)

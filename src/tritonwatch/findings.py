@@ -1,0 +1,364 @@
+"""Judgement in the daemon: SLO burn, recommendations, experiments, and their alerts.
+
+The daemon's jobs feed observations in (:meth:`Findings.observe_scrape`), and every
+``alerting.evaluation_interval`` :meth:`Findings.evaluate` turns them into findings:
+burn rates per SLO, the advisor's recommendations per model, verdicts of experiments
+opened by config changes, and the alerts all of these raise. It owns the notifiers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from tritonwatch.analysis.advisor import RecommendationBook, advise
+from tritonwatch.analysis.advisor_input import AdvisorInput, AdvisorThresholds, with_server_window
+from tritonwatch.analysis.experiments import MIN_SAMPLES, Measurement, compare
+from tritonwatch.analysis.slo import SLOStatus, slo_specs
+from tritonwatch.analysis.slo_tracker import SLOTracker
+from tritonwatch.config.schema import Config
+from tritonwatch.export.alert_queue import AlertmanagerNotifier, Notifier, QueueOptions
+from tritonwatch.export.alerts import AlertBook, AlertSpec, active_alerts
+from tritonwatch.export.slo_metrics import AlertDeliveryCollector, SLOCollector
+from tritonwatch.export.webhook import WebhookNotifier
+from tritonwatch.logs import get_logger
+from tritonwatch.observations import (
+    ModelConfigChange,
+    ModelConfigSnapshot,
+    ModelRates,
+    TritonGpuRates,
+)
+from tritonwatch.probe.canary_stats import CanaryStats, SeriesSnapshot
+from tritonwatch.scrape.collection import TritonScrapers
+from tritonwatch.scrape.target_state import ScrapeOutcome
+
+_log = get_logger("findings")
+SLO_STATE_FILE = "slo-events.json"
+EXPERIMENT_HISTORY = 50
+EXPERIMENT_ALERT = "TritonExperimentVerdict"
+EXPERIMENT_ALERT_SECONDS = 3600.0
+ModelKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Experiment:
+    """A config change and, once the after-window has passed, its verdict."""
+
+    target: str
+    model: str
+    parameters: tuple[str, ...]
+    changed_at: float
+    """Monotonic time the change was seen."""
+    verdict: str = "pending"
+    reason: str = ""
+    p95_before: float | None = None
+    p95_after: float | None = None
+
+    @property
+    def parameter(self) -> str:
+        return ",".join(self.parameters)
+
+
+def _notifiers(config: Config) -> list[Notifier]:
+    """One notifier per configured receiver: Alertmanager, the direct webhook, or both."""
+    alerting = config.alerting
+    queue = QueueOptions(capacity=alerting.queue_capacity)
+    notifiers: list[Notifier] = []
+    if alerting.alertmanager_url:
+        auth, token = alerting.basic_auth, alerting.bearer_token
+        notifiers.append(
+            AlertmanagerNotifier(
+                alerting.alertmanager_url,
+                basic_auth=(auth.username, auth.password.get_secret_value()) if auth else None,
+                bearer_token=token.get_secret_value() if token else None,
+                timeout=alerting.timeout,
+                queue=queue,
+            )
+        )
+    if alerting.webhook_url:
+        notifiers.append(
+            WebhookNotifier(
+                alerting.webhook_url.get_secret_value(),
+                repeat_interval=alerting.webhook_repeat_interval,
+                timeout=alerting.timeout,
+                queue=queue,
+            )
+        )
+    return notifiers
+
+
+def _thresholds(config: Config) -> AdvisorThresholds:
+    return AdvisorThresholds(**config.advisor.model_dump(exclude={"window", "experiment_window"}))
+
+
+class Findings:
+    """Owns the SLO tracker, the advisor's book, experiments, alert book and notifiers."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        canary_stats: CanaryStats,
+        triton: TritonScrapers,
+        registry: CollectorRegistry,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._config = config
+        self._canary = canary_stats
+        self._triton = triton
+        self._clock = clock
+        self._lock = threading.RLock()
+        state = None if config.state.dir is None else config.state.dir / SLO_STATE_FILE
+        self.slo = SLOTracker(slo_specs(config), state_file=state, clock=wall_clock)
+        self.recommendations = RecommendationBook()
+        self._statuses: list[SLOStatus] = []
+        self._windows: dict[ModelKey, deque[tuple[float, ModelRates]]] = {}
+        self._experiments: deque[Experiment] = deque(maxlen=EXPERIMENT_HISTORY)
+        self._alerts = AlertBook(
+            evaluation_interval=config.alerting.evaluation_interval,
+            resend_interval=config.alerting.resend_interval,
+            clock=wall_clock,
+        )
+        self._notifiers = _notifiers(config)
+        registry.register(
+            SLOCollector(lambda: self.slo.specs, self.statuses, self.recommendations.active)
+        )
+        registry.register(
+            AlertDeliveryCollector(lambda: [n.queue.stats() for n in self._notifiers])
+        )
+        registry.register(_ExperimentCollector(self.experiments))
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self, generator_url: str) -> None:
+        self._alerts.generator_url = generator_url
+        self.slo.load()
+        for notifier in self._notifiers:
+            notifier.start()
+
+    def stop(self) -> None:
+        for notifier in self._notifiers:
+            notifier.stop()
+        self.slo.save()
+
+    def apply(self, config: Config, effective: Config) -> None:
+        """A new config: SLO specs and models to keep; receivers if alerting changed."""
+        with self._lock:
+            old, self._config = self._config, config
+        self.slo.set_specs(slo_specs(effective))
+        models = [(t.name, m.name) for t in effective.targets for m in t.models]
+        self.recommendations.retain(models)
+        self._alerts.evaluation_interval = config.alerting.evaluation_interval
+        self._alerts.resend_interval = config.alerting.resend_interval
+        if config.alerting != old.alerting:
+            stale, self._notifiers = self._notifiers, _notifiers(config)
+            for notifier in stale:
+                notifier.stop()
+            for notifier in self._notifiers:
+                notifier.start()
+
+    # -- observations ----------------------------------------------------------------
+
+    def observe_scrape(self, outcome: ScrapeOutcome | None) -> None:
+        """A target's scrape: server SLI events, the advisor's window, config changes."""
+        if outcome is None or outcome.rates is None:
+            return
+        self.slo.observe_server(outcome.target, outcome.rates)
+        horizon = outcome.at - self._config.advisor.window
+        with self._lock:
+            for rates in outcome.rates.models.values():
+                window = self._windows.setdefault((outcome.target, rates.model), deque())
+                window.append((outcome.at, rates))
+                while window and window[0][0] < horizon:
+                    window.popleft()
+        for change in self._triton.drain_config_changes():
+            self._open_experiment(change)
+
+    def _open_experiment(self, change: ModelConfigChange) -> None:
+        fields = tuple(sorted(change.changes))
+        experiment = Experiment(change.target, change.model, fields or ("config",), self._clock())
+        with self._lock:
+            self._experiments.append(experiment)
+        _log.info(
+            "experiment_opened", target=change.target, model=change.model, parameters=list(fields)
+        )
+
+    # -- evaluation ------------------------------------------------------------------
+
+    def evaluate(self) -> None:
+        """SLOs, the advisor, experiment verdicts, then the alerts due now."""
+        now = self._clock()
+        snapshots = self._canary.snapshot(now)
+        self.slo.observe_canary(snapshots, self._canary.buckets)
+        statuses = self.slo.evaluate()
+        with self._lock:
+            self._statuses = statuses
+            config = self._config
+        self._advise(config, snapshots, now)
+        self._close_experiments(config, now)
+        runbook = config.alerting.runbook_url
+        specs = active_alerts(statuses, self.recommendations.active(), runbook)
+        specs += [_experiment_alert(e, runbook) for e in self.experiments() if self._recent(e, now)]
+        due = self._alerts.update(specs)
+        for notifier in self._notifiers:
+            notifier.notify(due)
+
+    def _advise(self, config: Config, snapshots: list[SeriesSnapshot], now: float) -> None:
+        states = {state.target: state for state in self._triton.states()}
+        thresholds = _thresholds(config)
+        canary = {(s.target, s.model): s for s in snapshots}
+        for target in config.targets:
+            state = states.get(target.name)
+            for model in target.models:
+                key = (target.name, model.name)
+                with self._lock:
+                    window = [rates for _, rates in self._windows.get(key, ())]
+                if state is None or not window:
+                    continue
+                model_state = state.models.get(model.name)
+                snapshot = canary.get(key)
+                p95 = snapshot.window_quantiles.get("5m", {}).get(0.95) if snapshot else None
+                span = config.advisor.window
+                samples = self._canary.samples_between(target.name, model.name, now - span, now + 1)
+                cfg = model_state.config if model_state else None
+                gpus = _model_gpus(list(state.gpus.values()), cfg)
+                advisor_input = AdvisorInput(
+                    target=target.name,
+                    model=model.name,
+                    latency_budget_seconds=config.slo_for(model).latency.threshold,
+                    p95_seconds=p95,
+                    client_mean_seconds=sum(samples) / len(samples) if samples else None,
+                    max_batch_size=cfg.max_batch_size if cfg else None,
+                    dynamic_batching=None if cfg is None else cfg.dynamic_batching is not None,
+                    max_queue_delay_microseconds=(
+                        cfg.dynamic_batching.max_queue_delay_microseconds
+                        if cfg and cfg.dynamic_batching else None
+                    ),
+                    instance_count=sum(g.instances for g in cfg.instance_groups) if cfg else None,
+                    gpu_utilization=_mean([g.utilization_ratio for g in gpus]),
+                    gpu_memory_used_bytes=_mean([g.memory_used_bytes for g in gpus]),
+                    gpu_memory_total_bytes=_mean([g.memory_total_bytes for g in gpus]),
+                    protocol=config.canary_for(target, model).protocol,
+                )  # fmt: skip
+                self.recommendations.update(
+                    target.name,
+                    model.name,
+                    advise(with_server_window(advisor_input, window), thresholds),
+                )
+
+    def _close_experiments(self, config: Config, now: float) -> None:
+        span = min(config.advisor.experiment_window, 300.0)
+        with self._lock:
+            pending = [(i, e) for i, e in enumerate(self._experiments) if e.verdict == "pending"]
+        for index, experiment in pending:
+            if now < experiment.changed_at + span:
+                continue
+            target, model, changed = experiment.target, experiment.model, experiment.changed_at
+            before = self._canary.samples_between(target, model, changed - span, changed)
+            after = self._canary.samples_between(target, model, changed, changed + span)
+            closed = _verdict(experiment, before, after)
+            with self._lock:
+                if index < len(self._experiments) and self._experiments[index] is experiment:
+                    self._experiments[index] = closed
+            _log.info(
+                "experiment_verdict",
+                target=closed.target,
+                model=closed.model,
+                parameters=list(closed.parameters),
+                verdict=closed.verdict,
+                reason=closed.reason,
+            )
+
+    def _recent(self, experiment: Experiment, now: float) -> bool:
+        """A verdict is announced (an info alert) for an hour after it is reached."""
+        span = min(self._config.advisor.experiment_window, 300.0)
+        closed_at = experiment.changed_at + span
+        return experiment.verdict != "pending" and now - closed_at < EXPERIMENT_ALERT_SECONDS
+
+    # -- reading ---------------------------------------------------------------------
+
+    def statuses(self) -> list[SLOStatus]:
+        with self._lock:
+            return list(self._statuses)
+
+    def experiments(self) -> list[Experiment]:
+        with self._lock:
+            return list(self._experiments)
+
+
+def _experiment_alert(experiment: Experiment, runbook: str) -> AlertSpec:
+    before, after = experiment.p95_before, experiment.p95_after
+    numbers = (
+        f" (canary p95 {before * 1e3:.1f} ms → {after * 1e3:.1f} ms)"
+        if before is not None and after is not None else ""
+    )  # fmt: skip
+    return AlertSpec(
+        labels={
+            "alertname": EXPERIMENT_ALERT, "severity": "info", "target": experiment.target,
+            "model": experiment.model, "action": "experiment", "parameter": experiment.parameter,
+        },
+        annotations={
+            "summary": (
+                f"{experiment.model}: change of {experiment.parameter} → {experiment.verdict}"
+            ),
+            "description": experiment.reason + numbers,
+            "runbook_url": f"{runbook}#experiments",
+        },
+    )  # fmt: skip
+
+
+def _model_gpus(
+    gpus: list[TritonGpuRates], config: ModelConfigSnapshot | None
+) -> list[TritonGpuRates]:
+    """The GPUs a model's instances run on. Triton prints GPUs in device order, so the
+    instance groups' ``gpus`` indices pick them; without indices, every GPU counts."""
+    indices = sorted({i for g in (config.instance_groups if config else ()) for i in g.gpus})
+    chosen = [gpus[i] for i in indices if i < len(gpus)]
+    return chosen or gpus
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _verdict(experiment: Experiment, before: list[float], after: list[float]) -> Experiment:
+    """The canary before vs after, same rate: the bootstrap on p95 decides (experiments.py)."""
+    if min(len(before), len(after)) < MIN_SAMPLES:
+        return replace(
+            experiment, verdict="inconclusive", reason="too few canary samples on one side"
+        )
+    result = compare(Measurement(before), Measurement(after))
+    reason = result.reason
+    if len(experiment.parameters) > 1:
+        reason += (
+            f"; {len(experiment.parameters)} parameters changed at once, "
+            "so the effect cannot be attributed"
+        )
+    return replace(experiment, verdict=str(result.verdict), reason=reason,
+                   p95_before=result.p95_before, p95_after=result.p95_after)  # fmt: skip
+
+
+class _ExperimentCollector(Collector):
+    def __init__(self, experiments: Callable[[], list[Experiment]]) -> None:
+        self._experiments = experiments
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "tritonwatch_experiment_verdict",
+            "1 for the latest verdict of each (target, model, parameter) config change experiment.",
+            labels=["target", "model", "parameter", "verdict"],
+        )
+        latest: dict[tuple[str, str, str], Experiment] = {}
+        for experiment in self._experiments():
+            latest[(experiment.target, experiment.model, experiment.parameter)] = experiment
+        for (target, model, parameter), experiment in sorted(latest.items()):
+            family.add_metric([target, model, parameter, experiment.verdict], 1.0)
+        yield family
