@@ -7,8 +7,8 @@ order; the tuner tries the first one it has not already rejected.
 * dynamic batching off, ``max_batch_size`` > 0 → enable it (100 µs queue delay);
 * p95 over the budget somewhere, queue the largest server stage there, delay > 0 →
   halve ``max_queue_delay_microseconds``;
-* throughput flat (knee reached), requests waiting longer than they compute at the
-  top level → one more instance (``instance_group[0].count`` + 1);
+* throughput flat (knee reached), requests waiting at least half as long as they
+  compute at the top level → one more instance (``instance_group[0].count`` + 1);
 * batches well below ``max_batch_size`` at the top level with p95 under half the
   budget → double the delay (or 100 µs from 0) for fuller batches;
 * more than one instance and the last added one bought nothing (it was reverted) →
@@ -25,6 +25,8 @@ from tritonwatch.probe.sweep import StepResult, SweepResult
 
 MIN_DELAY_MICROSECONDS = 100
 FULL_BATCH_SHARE = 0.5
+WAITING_SHARE_OF_COMPUTE = 0.5
+"""Requests waiting at least half as long as they compute are waiting for an instance."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +99,7 @@ def candidates(config: dict[str, Any], sweep: SweepResult, budget_p95: float) ->
     groups = config.get("instance_group") or []
     if top is not None and top.server is not None and groups and sweep.knee and sweep.knee.reached:
         compute = sum(v for k, v in top.server.stage_seconds.items() if k != "queue")
-        if top.server.stage_seconds["queue"] > compute:
+        if top.server.stage_seconds["queue"] >= WAITING_SHARE_OF_COMPUTE * compute:
             count = int(groups[0].get("count", 1))
             found.append(Change(
                 "instance_group[0].count", count, count + 1,
