@@ -32,15 +32,18 @@ def test_status_page_in_chromium(tmp_path: Path) -> None:
         sim.set_scenario("queue-delay-too-high", "resnet50")
         config = tmp_path / "c.yaml"
         config.write_text(
-            "canary: {rate: 10/s}\n"
+            "canary: {rate: 10/s}\nscrape: {interval: 1s, timeout: 800ms}\n"
+            "alerting: {evaluation_interval: 1s}\nadvisor: {window: 6s}\n"
             "sweep: {enabled: false, interval: 1s, concurrency: [1, 2], measurement_interval: 300ms,"
             " max_windows: 3}\n"
-            f"targets: [{{name: sim, url: '{sim.http_url}', models: [{{name: simple,"
+            f"targets: [{{name: sim, url: '{sim.http_url}', metrics_url: '{sim.metrics_url}',"
+            " models: [{name: simple,"
             " sweep: {enabled: true}}, {name: resnet50}]}]\n"
         )
         daemon = DaemonProcess(config)
         try:
             daemon.wait_for_event("sweep_finished", timeout=30)
+            daemon.wait_for_event("recommendation", timeout=30, model="resnet50")
             wait_until(
                 lambda: (sample_value(http_get(f"{daemon.url}/metrics")[1],
                                       "tritonwatch_canary_requests_total",
@@ -59,5 +62,7 @@ def test_status_page_in_chromium(tmp_path: Path) -> None:
     assert "<svg" in html
     assert 'class="knee"' in html
     assert "breach" in html  # resnet50's 80 ms queue delay breaks the 50 ms budget
+    assert 'class="recommendation"' in html
+    assert "max_queue_delay_microseconds: 80000 → 40000" in html
     assert shot.exists()
     assert shot.stat().st_size > 10_000
