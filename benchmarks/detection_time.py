@@ -73,9 +73,7 @@ def main() -> None:
     parser.add_argument("--warm-up", type=float, default=60.0)
     parser.add_argument("--limit", type=float, default=240.0)
     args = parser.parse_args()
-    print(
-        f"warm-up {args.warm_up:g} s of good traffic, default intervals, limit {args.limit:g} s"
-    )
+    print(f"warm-up {args.warm_up:g} s of good traffic, default intervals, limit {args.limit:g} s")
     print("latency objective | seconds from spike to page | goal ≤ 60 s")
     with tempfile.TemporaryDirectory() as tmp:
         for objective in (float(o) for o in args.objectives.split(",")):
