@@ -50,7 +50,7 @@ def main() -> None:
         original = repository.config()
 
         started = time.monotonic()
-        tuned = Tuner(settings, apply=True, max_steps=8).run()
+        tuned = Tuner(settings, apply=True, max_steps=8, metrics_url=sim.metrics_url).run()
         tuner_configs = len(tuned.history)  # baseline + one sweep per step
         repository.apply(tuned.final)
         tuner_best = best_in_budget(settings)

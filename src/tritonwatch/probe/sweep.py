@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from tritonwatch.analysis.knee import CurvePoint, Knee, find_knee, operating_point
@@ -75,6 +75,8 @@ class StepResult:
     generator_utilisation: float
     generator_bound: bool
     server: ServerBreakdown | None
+    gpu_utilization: float | None = None
+    """The model's GPU utilisation at the end of the step, when a probe was given."""
     window_throughputs: tuple[float, ...] = ()
     """Inferences/s of each window the step's numbers come from (for comparisons)."""
     latency_samples: tuple[float, ...] = field(default=(), repr=False)
@@ -144,9 +146,16 @@ def _spec(settings: SweepSettings, tensors: list[Tensor], level: float) -> LoadS
 class SweepRunner:
     """Runs a sweep; ``stop`` (an event) ends it between windows (Ctrl-C, SIGTERM)."""
 
-    def __init__(self, settings: SweepSettings, stop: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        settings: SweepSettings,
+        stop: threading.Event | None = None,
+        gpu_probe: Callable[[], float | None] | None = None,
+    ) -> None:
         self.settings = settings
         self.stop = stop or threading.Event()
+        self._gpu_probe = gpu_probe
+        """Reads the GPU utilisation at the end of each step, while its load still runs."""
 
     def run(self, progress: ProgressCallback | None = None) -> SweepResult:
         settings = self.settings
@@ -202,13 +211,15 @@ class SweepRunner:
                 if stable:
                     break
             after = stats.snapshot()
+            gpu = self._gpu_probe() if self._gpu_probe is not None else None
         finally:
             stop_workers(workers)
         server = breakdown(before, after) if before and after else None
-        return _step_result(
+        step = _step_result(
             level, batch, samples, windows, processes=len(workers),
             percentile=settings.percentile, server=server,
         )  # fmt: skip
+        return replace(step, gpu_utilization=gpu)
 
     def _more_processes_would_help(self, step: StepResult, processes: int) -> bool:
         return (

@@ -7,8 +7,10 @@ order; the tuner tries the first one it has not already rejected.
 * dynamic batching off, ``max_batch_size`` > 0 → enable it (100 µs queue delay);
 * p95 over the budget somewhere, queue the largest server stage there, delay > 0 →
   halve ``max_queue_delay_microseconds``;
-* throughput flat (knee reached), requests waiting at least half as long as they
-  compute at the top level → one more instance (``instance_group[0].count`` + 1);
+* throughput flat (knee reached) while requests wait at least half as long as they
+  compute at the top level, or while the GPU is under 80 % busy there (when the
+  tuner can read Triton's GPU metrics) → one more instance
+  (``instance_group[0].count`` + 1);
 * batches well below ``max_batch_size`` at the top level with p95 under half the
   budget → double the delay (or 100 µs from 0) for fuller batches;
 * more than one instance and the last added one bought nothing (it was reverted) →
@@ -25,6 +27,8 @@ from tritonwatch.probe.sweep import StepResult, SweepResult
 
 MIN_DELAY_MICROSECONDS = 100
 FULL_BATCH_SHARE = 0.5
+GPU_HEADROOM = 0.8
+"""A flat curve with the GPU below this is held back by instances, not by the GPU."""
 WAITING_SHARE_OF_COMPUTE = 0.5
 """Requests waiting at least half as long as they compute are waiting for an instance."""
 
@@ -99,13 +103,18 @@ def candidates(config: dict[str, Any], sweep: SweepResult, budget_p95: float) ->
     groups = config.get("instance_group") or []
     if top is not None and top.server is not None and groups and sweep.knee and sweep.knee.reached:
         compute = sum(v for k, v in top.server.stage_seconds.items() if k != "queue")
-        if top.server.stage_seconds["queue"] >= WAITING_SHARE_OF_COMPUTE * compute:
+        waiting = top.server.stage_seconds["queue"] >= WAITING_SHARE_OF_COMPUTE * compute
+        gpu_room = top.gpu_utilization is not None and top.gpu_utilization < GPU_HEADROOM
+        if waiting or gpu_room:
             count = int(groups[0].get("count", 1))
+            why = (
+                f"requests wait {top.server.stage_seconds['queue'] * 1e3:.1f} ms for "
+                f"{compute * 1e3:.1f} ms of compute" if waiting
+                else f"the GPU is {top.gpu_utilization:.0%} busy"
+            )  # fmt: skip
             found.append(Change(
                 "instance_group[0].count", count, count + 1,
-                f"throughput flat from {sweep.knee.concurrency:g} while requests wait "
-                f"{top.server.stage_seconds['queue'] * 1e3:.1f} ms for "
-                f"{compute * 1e3:.1f} ms of compute",
+                f"throughput flat from {sweep.knee.concurrency:g} while {why}",
             ))  # fmt: skip
     if top is not None and top.server is not None and delay is not None and max_batch > 1:
         batch = top.server.batch_size_average or 1.0

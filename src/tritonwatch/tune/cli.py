@@ -36,8 +36,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_flag(tune, "--concurrency", default="1:16", help="sweep levels: 1,2,4 | 1:16 | 1:16:2")
     add_flag(tune, "--measurement-interval", type=seconds_flag, default=2.0, help="window length")
     add_flag(tune, "--max-windows", type=int, default=10, help="windows per step at most")
+    add_flag(tune, "--metrics-url", default=None,
+             help="Triton's /metrics for GPU use (default: --url host, port 8002)")  # fmt: skip
     add_flag(tune, "--json", type=Path, default=None, help="write the history and configs as JSON")
     tune.set_defaults(handler=run_tune_command)
+
+
+def _default_metrics_url(url: str) -> str:
+    """Triton's metrics port on the same host as ``url``."""
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    scheme = "https" if parts.scheme in ("https", "grpcs") else "http"
+    return f"{scheme}://{host}:8002/metrics"
 
 
 def _history_table(result: TuneResult) -> Table:
@@ -99,8 +112,10 @@ def run_tune_command(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    metrics_url = args.metrics_url or _default_metrics_url(args.url)
     tuner = Tuner(settings, apply=args.apply, max_steps=args.max_steps, stop=stop,
-                  report=lambda line: console.print(line, highlight=False))  # fmt: skip
+                  report=lambda line: console.print(line, highlight=False),
+                  metrics_url=metrics_url)  # fmt: skip
     try:
         result = tuner.run()
     except NotExplicitModeError as error:

@@ -18,6 +18,7 @@ from tritonwatch.analysis.experiments import Verdict
 from tritonwatch.logs import get_logger
 from tritonwatch.probe.sweep import SweepResult, SweepRunner, SweepSettings
 from tritonwatch.tune.candidates import Change, candidates
+from tritonwatch.tune.gpu_probe import gpu_utilization_probe, model_gpu_indices
 from tritonwatch.tune.judge import judge
 from tritonwatch.tune.repository import ModelRepository
 
@@ -73,6 +74,7 @@ class Tuner:
         stop: threading.Event | None = None,
         report: Report | None = None,
         propose: Propose = candidates,
+        metrics_url: str | None = None,
     ) -> None:
         if sweep.budget_p95 is None:
             raise ValueError("tune needs a p95 budget")
@@ -83,9 +85,16 @@ class Tuner:
         self._stop = stop or threading.Event()
         self._report = report or (lambda _: None)
         self._propose = propose
+        self._metrics_url = metrics_url
+        self._config_now: dict[str, Any] = {}
 
     def _sweep(self) -> SweepResult:
-        result = SweepRunner(self._settings, self._stop).run()
+        probe = None
+        if self._metrics_url:
+            probe = gpu_utilization_probe(
+                self._metrics_url, lambda: model_gpu_indices(self._config_now)
+            )
+        result = SweepRunner(self._settings, self._stop, gpu_probe=probe).run()
         if self._stop.is_set():
             raise TuneInterruptedError
         return result
@@ -101,6 +110,7 @@ class Tuner:
 
     def _run(self, repository: ModelRepository) -> TuneResult:
         original = repository.config()
+        self._config_now = original
         result = TuneResult(original, original)
         self._report("measuring the baseline")
         kept_sweep = self._sweep()
@@ -127,6 +137,7 @@ class Tuner:
                     f"step {step}: {change.parameter} {change.current!r} → {change.proposed!r}"
                 )
                 repository.apply(trial)
+                self._config_now = trial
                 after = self._sweep()
                 verdict = judge(kept_sweep, after)
                 throughput, p95 = _summary(after)
@@ -145,6 +156,7 @@ class Tuner:
                     kept, kept_sweep = trial, after
                 else:
                     repository.apply(kept)
+                    self._config_now = kept
         except BaseException:
             # Ctrl-C, SIGTERM or a failure mid-step: put the last kept config back first.
             repository.apply(kept)

@@ -1,0 +1,40 @@
+"""The model's GPU utilisation as Triton reports it, read while a sweep step runs.
+
+Triton prints its GPUs in device order, so the instance groups' ``gpus`` indices pick
+the model's; without them (or without GPU metrics) every GPU counts, or None.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import requests
+
+from tritonwatch.scrape.triton_text import parse_triton_metrics
+
+UTILIZATION = "nv_gpu_utilization"
+
+
+def model_gpu_indices(config: dict[str, Any]) -> list[int]:
+    return sorted({int(i) for g in config.get("instance_group") or [] for i in g.get("gpus") or []})
+
+
+def gpu_utilization_probe(
+    metrics_url: str, indices: Callable[[], list[int]], timeout: float = 5.0
+) -> Callable[[], float | None]:
+    """A probe for :class:`~tritonwatch.probe.sweep.SweepRunner`; never raises."""
+    session = requests.Session()
+
+    def probe() -> float | None:
+        try:
+            text = session.get(metrics_url, timeout=timeout).text
+        except requests.RequestException:
+            return None
+        gpus = list(parse_triton_metrics(text, time.monotonic()).gpus.values())
+        chosen = [gpus[i] for i in indices() if i < len(gpus)] or gpus
+        values = [g[UTILIZATION] for g in chosen if UTILIZATION in g]
+        return sum(values) / len(values) if values else None
+
+    return probe

@@ -1,0 +1,67 @@
+"""The tuner's candidate rules on hand-made sweeps, and the GPU probe on the simulator."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import replace
+
+from tritonwatch.analysis.stability import WindowResult
+from tritonwatch.probe.load.worker import WindowSamples
+from tritonwatch.probe.sweep import SweepSettings, _result, _step_result
+from tritonwatch.probe.sweep_stats import ServerBreakdown
+from tritonwatch.sim.server import Simulator
+from tritonwatch.tune.candidates import candidates
+from tritonwatch.tune.gpu_probe import gpu_utilization_probe, model_gpu_indices
+
+CONFIG = {
+    "max_batch_size": 8,
+    "dynamic_batching": {"max_queue_delay_microseconds": 1000},
+    "instance_group": [{"count": 2, "kind": "KIND_GPU", "gpus": [0]}],
+}
+
+
+def _flat_sweep(queue: float, gpu: float | None) -> object:
+    """Throughput flat from 2 on (a reached knee), p95 well inside 50 ms."""
+    steps = []
+    for level, rate in ((1, 500.0), (2, 900.0), (4, 905.0)):
+        samples = WindowSamples(array("d", [0.004] * 300), cpu_seconds=0.1, wall_seconds=1.0)
+        server = ServerBreakdown(300, 0.004, {"queue": queue, "compute_input": 0.0002,
+                                              "compute_infer": 0.003, "compute_output": 0.0002}, 6.0)  # fmt: skip
+        step = _step_result(level, 1, [samples] * 3, [WindowResult(rate, 0.004)] * 3,
+                            processes=1, percentile=95, server=server)  # fmt: skip
+        steps.append(replace(step, inferences_per_second=rate, gpu_utilization=gpu))
+    return _result(
+        SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1, 2, 4), budget_p95=0.05),
+        steps,
+        False,
+        [],
+    )
+
+
+def test_flat_curve_with_an_idle_gpu_asks_for_an_instance() -> None:
+    changes = candidates(CONFIG, _flat_sweep(queue=0.0002, gpu=0.55), 0.05)  # type: ignore[arg-type]
+    assert [(c.parameter, c.current, c.proposed) for c in changes][:1] == [
+        ("instance_group[0].count", 2, 3)
+    ]
+    assert "the GPU is 55% busy" in changes[0].reason
+
+
+def test_flat_curve_with_a_busy_gpu_and_no_waiting_does_not() -> None:
+    changes = candidates(CONFIG, _flat_sweep(queue=0.0002, gpu=0.95), 0.05)  # type: ignore[arg-type]
+    assert all(c.parameter != "instance_group[0].count" for c in changes)
+
+
+def test_without_gpu_numbers_waiting_still_decides() -> None:
+    waiting = candidates(CONFIG, _flat_sweep(queue=0.002, gpu=None), 0.05)  # type: ignore[arg-type]
+    assert waiting[0].parameter == "instance_group[0].count"
+    assert "requests wait 2.0 ms" in waiting[0].reason
+
+
+def test_gpu_probe_reads_the_models_gpu_from_triton_metrics() -> None:
+    with Simulator(metrics_interval_s=0.2) as sim:
+        probe = gpu_utilization_probe(sim.metrics_url, lambda: [1])
+        value = probe()
+    assert value is not None
+    assert 0.0 <= value <= 1.0
+    assert model_gpu_indices(CONFIG) == [0]
+    assert gpu_utilization_probe("http://127.0.0.1:9/metrics", lambda: [0], timeout=0.5)() is None
