@@ -65,3 +65,22 @@ def test_gpu_probe_reads_the_models_gpu_from_triton_metrics() -> None:
     assert 0.0 <= value <= 1.0
     assert model_gpu_indices(CONFIG) == [0]
     assert gpu_utilization_probe("http://127.0.0.1:9/metrics", lambda: [0], timeout=0.5)() is None
+
+
+def test_a_still_rising_curve_with_gpu_room_inside_the_budget_asks_for_an_instance() -> None:
+    sweep = _flat_sweep(queue=0.0002, gpu=0.6)
+    rising = [replace(s, inferences_per_second=500.0 * s.level) for s in sweep.steps]  # type: ignore[attr-defined]
+    result = _result(
+        SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1, 2, 4), budget_p95=0.05),
+        rising,
+        False,
+        [],
+    )
+    assert result.knee is not None
+    assert not result.knee.reached
+    changes = candidates(CONFIG, result, 0.05)
+    assert changes[0].parameter == "instance_group[0].count"
+    assert "still rising at 4" in changes[0].reason
+    busy = _result(SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1, 2, 4), budget_p95=0.05),
+                   [replace(s, gpu_utilization=0.95) for s in rising], False, [])  # fmt: skip
+    assert all(c.parameter != "instance_group[0].count" for c in candidates(CONFIG, busy, 0.05))

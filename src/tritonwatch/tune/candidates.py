@@ -9,7 +9,8 @@ order; the tuner tries the first one it has not already rejected.
   halve ``max_queue_delay_microseconds``;
 * throughput flat (knee reached) while requests wait at least half as long as they
   compute at the top level, or while the GPU is under 80 % busy there (when the
-  tuner can read Triton's GPU metrics) → one more instance
+  tuner can read Triton's GPU metrics) — or throughput still rising at the top level
+  inside the budget with the GPU under 80 % busy → one more instance
   (``instance_group[0].count`` + 1);
 * batches well below ``max_batch_size`` at the top level with p95 under half the
   budget → double the delay (or 100 µs from 0) for fuller batches;
@@ -69,6 +70,35 @@ def _delay(config: dict[str, Any]) -> int | None:
     return int(batching.get("max_queue_delay_microseconds", 0))
 
 
+def _instance_change(
+    groups: list[dict[str, Any]], top: StepResult, sweep: SweepResult, budget_p95: float
+) -> Change | None:
+    """One more instance when the curve is held back by instances, not by the GPU: flat
+    while requests wait or the GPU has room, or still rising at the top level inside the
+    budget with the GPU under :data:`GPU_HEADROOM` (more instances, more in parallel)."""
+    if top.server is None or sweep.knee is None:
+        return None
+    compute = sum(v for k, v in top.server.stage_seconds.items() if k != "queue")
+    waiting = top.server.stage_seconds["queue"] >= WAITING_SHARE_OF_COMPUTE * compute
+    gpu_room = top.gpu_utilization is not None and top.gpu_utilization < GPU_HEADROOM
+    count = int(groups[0].get("count", 1))
+    if sweep.knee.reached and (waiting or gpu_room):
+        why = (
+            f"requests wait {top.server.stage_seconds['queue'] * 1e3:.1f} ms for "
+            f"{compute * 1e3:.1f} ms of compute" if waiting
+            else f"the GPU is {top.gpu_utilization:.0%} busy"
+        )  # fmt: skip
+        reason = f"throughput flat from {sweep.knee.concurrency:g} while {why}"
+    elif not sweep.knee.reached and gpu_room and top.p95 < budget_p95:
+        reason = (
+            f"throughput still rising at {top.level:g} inside the budget with the GPU "
+            f"{top.gpu_utilization:.0%} busy: more instances run more in parallel"
+        )
+    else:
+        return None
+    return Change("instance_group[0].count", count, count + 1, reason)
+
+
 def _halved(delay: int) -> int:
     """Half the delay, but not below 100 µs; from 100 µs or less, straight to 0."""
     return max(delay // 2, MIN_DELAY_MICROSECONDS) if delay > MIN_DELAY_MICROSECONDS else 0
@@ -101,21 +131,10 @@ def candidates(config: dict[str, Any], sweep: SweepResult, budget_p95: float) ->
                 f"{stages['queue'] * 1e3:.1f} ms the largest stage",
             ))  # fmt: skip
     groups = config.get("instance_group") or []
-    if top is not None and top.server is not None and groups and sweep.knee and sweep.knee.reached:
-        compute = sum(v for k, v in top.server.stage_seconds.items() if k != "queue")
-        waiting = top.server.stage_seconds["queue"] >= WAITING_SHARE_OF_COMPUTE * compute
-        gpu_room = top.gpu_utilization is not None and top.gpu_utilization < GPU_HEADROOM
-        if waiting or gpu_room:
-            count = int(groups[0].get("count", 1))
-            why = (
-                f"requests wait {top.server.stage_seconds['queue'] * 1e3:.1f} ms for "
-                f"{compute * 1e3:.1f} ms of compute" if waiting
-                else f"the GPU is {top.gpu_utilization:.0%} busy"
-            )  # fmt: skip
-            found.append(Change(
-                "instance_group[0].count", count, count + 1,
-                f"throughput flat from {sweep.knee.concurrency:g} while {why}",
-            ))  # fmt: skip
+    if top is not None and top.server is not None and groups and sweep.knee:
+        instance = _instance_change(groups, top, sweep, budget_p95)
+        if instance is not None:
+            found.append(instance)
     if top is not None and top.server is not None and delay is not None and max_batch > 1:
         batch = top.server.batch_size_average or 1.0
         if batch < FULL_BATCH_SHARE * max_batch and top.p95 < budget_p95 / 2:
