@@ -103,3 +103,58 @@ def test_other_http_errors_do_not_switch_to_json() -> None:
     snap = stats.snapshot(0)[0]
     assert snap.outcomes[Outcome.HTTP_ERROR] == 1
     assert snap.latency_count == 0  # an error is no latency sample
+
+
+def test_consecutive_failures_open_the_circuit_and_a_success_closes_it() -> None:
+    """After 5 failures the canary sends only a probe every 10 s; one success closes it."""
+    from tritonwatch.probe.canary import BREAKER_PROBE_SECONDS
+
+    failures = [ConnectionRefusedError("refused")] * 5
+    client = ScriptedClient([*failures, _Result({"y": np.zeros((1, 2))})])
+    stats = CanaryStats()
+    stats.declare([PLAN.key])
+    canary = ModelCanary(PLAN, client, stats)
+
+    async def go() -> tuple[list[bool], set[tuple[str, str, str]]]:
+        assert await canary.prepare()
+        loop = asyncio.get_running_loop()
+        for _ in range(5):
+            await canary._one(loop.time())
+        now = loop.time()
+        gates = [canary._breaker_allows(now), canary._breaker_allows(now + BREAKER_PROBE_SECONDS)]
+        opened = stats.open_circuits()
+        await canary._one(loop.time())  # the probe succeeds
+        gates.append(canary._breaker_allows(loop.time()))
+        return gates, opened
+
+    gates, opened = asyncio.run(go())
+    assert opened == {PLAN.key}
+    assert gates == [False, True, True]  # held back, then a probe, then closed again
+    assert stats.open_circuits() == set()
+    assert stats.snapshot(0)[0].outcomes[Outcome.CONNECTION_ERROR] == 5
+
+
+def test_canaries_are_capped_per_target_whatever_the_config_asks() -> None:
+    from structlog.testing import capture_logs
+
+    from tritonwatch.config import parse_config
+    from tritonwatch.probe.canary import canary_plans
+
+    config = parse_config(
+        "canary: {rate: 100/s, max_in_flight: 100, timeout: 500ms}\n"
+        "slo: {latency: {threshold: 100ms}}\n"
+        "targets:\n"
+        "  - {name: a, url: http://127.0.0.1:1, models: [{name: m1}, {name: m2}]}\n"
+        "  - {name: b, url: http://127.0.0.1:2, models: [{name: m3, canary: {rate: 2/s}}]}\n",
+        "caps.yaml",
+    )
+    with capture_logs() as logs:
+        plans = {plan.model: plan for plan in canary_plans(config)}
+    assert (plans["m1"].rate, plans["m2"].rate) == (25.0, 25.0)  # 50/s for the target
+    assert (plans["m1"].max_in_flight, plans["m2"].max_in_flight) == (32, 32)
+    assert (plans["m3"].rate, plans["m3"].max_in_flight) == (
+        2.0,
+        100 if False else plans["m3"].max_in_flight,
+    )
+    assert plans["m3"].max_in_flight == 64  # one model alone is still held to 64 in flight
+    assert [log["target"] for log in logs if log["event"] == "canary_capped"] == ["a", "b"]

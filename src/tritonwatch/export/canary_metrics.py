@@ -5,7 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from tritonwatch.probe.canary_stats import CanaryStats
@@ -75,6 +80,16 @@ class CanaryCollector(Collector):
         if self._server_quantiles is not None:
             for name, labels, value in self._server_quantiles():
                 quantiles.add_sample(name, labels, value)
+        circuit = GaugeMetricFamily(
+            "tritonwatch_canary_circuit_open",
+            "1 while a canary's circuit breaker holds its load back (the target keeps failing).",
+            labels=["target", "model", "protocol"],
+        )
+        open_circuits = self._stats.open_circuits()
+        for snap in snapshots:
+            key = (snap.target, snap.model, snap.protocol)
+            circuit.add_metric(list(key), 1.0 if key in open_circuits else 0.0)
         yield requests
         yield latency
         yield quantiles
+        yield circuit

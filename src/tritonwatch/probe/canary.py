@@ -14,7 +14,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tritonclient.utils import InferenceServerException
@@ -54,8 +54,48 @@ class CanaryPlan:
         return (self.target, self.model, self.protocol)
 
 
+MAX_RATE_PER_TARGET = 50.0
+"""Canary requests per second one target receives at most, whatever the config says."""
+MAX_IN_FLIGHT_PER_TARGET = 64
+"""Canary requests outstanding on one target at most, whatever the config says."""
+BREAKER_FAILURES = 5
+"""Consecutive failures after which a model's canary stops adding load…"""
+BREAKER_PROBE_SECONDS = 10.0
+"""…and sends one gentle probe this often until the server answers again."""
+
+
+def _capped(plans: list[CanaryPlan]) -> list[CanaryPlan]:
+    """Scales each target's canaries down to the hard caps (a safety net for configs
+    that ask more of a production server than a canary should)."""
+    capped = []
+    for target in dict.fromkeys(plan.target for plan in plans):
+        own = [plan for plan in plans if plan.target == target]
+        rate = sum(plan.rate for plan in own)
+        in_flight = sum(plan.max_in_flight for plan in own)
+        rate_scale = min(1.0, MAX_RATE_PER_TARGET / rate)
+        flight_scale = min(1.0, MAX_IN_FLIGHT_PER_TARGET / in_flight)
+        if rate_scale < 1.0 or flight_scale < 1.0:
+            _log.warning(
+                "canary_capped",
+                target=target,
+                asked_rate=rate,
+                asked_in_flight=in_flight,
+                rate_cap=MAX_RATE_PER_TARGET,
+                in_flight_cap=MAX_IN_FLIGHT_PER_TARGET,
+            )
+        capped += [
+            replace(
+                plan,
+                rate=plan.rate * rate_scale,
+                max_in_flight=max(1, int(plan.max_in_flight * flight_scale)),
+            )
+            for plan in own
+        ]
+    return capped
+
+
 def canary_plans(config: Config) -> list[CanaryPlan]:
-    """One plan per enabled model canary in ``config``."""
+    """One plan per enabled model canary in ``config``, within the per-target caps."""
     plans = []
     for target in config.targets:
         for model in target.models:
@@ -78,7 +118,7 @@ def canary_plans(config: Config) -> list[CanaryPlan]:
                     inputs=dict(canary.inputs),
                 )
             )
-    return plans
+    return _capped(plans)
 
 
 class ModelCanary:
@@ -104,6 +144,9 @@ class ModelCanary:
         self._outputs: list[str] = []
         self._pending: set[asyncio.Task[None]] = set()
         self.paused = False
+        self._failures = 0
+        self._breaker_open_until: float | None = None
+        """While set, only one probe is sent per :data:`BREAKER_PROBE_SECONDS`."""
 
     async def prepare(self) -> bool:
         """Builds the payload from metadata/config, retrying with backoff while the server
@@ -169,7 +212,7 @@ class ModelCanary:
         try:
             while True:
                 await asyncio.sleep(max(0.0, next_send - loop.time()))
-                if not self.paused:
+                if not self.paused and self._breaker_allows(loop.time()):
                     task = asyncio.create_task(self._one(next_send))
                     self._pending.add(task)
                     task.add_done_callback(self._pending.discard)
@@ -206,11 +249,41 @@ class ModelCanary:
             latency = plan.timeout
         elif outcome not in (Outcome.SUCCESS, Outcome.BAD_RESPONSE):
             latency = None  # a refused connection says nothing about latency
+        self._trip_or_reset(outcome, loop.time())
         self._stats.record(
             CanaryResult(
                 plan.target, plan.model, plan.protocol, self._clock(), outcome, latency, error_text
             )
         )
+
+    def _breaker_allows(self, now: float) -> bool:
+        """Closed: every send. Open: one probe per BREAKER_PROBE_SECONDS."""
+        if self._breaker_open_until is None:
+            return True
+        if now >= self._breaker_open_until:
+            self._breaker_open_until = now + BREAKER_PROBE_SECONDS
+            return True
+        return False
+
+    def _trip_or_reset(self, outcome: Outcome, now: float) -> None:
+        plan = self.plan
+        if outcome in (Outcome.SUCCESS, Outcome.BAD_RESPONSE):
+            if self._breaker_open_until is not None:
+                _log.info("canary_circuit_closed", target=plan.target, model=plan.model)
+                self._stats.set_circuit_open(plan.key, open_=False)
+            self._failures, self._breaker_open_until = 0, None
+            return
+        self._failures += 1
+        if self._failures >= BREAKER_FAILURES and self._breaker_open_until is None:
+            self._breaker_open_until = now + BREAKER_PROBE_SECONDS
+            self._stats.set_circuit_open(plan.key, open_=True)
+            _log.warning(
+                "canary_circuit_open",
+                target=plan.target,
+                model=plan.model,
+                failures=self._failures,
+                probe_every_seconds=BREAKER_PROBE_SECONDS,
+            )
 
     async def _infer(self, timeout: float) -> Any:
         plan = self.plan

@@ -63,6 +63,19 @@ class CanaryStats:
         self._lock = threading.Lock()
         self._buckets = tuple(buckets)
         self._series: dict[SeriesKey, _Series] = {}
+        self._open_circuits: set[SeriesKey] = set()
+
+    def set_circuit_open(self, key: SeriesKey, *, open_: bool) -> None:
+        """Records whether a canary's circuit breaker holds its load back."""
+        with self._lock:
+            if open_:
+                self._open_circuits.add(key)
+            else:
+                self._open_circuits.discard(key)
+
+    def open_circuits(self) -> set[SeriesKey]:
+        with self._lock:
+            return set(self._open_circuits)
 
     @property
     def buckets(self) -> tuple[float, ...]:
