@@ -20,6 +20,7 @@ from tritonwatch.config.units import parse_duration
 from tritonwatch.probe.payload import PayloadError
 from tritonwatch.probe.sweep import SweepResult, SweepRunner, SweepSettings
 from tritonwatch.probe.sweep_report import to_csv, to_json, write_plot
+from tritonwatch.production_guard import add_production_flags, production_refusal
 
 EXIT_USAGE = 2
 
@@ -97,6 +98,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_flag(sweep, "--json", type=Path, default=None, help="write every number as JSON")
     add_flag(sweep, "--csv", type=Path, default=None, help="write perf_analyzer's CSV")
     add_flag(sweep, "--plot", type=Path, default=None, help="write a plot (.svg, or .png)")
+    add_production_flags(sweep)
     sweep.set_defaults(handler=run_sweep_command)
 
 
@@ -159,6 +161,10 @@ def result_table(result: SweepResult) -> Table:
 
 def run_sweep_command(args: argparse.Namespace) -> int:
     console = Console()
+    refusal = production_refusal(args)
+    if refusal is not None:
+        console.print(f"[red]sweep: {refusal}[/red]")
+        return EXIT_USAGE
     settings = settings_from(args)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -96,6 +96,8 @@ class SweepConfig(Section):
     """A hard cap: levels above it are refused at load."""
     measurement_interval: Duration = 5.0
     max_windows: PositiveInt = 10
+    allow_production: bool = False
+    """Scheduled sweeps also on targets marked ``production: true``."""
 
 
 class WatchedModel(Section):
@@ -122,6 +124,9 @@ class TargetConfig(Section):
     http_url: HttpUrl | None = None
     grpc_url: GrpcUrl | None = None
     metrics_url: HttpUrl | None = None
+    production: bool = False
+    """``sweep`` and ``tune`` refuse this target without ``--allow-production``, and the
+    daemon schedules no sweep on it unless ``sweep.allow_production`` is set."""
     models: tuple[WatchedModel, ...] = Field(min_length=1)
 
     @property
@@ -270,12 +275,27 @@ class Config(Section):
         """The model's SLO: the global section with the model's own fields on top."""
         return merge_overrides(self.slo, model.slo)
 
+    def production_target_for(self, url: str) -> TargetConfig | None:
+        """The target marked ``production: true`` that ``url`` points at, if any."""
+        wanted = _endpoint(url)
+        for target in self.targets:
+            endpoints = {target.url, target.effective_http_url, target.effective_grpc_url}
+            if target.production and wanted in {_endpoint(e) for e in endpoints}:
+                return target
+        return None
+
     def canary_for(self, target: TargetConfig, model: WatchedModel) -> CanaryConfig:
         """The model's canary settings, with the protocol resolved from the target's URL."""
         merged = merge_overrides(self.canary, model.canary)
         if merged.protocol is None:
             merged = merged.model_copy(update={"protocol": target.protocol})
         return merged
+
+
+def _endpoint(url: str) -> tuple[str, int | None]:
+    """Host and port of a URL, so that ``http://h:8000/`` and ``http://h:8000`` match."""
+    parts = urlsplit(url)
+    return ((parts.hostname or "").lower(), parts.port)
 
 
 SectionT = TypeVar("SectionT", bound=Section)

@@ -43,6 +43,9 @@ def sweep_plans(config: Config) -> list[SweepPlan]:
             sweep = config.sweep_for(model)
             if not sweep.enabled:
                 continue
+            if target.production and not sweep.allow_production:
+                _log.warning("sweep_skipped_production", target=target.name, model=model.name)
+                continue
             canary = config.canary_for(target, model)
             protocol: Literal["http", "grpc"] = "grpc" if canary.protocol == "grpc" else "http"
             url = target.effective_grpc_url if protocol == "grpc" else target.effective_http_url

@@ -15,6 +15,7 @@ from rich.table import Table
 from tritonwatch.cli_flags import add_flag
 from tritonwatch.probe.payload import PayloadError
 from tritonwatch.probe.sweep import SweepSettings
+from tritonwatch.production_guard import add_production_flags, production_refusal
 from tritonwatch.sweep_cli import parse_levels, seconds_flag
 from tritonwatch.tune.repository import NotExplicitModeError, TuneError, changed, to_pbtxt
 from tritonwatch.tune.tuner import TuneInterruptedError, Tuner, TuneResult
@@ -39,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_flag(tune, "--metrics-url", default=None,
              help="Triton's /metrics for GPU use (default: --url host, port 8002)")  # fmt: skip
     add_flag(tune, "--json", type=Path, default=None, help="write the history and configs as JSON")
+    add_production_flags(tune)
     tune.set_defaults(handler=run_tune_command)
 
 
@@ -103,6 +105,10 @@ def _json(result: TuneResult) -> dict[str, Any]:
 
 def run_tune_command(args: argparse.Namespace) -> int:
     console = Console()
+    refusal = production_refusal(args)
+    if refusal is not None:
+        console.print(f"[red]tune: {refusal}[/red]")
+        return EXIT_REFUSED
     protocol: Literal["http", "grpc"] = "grpc" if args.url.startswith("grpc") else "http"
     settings = SweepSettings(
         url=args.url, model=args.model, protocol=protocol,
