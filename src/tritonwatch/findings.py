@@ -30,12 +30,11 @@ from tritonwatch.export.webhook import WebhookNotifier
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import (
     ModelConfigChange,
-    ModelConfigSnapshot,
     ModelRates,
-    TritonGpuRates,
 )
 from tritonwatch.probe.canary_stats import CanaryStats, SeriesSnapshot
 from tritonwatch.scrape.collection import TritonScrapers
+from tritonwatch.scrape.model_selection import model_gpus
 from tritonwatch.scrape.target_state import ScrapeOutcome
 
 _log = get_logger("findings")
@@ -228,7 +227,8 @@ class Findings:
                 span = config.advisor.window
                 samples = self._canary.samples_between(target.name, model.name, now - span, now + 1)
                 cfg = model_state.config if model_state else None
-                gpus = _model_gpus(list(state.gpus.values()), cfg)
+                groups = cfg.instance_groups if cfg else ()
+                gpus = model_gpus(list(state.gpus.values()), (i for g in groups for i in g.gpus))
                 advisor_input = AdvisorInput(
                     target=target.name,
                     model=model.name,
@@ -312,16 +312,6 @@ def _experiment_alert(experiment: Experiment, runbook: str) -> AlertSpec:
             "runbook_url": f"{runbook}#experiments",
         },
     )  # fmt: skip
-
-
-def _model_gpus(
-    gpus: list[TritonGpuRates], config: ModelConfigSnapshot | None
-) -> list[TritonGpuRates]:
-    """The GPUs a model's instances run on. Triton prints GPUs in device order, so the
-    instance groups' ``gpus`` indices pick them; without indices, every GPU counts."""
-    indices = sorted({i for g in (config.instance_groups if config else ()) for i in g.gpus})
-    chosen = [gpus[i] for i in indices if i < len(gpus)]
-    return chosen or gpus
 
 
 def _mean(values: list[float | None]) -> float | None:

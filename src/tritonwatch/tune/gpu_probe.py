@@ -1,8 +1,5 @@
-"""The model's GPU utilisation as Triton reports it, read while a sweep step runs.
-
-Triton prints its GPUs in device order, so the instance groups' ``gpus`` indices pick
-the model's; without them (or without GPU metrics) every GPU counts, or None.
-"""
+"""The model's GPU utilisation as Triton reports it, read while a sweep step runs
+(the model's GPUs chosen as the daemon chooses them: :func:`model_gpus`)."""
 
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ from typing import Any
 
 import requests
 
+from tritonwatch.scrape.model_selection import model_gpus
 from tritonwatch.scrape.triton_text import parse_triton_metrics
 
 UTILIZATION = "nv_gpu_utilization"
@@ -33,7 +31,7 @@ def gpu_utilization_probe(
         except requests.RequestException:
             return None
         gpus = list(parse_triton_metrics(text, time.monotonic()).gpus.values())
-        chosen = [gpus[i] for i in indices() if i < len(gpus)] or gpus
+        chosen = model_gpus(gpus, indices())
         values = [g[UTILIZATION] for g in chosen if UTILIZATION in g]
         return sum(values) / len(values) if values else None
 
