@@ -20,16 +20,17 @@ CONFIG = {
 }
 
 
-def _flat_sweep(queue: float, gpu: float | None) -> object:
+def _flat_sweep(queue: float, gpu: float | None, batch: float = 6.0) -> object:
     """Throughput flat from 2 on (a reached knee), p95 well inside 50 ms."""
     steps = []
     for level, rate in ((1, 500.0), (2, 900.0), (4, 905.0)):
         samples = WindowSamples(array("d", [0.004] * 300), cpu_seconds=0.1, wall_seconds=1.0)
         server = ServerBreakdown(300, 0.004, {"queue": queue, "compute_input": 0.0002,
-                                              "compute_infer": 0.003, "compute_output": 0.0002}, 6.0)  # fmt: skip
+                                              "compute_infer": 0.003, "compute_output": 0.0002}, batch)  # fmt: skip
         step = _step_result(level, 1, [samples] * 3, [WindowResult(rate, 0.004)] * 3,
                             processes=1, percentile=95, server=server)  # fmt: skip
-        steps.append(replace(step, inferences_per_second=rate, gpu_utilization=gpu))
+        steps.append(replace(step, inferences_per_second=rate, requests_per_second=rate,
+                             gpu_utilization=gpu))  # fmt: skip
     return _result(
         SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1, 2, 4), budget_p95=0.05),
         steps,
@@ -84,3 +85,33 @@ def test_a_still_rising_curve_with_gpu_room_inside_the_budget_asks_for_an_instan
     busy = _result(SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1, 2, 4), budget_p95=0.05),
                    [replace(s, gpu_utilization=0.95) for s in rising], False, [])  # fmt: skip
     assert all(c.parameter != "instance_group[0].count" for c in candidates(CONFIG, busy, 0.05))
+
+
+DELAY = "dynamic_batching.max_queue_delay_microseconds"
+
+
+def _delay_changes(config: dict[str, object], sweep: object) -> list[tuple[object, object]]:
+    changes = candidates(config, sweep, 0.05)  # type: ignore[arg-type]
+    return [(c.current, c.proposed) for c in changes if c.parameter == DELAY]
+
+
+def test_requests_waiting_out_the_delay_inside_the_budget_halve_it_first() -> None:
+    # 0.8 ms of queue against a 1 ms delay: the timer, not a full batch, sends them.
+    sweep = _flat_sweep(queue=0.0008, gpu=0.95, batch=1.5)
+    changes = candidates(CONFIG, sweep, 0.05)  # type: ignore[arg-type]
+    assert (changes[0].parameter, changes[0].current, changes[0].proposed) == (DELAY, 1000, 500)
+    assert "wait 0.80 ms of the 1 ms delay at 4" in changes[0].reason
+    # The raise stays behind it as the next thing to try (batches of 1.5 of 4 possible).
+    assert _delay_changes(CONFIG, sweep) == [(1000, 500), (1000, 2000)]
+
+
+def test_a_short_queue_leaves_the_delay_alone() -> None:
+    assert _delay_changes(CONFIG, _flat_sweep(queue=0.0002, gpu=0.95)) == []
+
+
+def test_raising_the_delay_is_judged_against_the_rows_in_flight_not_max_batch() -> None:
+    wide = {**CONFIG, "max_batch_size": 32}
+    # Batches of 3 at concurrency 4: a closed loop of 4 can never fill 32, nor 16.
+    assert _delay_changes(wide, _flat_sweep(queue=0.0002, gpu=0.95, batch=3.0)) == []
+    # Batches of 1 when 4 rows could wait together: a longer wait can fill them.
+    assert _delay_changes(wide, _flat_sweep(queue=0.0002, gpu=0.95, batch=1.0)) == [(1000, 2000)]

@@ -12,8 +12,14 @@ order; the tuner tries the first one it has not already rejected.
   tuner can read Triton's GPU metrics) — or throughput still rising at the top level
   inside the budget with the GPU under 80 % busy → one more instance
   (``instance_group[0].count`` + 1);
-* batches well below ``max_batch_size`` at the top level with p95 under half the
-  budget → double the delay (or 100 µs from 0) for fuller batches;
+* p95 inside the budget at the top level while requests there wait out at least half
+  the delay → halve it: the timer, not a filled batch, dispatches them, so the wait
+  buys little batching and costs every request latency (and, at a fixed concurrency,
+  throughput);
+* batches well below what could batch at the top level — ``max_batch_size``, or the
+  rows in flight when fewer (a closed loop of 16 requests never forms a batch of 32)
+  — with p95 under half the budget → double the delay (or 100 µs from 0) for fuller
+  batches;
 * more than one instance and the last added one bought nothing (it was reverted) →
   no change is proposed: the tuner's revert already undid it.
 """
@@ -32,6 +38,8 @@ GPU_HEADROOM = 0.8
 """A flat curve with the GPU below this is held back by instances, not by the GPU."""
 WAITING_SHARE_OF_COMPUTE = 0.5
 """Requests waiting at least half as long as they compute are waiting for an instance."""
+TIMER_BOUND_SHARE = 0.5
+"""Requests queueing at least half the delay on average are dispatched by its timer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +117,41 @@ def _top(steps: tuple[StepResult, ...]) -> StepResult | None:
     return max(measured, key=lambda s: s.level) if measured else None
 
 
+def _rows_in_flight(top: StepResult, sweep: SweepResult) -> float:
+    """How many rows can wait together at the top level: its outstanding requests
+    (the concurrency, or the rate mode's in-flight cap) times the rows each carries."""
+    settings = sweep.settings
+    requests = settings.rate_in_flight if settings.mode == "rate" else top.level
+    rows = top.inferences_per_second / top.requests_per_second if top.requests_per_second else 1.0
+    return requests * rows
+
+
+def _delay_changes(
+    delay: int, max_batch: int, top: StepResult, sweep: SweepResult, budget_p95: float
+) -> list[Change]:
+    """Lower the delay when its timer dispatches batches inside the budget; raise it
+    when batches stay small with plenty of budget left (in that order)."""
+    assert top.server is not None
+    parameter = "dynamic_batching.max_queue_delay_microseconds"
+    found: list[Change] = []
+    queue = top.server.stage_seconds.get("queue", 0.0)
+    batch = top.server.batch_size_average or 1.0
+    if delay and top.p95 < budget_p95 and queue >= TIMER_BOUND_SHARE * delay * 1e-6:
+        found.append(Change(
+            parameter, delay, _halved(delay),
+            f"requests wait {queue * 1e3:.2f} ms of the {delay / 1e3:g} ms delay at "
+            f"{top.level:g} for batches of {batch:.1f}: the timer dispatches them",
+        ))  # fmt: skip
+    fillable = min(max_batch, _rows_in_flight(top, sweep))
+    if batch < FULL_BATCH_SHARE * fillable and top.p95 < budget_p95 / 2:
+        found.append(Change(
+            parameter, delay, delay * 2 if delay else MIN_DELAY_MICROSECONDS,
+            f"batches of {batch:.1f} of {fillable:g} possible at {top.level:g} with p95 "
+            f"{top.p95 * 1e3:.1f} ms, under half the budget",
+        ))  # fmt: skip
+    return found
+
+
 def candidates(config: dict[str, Any], sweep: SweepResult, budget_p95: float) -> list[Change]:
     """Every applicable single change, highest priority first."""
     found: list[Change] = []
@@ -136,12 +179,5 @@ def candidates(config: dict[str, Any], sweep: SweepResult, budget_p95: float) ->
         if instance is not None:
             found.append(instance)
     if top is not None and top.server is not None and delay is not None and max_batch > 1:
-        batch = top.server.batch_size_average or 1.0
-        if batch < FULL_BATCH_SHARE * max_batch and top.p95 < budget_p95 / 2:
-            proposed = delay * 2 if delay else MIN_DELAY_MICROSECONDS
-            found.append(Change(
-                "dynamic_batching.max_queue_delay_microseconds", delay, proposed,
-                f"batches of {batch:.1f} of {max_batch} at {top.level:g} with p95 "
-                f"{top.p95 * 1e3:.1f} ms, under half the budget",
-            ))  # fmt: skip
+        found.extend(_delay_changes(delay, max_batch, top, sweep, budget_p95))
     return found
