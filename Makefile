@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SOURCES := $(wildcard src tests benchmarks scripts)
 
-.PHONY: all demo test lint typecheck unit debian-packages lock clean
+.PHONY: all demo test lint typecheck unit debian-packages bench-packages bench lock clean
 
 all: test
 
@@ -17,6 +17,9 @@ $(INSTALLED): pyproject.toml constraints.txt scripts/install-python.sh
 
 debian-packages:
 	scripts/ensure-debian-packages.sh
+
+bench-packages:
+	scripts/ensure-bench-packages.sh
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check $(SOURCES)
@@ -33,6 +36,13 @@ test: lint typecheck unit
 
 demo: $(INSTALLED)
 	$(BIN)/tritonwatch demo
+
+# Every benchmark against its anchor (wrk, prometheus_client, node-exporter, ...), about
+# 20-25 minutes; writes benchmarks/RESULTS.md. Not part of `make test`.
+# Subsets and short runs: make bench BENCH_ARGS="--only parse,load --quick"
+BENCH_ARGS ?=
+bench: $(INSTALLED) debian-packages bench-packages
+	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
 
 # Re-pin constraints.txt to what the current venv has (after a deliberate upgrade).
 lock: $(INSTALLED)

@@ -17,6 +17,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -86,17 +87,48 @@ def _ours(page: str) -> int:
     return parse_triton_metrics(page, 0.0).samples
 
 
-def _median_seconds(
+def _timings(
     parsers: dict[str, Callable[[str], int]], page: str, repeats: int
-) -> dict[str, float]:
-    """Median CPU time of each parser; runs alternate so both see the same machine load."""
+) -> dict[str, list[float]]:
+    """CPU seconds of each parser per repeat; runs alternate so both see the same load."""
     timings: dict[str, list[float]] = {name: [] for name in parsers}
     for _ in range(repeats):
         for name, parse in parsers.items():
             started = time.process_time()
             parse(page)
             timings[name].append(time.process_time() - started)
+    return timings
+
+
+def _median_seconds(
+    parsers: dict[str, Callable[[str], int]], page: str, repeats: int
+) -> dict[str, float]:
+    """Median CPU time of each parser; runs alternate so both see the same machine load."""
+    timings = _timings(parsers, page, repeats)
     return {name: statistics.median(values) for name, values in timings.items()}
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """The page and, per repeat, each parser's CPU seconds (paired: same repeat, same load)."""
+
+    models: int
+    lines: int
+    megabytes: float
+    ours_samples: int
+    reference_samples: int
+    ours_seconds: list[float]
+    reference_seconds: list[float]
+
+
+def measure(models: int = 500, repeats: int = 7) -> ParseResult:
+    """Builds the page and times both parsers on it, alternating, ``repeats`` times."""
+    page = build_page(models)
+    timings = _timings({"ours": _ours, "reference": _prometheus_client}, page, repeats)
+    return ParseResult(
+        models, page.count("\n"), len(page) / 1e6, _ours(page), _prometheus_client(page),
+        timings["ours"], timings["reference"],
+    )  # fmt: skip
 
 
 def main() -> None:
@@ -105,13 +137,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
 
-    page = build_page(args.models)
-    lines = page.count("\n")
-    ours_samples, reference_samples = _ours(page), _prometheus_client(page)
-    medians = _median_seconds({"ours": _ours, "reference": _prometheus_client}, page, args.repeats)
-    ours, reference = medians["ours"], medians["reference"]
-    print(f"page: {args.models} models, {lines} lines, {len(page) / 1e6:.2f} MB")
-    print(f"samples read: tritonwatch {ours_samples}, prometheus_client {reference_samples}")
+    result = measure(args.models, args.repeats)
+    ours = statistics.median(result.ours_seconds)
+    reference = statistics.median(result.reference_seconds)
+    print(f"page: {args.models} models, {result.lines} lines, {result.megabytes:.2f} MB")
+    print(
+        f"samples read: tritonwatch {result.ours_samples}, "
+        f"prometheus_client {result.reference_samples}"
+    )
     print(f"prometheus_client.parser  {reference * 1e3:8.1f} ms  (median of {args.repeats})")
     print(f"tritonwatch parser        {ours * 1e3:8.1f} ms  (median of {args.repeats})")
     print(f"ratio ours / reference    {ours / reference:8.3f}  (goal ≤ 0.2)")

@@ -23,10 +23,8 @@ from tritonwatch.config import parse_config
 from tritonwatch.scrape.target_scraper import TargetScraper
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=100)
-    args = parser.parse_args()
+def measure(cycles: int = 100) -> tuple[list[float], list[float]]:
+    """CPU seconds per cycle, ours and the anchor's, alternating cycle by cycle."""
     with SimProcess(summary_latencies=True) as sim:
         config = parse_config(
             f"targets: [{{name: sim, url: '{sim.http_url}', metrics_url: '{sim.metrics_url}', "
@@ -36,7 +34,7 @@ def main() -> None:
         scraper = TargetScraper(config.targets[0], timeout=5.0)
         session = requests.Session()
         ours, anchor = [], []
-        for _ in range(args.cycles):
+        for _ in range(cycles):
             started = time.process_time()
             scraper.scrape_once()
             ours.append(time.process_time() - started)
@@ -47,6 +45,15 @@ def main() -> None:
                     pass
             anchor.append(time.process_time() - started)
         scraper.close()
+        session.close()
+    return ours, anchor
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=100)
+    args = parser.parse_args()
+    ours, anchor = measure(args.cycles)
     ours_ms, anchor_ms = statistics.median(ours) * 1e3, statistics.median(anchor) * 1e3
     print(
         "per cycle, median CPU ms | ours (metrics+stats+config, rates)"

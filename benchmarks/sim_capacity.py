@@ -240,29 +240,51 @@ def measure_in_process(seconds: float) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per protocol")
-    parser.add_argument("--clients", type=int, default=3, help="client processes")
-    parser.add_argument("--threads", type=int, default=4, help="client threads per process")
-    args = parser.parse_args()
+PROTOCOLS = ("http", "http-raw", "grpc")
+
+
+def measure(
+    seconds: float = 10.0,
+    clients: int = 3,
+    threads: int = 4,
+    protocols: tuple[str, ...] = PROTOCOLS,
+) -> list[dict[str, Any]]:
+    """One row per protocol and one for the engine in process (see COLUMNS). Needs at
+    least 2 CPUs: one for the simulator, the rest for the clients."""
+    args = argparse.Namespace(seconds=seconds, clients=clients, threads=threads)
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
-        sys.stderr.write("needs at least 2 CPUs: one for the simulator, the rest for clients\n")
-        return 1
+        raise RuntimeError("needs at least 2 CPUs: one for the simulator, the rest for clients")
     client_cpus = {cpu for cpu in cpus if cpu != SERVER_CPU}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(TRIVIAL_MODEL_SET, handle)  # JSON is YAML
     rows = []
     process, endpoints = _serve(handle.name)
     try:
-        for protocol in ("http", "http-raw", "grpc"):
+        for protocol in protocols:
             rows.append(measure_protocol(protocol, endpoints, process.pid, args, client_cpus))
     finally:
         process.terminate()
         process.wait(10)
         Path(handle.name).unlink()
-    rows.append(measure_in_process(args.seconds))
+    # The engine alone runs in a child so that pinning it leaves the caller unpinned.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        rows.append(pool.apply(measure_in_process, (seconds,)))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per protocol")
+    parser.add_argument("--clients", type=int, default=3, help="client processes")
+    parser.add_argument("--threads", type=int, default=4, help="client threads per process")
+    args = parser.parse_args()
+    try:
+        rows = measure(args.seconds, args.clients, args.threads)
+    except RuntimeError as error:
+        sys.stderr.write(f"{error}\n")
+        return 1
     lines = [
         f"# sim_capacity {datetime.date.today()} {platform.node()} "
         f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "

@@ -59,6 +59,11 @@ class SimProcess:
     def set_scenario(self, name: str, model: str | None = None) -> None:
         self._call("set_scenario", name, model)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crashed server dies: no goodbye, connections reset by the kernel."""
+        self._process.kill()
+        self._process.join()
+
     def stop(self) -> None:
         if self._process.is_alive():
             self._connection.send(("stop", (), {}))

@@ -21,6 +21,7 @@ from typing import Literal
 from tritonwatch import __version__, sweep_cli
 from tritonwatch.cli_flags import add_flag
 from tritonwatch.config import Config, ConfigError, load_config
+from tritonwatch.config.checks import cross_field_problems
 from tritonwatch.daemon import Daemon
 from tritonwatch.fleet import Shard
 from tritonwatch.logs import configure_logging, get_logger
@@ -62,11 +63,27 @@ def _check_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _with_web_config_flag(config: Config, flag: str | None) -> Config:
+    """``--web-config-file`` replaces ``exporter.web_config_file`` and is checked like it.
+
+    Raises:
+        ConfigError: the web-config file is invalid or clashes with the exporter's TLS.
+    """
+    if not flag:
+        return config
+    exporter = config.exporter.model_copy(update={"web_config_file": Path(flag)})
+    config = config.model_copy(update={"exporter": exporter})
+    problems = [p for p in cross_field_problems(config) if p.path.startswith("exporter.")]
+    if problems:
+        raise ConfigError("--web-config-file", problems)
+    return config
+
+
 def _run(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
     log = get_logger("cli")
     try:
-        config = load_config(args.config)
+        config = _with_web_config_flag(load_config(args.config), args.web_config_file)
     except ConfigError as error:
         print(error, file=sys.stderr)
         return EXIT_CONFIG_ERROR
@@ -136,6 +153,9 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
     run = commands.add_parser("run", help="run the daemon")
     add_flag(run, "--config", environ=environ, required=True, help="config file (YAML)")
     add_flag(run, "--listen", environ=environ, help="exporter address, overrides exporter.listen")
+    add_flag(run, "--web-config-file", environ=environ,
+             help="exporter TLS/basic-auth file (exporter-toolkit format), "
+             "overrides exporter.web_config_file")  # fmt: skip
     add_flag(
         run,
         "--log-format",

@@ -172,6 +172,7 @@ class Daemon:
             exporter_app(self.registry, self.health, self.status_page),
             exporter.tls_cert_file,
             exporter.tls_key_file,
+            web_config_file=exporter.web_config_file,
         )
         self._server.start()
         _log.info("exporter_listening", url=self.exporter_url)

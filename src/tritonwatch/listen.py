@@ -25,9 +25,11 @@ def parse_listen_address(text: str) -> ListenAddress:
         ListenAddressError: naming the accepted form.
     """
     host, separator, port_text = text.rpartition(":")
-    if not separator or not port_text.isdigit():
+    # isdigit() alone also accepts "²" and other digits int() refuses.
+    if not separator or not (port_text.isascii() and port_text.isdigit()):
         raise ListenAddressError("must be host:port, e.g. 127.0.0.1:9849")
-    port = int(port_text)
+    # int() refuses more than 4300 digits; any port that long is out of range anyway.
+    port = int(port_text) if len(port_text.lstrip("0")) <= 5 else 65536
     if port > 65535:
         raise ListenAddressError("port must be between 0 and 65535")
     if host.startswith("[") and host.endswith("]"):

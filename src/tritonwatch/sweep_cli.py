@@ -21,6 +21,7 @@ from tritonwatch.probe.payload import PayloadError
 from tritonwatch.probe.sweep import SweepResult, SweepRunner, SweepSettings
 from tritonwatch.probe.sweep_report import to_csv, to_json, write_plot
 from tritonwatch.production_guard import add_production_flags, production_refusal
+from tritonwatch.tls_flags import add_tls_flags, tls_from, tls_problem
 
 EXIT_USAGE = 2
 
@@ -99,6 +100,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_flag(sweep, "--csv", type=Path, default=None, help="write perf_analyzer's CSV")
     add_flag(sweep, "--plot", type=Path, default=None, help="write a plot (.svg, or .png)")
     add_production_flags(sweep)
+    add_tls_flags(sweep)
     sweep.set_defaults(handler=run_sweep_command)
 
 
@@ -124,6 +126,7 @@ def settings_from(args: argparse.Namespace) -> SweepSettings:
         window_requests=args.measurement_request_count,
         max_windows=args.max_windows,
         inputs={name: InputOverride(shape=dims) for name, dims in args.shape},
+        tls=tls_from(args),
         **extra,
     )
 
@@ -161,7 +164,7 @@ def result_table(result: SweepResult) -> Table:
 
 def run_sweep_command(args: argparse.Namespace) -> int:
     console = Console()
-    refusal = production_refusal(args)
+    refusal = production_refusal(args) or tls_problem(args)
     if refusal is not None:
         console.print(f"[red]sweep: {refusal}[/red]")
         return EXIT_USAGE

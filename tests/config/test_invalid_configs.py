@@ -54,6 +54,12 @@ EXPECTED = {
     "tls_cert_without_key.yaml": (
         "exporter.tls_key_file: is required when exporter.tls_cert_file is set"
     ),
+    "target_tls_ca_missing.yaml": (
+        "targets[0].tls.ca_file: no such file, got: '/nonexistent/tritonwatch-ca.pem'"
+    ),
+    "target_tls_on_plain_urls.yaml": (
+        "targets[0].tls: is set but none of the target's URLs is https:// or grpcs://"
+    ),
     "listen_without_port.yaml": (
         "exporter.listen: must be host:port, e.g. 127.0.0.1:9849, got: '127.0.0.1'"
     ),
@@ -65,6 +71,10 @@ EXPECTED = {
         "alerting.webhook_url: refers to environment variable TRITONWATCH_TEST_UNSET_SECRET, "
         "which is not set, got: '${TRITONWATCH_TEST_UNSET_SECRET}'"
     ),
+    "secret_file_missing.yaml": (
+        "alerting.bearer_token: refers to secret file /nonexistent/tritonwatch-token, which "
+        "cannot be read (No such file or directory), got: '${file:/nonexistent/tritonwatch-token}'"
+    ),
     "input_shape_negative.yaml": (
         "targets[0].models[0].canary.inputs.INPUT0.shape[1]: must be a positive integer, got: -1"
     ),
@@ -72,6 +82,10 @@ EXPECTED = {
         "sweep.concurrency: levels must not exceed max_concurrency (64), got: [1, 8, 128]"
     ),
     "nvml_enabled_unknown.yaml": ("nvml.enabled: must be auto, true or false, got: 'sometimes'"),
+    "web_config_unreadable.yaml": (
+        "exporter.web_config_file: /nonexistent/web-config.yml: cannot read the file: "
+        "No such file or directory"
+    ),
 }
 TOP_LEVEL_MESSAGES = {
     "top_level_not_a_mapping.yaml": (

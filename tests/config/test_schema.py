@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tritonwatch.config import parse_config
+from tritonwatch.config import ConfigError, parse_config
 
 ONE_MODEL = """
 targets:
@@ -112,6 +114,36 @@ def test_secret_from_environment_is_read_and_hidden(monkeypatch: pytest.MonkeyPa
     assert config.alerting.webhook_url is not None
     assert config.alerting.webhook_url.get_secret_value().endswith("/secret-path")
     assert "secret-path" not in repr(config) and "p4ss" not in repr(config)
+
+
+def test_secret_from_a_file_is_read_without_its_newline(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cret-t0ken\n")  # as `echo ... > file` or a Kubernetes secret leaves it
+    password = tmp_path / "password"
+    password.write_text("p4ss")
+    config = parse_config(
+        f"alerting: {{bearer_token: '${{file:{token}}}', "
+        f"basic_auth: {{username: u, password: '${{file:{password}}}'}}}}\n" + ONE_MODEL,
+        "s.yaml",
+    )
+    assert config.alerting.bearer_token is not None
+    assert config.alerting.bearer_token.get_secret_value() == "s3cret-t0ken"
+    assert config.alerting.basic_auth is not None
+    assert config.alerting.basic_auth.password.get_secret_value() == "p4ss"
+    assert "s3cret" not in repr(config) and "p4ss" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [(b"", "which is empty"), (b"\xff\xfe", "which is not UTF-8 text"),
+     (b"x" * (64 * 1024 + 1), "which is larger than 64 KiB")],
+)  # fmt: skip
+def test_unusable_secret_files_are_named(tmp_path: Path, content: bytes, why: str) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(content)
+    with pytest.raises(ConfigError) as raised:
+        parse_config(f"alerting: {{bearer_token: '${{file:{secret}}}'}}\n" + ONE_MODEL, "s.yaml")
+    assert f"alerting.bearer_token: refers to secret file {secret}, {why}" in str(raised.value)
 
 
 def test_config_is_frozen() -> None:

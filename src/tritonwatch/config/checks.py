@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from tritonwatch.config.errors import Problem
+from tritonwatch.client_tls import is_secure
+from tritonwatch.config.errors import ConfigError, Problem
 from tritonwatch.config.schema import SWEEP_CONCURRENCY_CAP, Config
 from tritonwatch.config.units import format_duration
 from tritonwatch.listen import ListenAddressError, parse_listen_address
@@ -65,6 +66,33 @@ def _exporter_listen_and_tls(config: Config) -> Iterator[Problem]:
         yield Problem(f"exporter.{missing}", f"is required when exporter.{given} is set")
 
 
+def _exporter_web_config(config: Config) -> Iterator[Problem]:
+    """The web-config must load (certificates and hashes included), and TLS may come from
+    it or from ``tls_cert_file``/``tls_key_file``, not both: two sources would leave it
+    unclear which certificate and which minimum version are served."""
+    exporter = config.exporter
+    if exporter.web_config_file is None:
+        return
+    # Imported here: web_config reads YAML with the loader, which imports this module.
+    from tritonwatch.export.web_config import load_web_config  # noqa: PLC0415
+
+    try:
+        web = load_web_config(exporter.web_config_file)
+    except ConfigError as error:
+        for problem in error.problems:
+            yield Problem("exporter.web_config_file", problem.render(error.source))
+        return
+    static = exporter.tls_cert_file or exporter.tls_key_file
+    if web.tls is not None and static is not None:
+        field = "tls_cert_file" if exporter.tls_cert_file is not None else "tls_key_file"
+        yield Problem(
+            f"exporter.{field}",
+            f"cannot be used with tls_server_config in {exporter.web_config_file}; "
+            "keep TLS in one place",
+            str(static),
+        )
+
+
 def _latency_threshold_observable(config: Config) -> Iterator[Problem]:
     """The canary gives up on a request at its timeout, so it can never observe a
     latency SLO threshold at or beyond that timeout."""
@@ -106,6 +134,28 @@ def _sweep_levels_within_caps(config: Config) -> Iterator[Problem]:
             )
 
 
+def _target_tls(config: Config) -> Iterator[Problem]:
+    """A target's ``tls`` must be usable by every client: a certificate comes with its
+    key, each file exists, and at least one of the target's URLs is secure (else the
+    section would silently do nothing)."""
+    for t, target in enumerate(config.targets):
+        tls = target.tls
+        if tls is None:
+            continue
+        where = f"targets[{t}].tls"
+        if (tls.cert_file is None) != (tls.key_file is None):
+            missing, given = ("key_file", "cert_file") if tls.key_file is None else (
+                "cert_file", "key_file")  # fmt: skip
+            yield Problem(f"{where}.{missing}", f"is required when {where}.{given} is set")
+        for name in ("ca_file", "cert_file", "key_file"):
+            path = getattr(tls, name)
+            if path is not None and not path.is_file():
+                yield Problem(f"{where}.{name}", "no such file", str(path))
+        urls = (target.effective_http_url, target.effective_grpc_url, target.effective_metrics_url)
+        if not any(is_secure(url) for url in urls):
+            yield Problem(where, "is set but none of the target's URLs is https:// or grpcs://")
+
+
 CHECKS: tuple[Check, ...] = (
     _some_target,
     _scrape_timeout_below_interval,
@@ -113,6 +163,8 @@ CHECKS: tuple[Check, ...] = (
     _exporter_listen_and_tls,
     _latency_threshold_observable,
     _sweep_levels_within_caps,
+    _exporter_web_config,
+    _target_tls,
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Union, get_args, get_origin
 
@@ -42,17 +42,60 @@ class ConfigError(Exception):
 
 
 def format_value(value: object) -> str:
-    """Shows a value as the user wrote it in YAML, shortened if long."""
+    """Shows a value as the user wrote it in YAML (JSON notation), shortened if long.
+
+    Written piece by piece and stopped once long enough, because the value is whatever
+    the file held: a structure that YAML aliases expand to millions of items, or an
+    integer written in hex that ``str()`` refuses (over 4300 digits), must still give
+    a message, and quickly.
+    """
     if isinstance(value, str):
         text = repr(value)
     else:
-        try:
-            text = json.dumps(value, default=str)
-        except (TypeError, ValueError):
-            text = repr(value)
+        text = ""
+        for piece in _json_pieces(value):
+            text += piece
+            if len(text) > _MAX_VALUE_CHARS:
+                break
     if len(text) > _MAX_VALUE_CHARS:
         text = text[: _MAX_VALUE_CHARS - 3] + "..."
     return text
+
+
+def _json_pieces(value: object) -> Iterator[str]:
+    """``json.dumps(value, default=str)``, lazily, for the types YAML produces."""
+    if value is None or isinstance(value, bool | float):
+        yield json.dumps(value)
+    elif isinstance(value, int):
+        yield _int_text(value)
+    elif isinstance(value, str):
+        yield json.dumps(value)
+    elif isinstance(value, dict):
+        yield "{"
+        for index, (key, item) in enumerate(value.items()):
+            yield ", " if index else ""
+            yield json.dumps(key if isinstance(key, str) else "".join(_json_pieces(key)))
+            yield ": "
+            yield from _json_pieces(item)
+        yield "}"
+    elif isinstance(value, list | tuple):
+        yield "["
+        for index, item in enumerate(value):
+            yield ", " if index else ""
+            yield from _json_pieces(item)
+        yield "]"
+    else:  # dates, bytes, sets: shown as their str(), like json.dumps(default=str)
+        try:
+            yield json.dumps(str(value))
+        except ValueError:  # a set holding an integer str() refuses
+            yield json.dumps(f"<{type(value).__name__}>")
+
+
+def _int_text(value: int) -> str:
+    try:
+        return str(value)
+    except ValueError:  # beyond Python's 4300-digit limit; only hex from YAML gets here
+        return f"{value:#x}"
 
 
 def field_path(loc: Loc) -> str:
@@ -62,7 +105,10 @@ def field_path(loc: Loc) -> str:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            path += f".{part}" if path else str(part)
+            # A key with a line break or control character in it is quoted, so that a
+            # message stays one line per problem.
+            text = part if part.isprintable() else repr(part)
+            path += f".{text}" if path else text
     return path
 
 

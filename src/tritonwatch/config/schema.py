@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config.types import (
     AutoBool,
     Duration,
@@ -115,6 +116,18 @@ TritonUrl = Annotated[str, url_with_scheme(("http", "https", "grpc", "grpcs"))]
 GrpcUrl = Annotated[str, url_with_scheme(("grpc", "grpcs"))]
 
 
+class TargetTLS(Section):
+    """TLS toward a target (``https://``/``grpcs://`` URLs): which CA to trust (the
+    system's when unset) and, for mutual TLS, the client certificate and key."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    def client_tls(self) -> ClientTLS:
+        return ClientTLS(self.ca_file, self.cert_file, self.key_file)
+
+
 class TargetConfig(Section):
     """One Triton server. ``url`` is its HTTP or gRPC endpoint; the others default to
     Triton's standard ports on the same host."""
@@ -127,7 +140,14 @@ class TargetConfig(Section):
     production: bool = False
     """``sweep`` and ``tune`` refuse this target without ``--allow-production``, and the
     daemon schedules no sweep on it unless ``sweep.allow_production`` is set."""
+    tls: TargetTLS | None = None
+    """Used for every secure URL of the target (API, gRPC, metrics)."""
     models: tuple[WatchedModel, ...] = Field(min_length=1)
+
+    @property
+    def client_tls(self) -> ClientTLS | None:
+        """The configured TLS settings (None: system CAs, no client certificate)."""
+        return self.tls.client_tls() if self.tls is not None else None
 
     @property
     def protocol(self) -> Protocol:
@@ -170,6 +190,9 @@ class TargetConfig(Section):
 class ScrapeConfig(Section):
     interval: Duration = 15.0
     timeout: Duration = 5.0
+    max_body_bytes: PositiveInt = 16 * 2**20
+    """The largest response body read (``/metrics``, statistics, config); a larger one
+    fails that scrape as ``too_large`` instead of filling the daemon's memory."""
 
 
 class NvmlConfig(Section):
@@ -237,6 +260,8 @@ class ExporterConfig(Section):
     listen: str = DEFAULT_EXPORTER_LISTEN
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    web_config_file: Path | None = None
+    """An exporter-toolkit web-config (TLS, basic auth); relative to the working directory."""
 
 
 class DiscoveryConfig(Section):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, SecretStr
@@ -17,6 +18,7 @@ from pydantic_core import PydanticCustomError
 from tritonwatch.config.units import parse_duration, parse_rate
 
 _ENV_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+_FILE_REFERENCE = re.compile(r"^\$\{file:([^}]+)\}$")
 
 
 def _custom(message: str) -> PydanticCustomError:
@@ -68,8 +70,35 @@ def _non_empty(value: str) -> str:
     return value
 
 
+MAX_SECRET_FILE_BYTES = 64 * 1024
+
+
+def _read_secret_file(path: str) -> str:
+    """The file's text without the trailing newline ``echo`` and editors add (Docker
+    and Kubernetes mount secrets as files; the file may change between reloads)."""
+    try:
+        with Path(path).open("rb") as file:
+            data = file.read(MAX_SECRET_FILE_BYTES + 1)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise _custom(f"refers to secret file {path}, which cannot be read ({reason})") from None
+    if len(data) > MAX_SECRET_FILE_BYTES:
+        raise _custom(f"refers to secret file {path}, which is larger than 64 KiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _custom(f"refers to secret file {path}, which is not UTF-8 text") from None
+    text = text.removesuffix("\n").removesuffix("\r")
+    if not text:
+        raise _custom(f"refers to secret file {path}, which is empty")
+    return text
+
+
 def _expand_env_reference(value: object) -> object:
-    """Lets a secret be written as ``${NAME}`` so it lives in the environment, not the file."""
+    """Lets a secret be written as ``${NAME}`` (an environment variable) or
+    ``${file:/run/secrets/name}`` (a file), so it lives outside the config file."""
+    if isinstance(value, str) and (match := _FILE_REFERENCE.match(value)):
+        return _read_secret_file(match.group(1))
     if isinstance(value, str) and (match := _ENV_REFERENCE.match(value)):
         name = match.group(1)
         if name not in os.environ:

@@ -17,6 +17,15 @@ DURATION_HINT = "a duration like 500ms, 2s, 5m, 1h or 1h30m"
 RATE_HINT = "a rate like 2/s, 30/m or 100/h"
 
 
+def _as_float(value: float, hint: str) -> float:
+    """``float()`` of a YAML number; an integer beyond the float range (``1e400`` written
+    out in digits) raises OverflowError, which the caller reports like any bad value."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"must be {hint}") from None
+
+
 def parse_duration(value: object) -> float:
     """Returns ``value`` in seconds.
 
@@ -29,7 +38,7 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"must be {DURATION_HINT}")
     if isinstance(value, int | float):
-        seconds = float(value)
+        seconds = _as_float(value, DURATION_HINT)
     elif isinstance(value, str):
         text = value.strip()
         parts = _DURATION_PART.findall(text)
@@ -48,7 +57,7 @@ def parse_rate(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"must be {RATE_HINT}")
     if isinstance(value, int | float):
-        rate = float(value)
+        rate = _as_float(value, RATE_HINT)
     elif isinstance(value, str) and (match := _RATE.match(value)):
         rate = float(match.group(1)) / _DURATION_UNITS_SECONDS[match.group(2)]
     else:

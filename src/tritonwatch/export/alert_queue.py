@@ -100,14 +100,25 @@ class DeliveryQueue:
 
     def put(self, alerts: Iterable[Alert]) -> None:
         """Queues ``alerts``, each replacing a queued older version of itself."""
+        dropped = 0
         with self._wake:
             for alert in alerts:
                 key = alert.fingerprint
                 if key not in self._pending and len(self._pending) >= self._options.capacity:
                     self._pending.popitem(last=False)
-                    self._dropped += 1
+                    dropped += 1
                 self._pending[key] = alert
+            self._dropped += dropped
+            total = self._dropped
             self._wake.notify()
+        if dropped:
+            _log.error(
+                "alerts_dropped",
+                receiver=self.receiver,
+                dropped=dropped,
+                dropped_total=total,
+                capacity=self._options.capacity,
+            )
 
     def seconds_until_retry(self) -> float:
         """0 when a send may be tried now."""

@@ -288,14 +288,23 @@ def _scrape_health(states: list[TargetState]) -> Iterator[Metric]:
         "Lines of the target's /metrics page that could not be read and were skipped.",
         labels=["target"],
     )
+    failures = CounterMetricFamily(
+        "tritonwatch_scrape_failures",
+        "Scrapes of the source that failed, by outcome "
+        "(timeout, connection_error, http_error, too_large, bad_response).",
+        labels=["target", "source", "outcome"],
+    )
     for state in states:
         for source, outcome in sorted(state.sources.items()):
             success.add_metric([state.target, str(source)], 1.0 if outcome.ok else 0.0)
             duration.add_metric([state.target, str(source)], outcome.duration_seconds)
         bad_lines.add_metric([state.target], state.bad_lines_total)
+        for (source, status), count in sorted(state.failures.items()):
+            failures.add_metric([state.target, str(source), str(status)], count)
     yield success
     yield duration
     yield bad_lines
+    yield failures
 
 
 def _label_float(value: float) -> str:

@@ -19,16 +19,20 @@ from typing import Any
 
 from tritonclient.utils import InferenceServerException
 
+from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config.schema import Config, InputOverride
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import CanaryResult, Outcome
 from tritonwatch.probe.canary_stats import CanaryStats
 from tritonwatch.probe.clients import InferenceClient, classify_error
+from tritonwatch.probe.infer_response import ResponseDecodeError, check_outputs
 from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
 
 _log = get_logger("canary")
 METADATA_RETRY_MIN_SECONDS = 1.0
-METADATA_RETRY_MAX_SECONDS = 30.0
+METADATA_RETRY_MAX_SECONDS = 10.0
+"""As the breaker's probe period: a server back up sees the canary within 10 s, whether it
+was down at start or went down later (under the default 15 s scrape interval)."""
 _BINARY_REFUSED_STATUSES = {"400", "415", "422"}
 
 
@@ -48,6 +52,8 @@ class CanaryPlan:
     max_in_flight: int
     data: str
     inputs: dict[str, InputOverride] = field(default_factory=dict)
+    tls: ClientTLS | None = None
+    """The target's TLS settings, used when the URL the protocol picks is secure."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -116,6 +122,7 @@ def canary_plans(config: Config) -> list[CanaryPlan]:
                     max_in_flight=canary.max_in_flight,
                     data=canary.data,
                     inputs=dict(canary.inputs),
+                    tls=target.client_tls,
                 )
             )
     return _capped(plans)
@@ -234,11 +241,9 @@ class ModelCanary:
             async with asyncio.timeout_at(deadline):
                 async with self._slots:
                     result = await self._infer(max(0.001, deadline - loop.time()))
-            if any(result.as_numpy(name) is None for name in self._outputs):
-                outcome, error_text = (
-                    Outcome.BAD_RESPONSE,
-                    "response lacks an output the metadata lists",
-                )
+            check_outputs(result, self._outputs)
+        except ResponseDecodeError as error:  # it answered, but not with what was asked
+            outcome, error_text = Outcome.BAD_RESPONSE, str(error)[:200]
         except asyncio.CancelledError:
             raise
         except Exception as error:  # every failure is an outcome, never a crash

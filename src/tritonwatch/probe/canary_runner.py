@@ -12,6 +12,7 @@ import asyncio
 import threading
 from collections.abc import Sequence
 
+from tritonwatch.client_tls import ClientTLS
 from tritonwatch.logs import get_logger
 from tritonwatch.probe.canary import CanaryPlan, ModelCanary, run_canaries
 from tritonwatch.probe.canary_stats import CanaryStats
@@ -19,6 +20,16 @@ from tritonwatch.probe.clients import InferenceClient, client_for
 
 _log = get_logger("canary")
 STOP_TIMEOUT_SECONDS = 2.0
+
+
+ClientKey = tuple[str, str, str, ClientTLS | None]
+
+
+def _client_key(plan: CanaryPlan) -> ClientKey:
+    """Models of one target share a client per protocol; a reload that moves the
+    target's URL or TLS settings gets a new client instead of the stale one."""
+    url = plan.grpc_url if plan.protocol == "grpc" else plan.http_url
+    return (plan.target, plan.protocol, url, plan.tls)
 
 
 class CanaryRunner:
@@ -30,7 +41,7 @@ class CanaryRunner:
         self._thread = threading.Thread(target=self._loop.run_forever, name="canary", daemon=True)
         self._main: asyncio.Task[None] | None = None
         self._canaries: list[ModelCanary] = []
-        self._clients: dict[tuple[str, str], InferenceClient] = {}
+        self._clients: dict[ClientKey, InferenceClient] = {}
 
     def start(self, plans: Sequence[CanaryPlan]) -> None:
         self._thread.start()
@@ -46,12 +57,12 @@ class CanaryRunner:
     async def _replace(self, plans: list[CanaryPlan]) -> None:
         await self._cancel_all()
         for plan in plans:
-            key = (plan.target, plan.protocol)
-            if key not in self._clients:
-                self._clients[key] = client_for(plan.protocol, plan.http_url, plan.grpc_url)
+            if _client_key(plan) not in self._clients:
+                self._clients[_client_key(plan)] = client_for(
+                    plan.protocol, plan.http_url, plan.grpc_url, plan.tls
+                )
         self._canaries = [
-            ModelCanary(plan, self._clients[(plan.target, plan.protocol)], self.stats)
-            for plan in plans
+            ModelCanary(plan, self._clients[_client_key(plan)], self.stats) for plan in plans
         ]
         self._main = asyncio.create_task(run_canaries(self._canaries), name="canaries")
 

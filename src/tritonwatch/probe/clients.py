@@ -13,11 +13,19 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import aiohttp
 from tritonclient.utils import InferenceServerException
 
+from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.observations import Outcome
+from tritonwatch.probe.infer_response import (
+    ResponseDecodeError,
+    decode_grpc_infer_response,
+    decode_http_infer_response,
+    http_status_error,
+)
 from tritonwatch.probe.payload import Tensor
 
 _UNSUPPORTED_HTTP = {"404", "400", "501"}
@@ -58,6 +66,8 @@ def classify_error(error: BaseException, protocol: str) -> Outcome:
     """The outcome label for a failed call (DESIGN §12: what each client raises)."""
     if isinstance(error, InferenceServerException):
         return _classify_server_error(error, protocol)
+    if isinstance(error, ResponseDecodeError):
+        return Outcome.BAD_RESPONSE
     if isinstance(error, TimeoutError | asyncio.TimeoutError):
         return Outcome.TIMEOUT
     if isinstance(error, aiohttp.ClientConnectionError | ConnectionError | OSError):
@@ -75,9 +85,8 @@ def is_unsupported(error: InferenceServerException, protocol: str) -> bool:
     return status in _UNSUPPORTED_HTTP
 
 
-def _address(url: str) -> tuple[str, bool]:
-    scheme, _, rest = url.partition("://")
-    return rest.rstrip("/"), scheme.lower() in {"https", "grpcs"}
+def _address(url: str) -> str:
+    return url.partition("://")[2].rstrip("/")
 
 
 class HttpInferenceClient:
@@ -85,12 +94,17 @@ class HttpInferenceClient:
 
     protocol = "http"
 
-    def __init__(self, url: str, connections: int = 64) -> None:
+    def __init__(self, url: str, connections: int = 64, tls: ClientTLS | None = None) -> None:
         import tritonclient.http.aio as httpclient  # noqa: PLC0415 - heavy; load on use
 
-        address, secure = _address(url)
+        secure = tls_for(url, tls)
         self._module = httpclient
-        self._client = httpclient.InferenceServerClient(address, ssl=secure, conn_limit=connections)
+        self._client = httpclient.InferenceServerClient(
+            _address(url),
+            conn_limit=connections,
+            ssl=secure is not None,
+            ssl_context=secure.ssl_context() if secure is not None else None,
+        )
 
     async def metadata(self, model: str, version: str) -> dict[str, Any]:
         result: dict[str, Any] = await self._client.get_model_metadata(model, version)
@@ -115,8 +129,23 @@ class HttpInferenceClient:
             )
             infer_input.set_data_from_numpy(tensor.data, binary_data=binary)
             inputs.append(infer_input)
+        body, json_size = self._module.InferenceServerClient.generate_request_body(inputs)
+        headers = None if json_size is None else {"Inference-Header-Content-Length": str(json_size)}
+        path = f"v2/models/{quote(model)}"
+        if version:
+            path += f"/versions/{quote(version)}"
         async with asyncio.timeout(timeout):  # not wait_for: see ModelCanary.prepare
-            return await self._client.infer(model, inputs, model_version=version)
+            # _post, not infer(): infer() decodes with tritonclient's InferResult, which
+            # raises KeyError, TypeError, ... on a malformed answer; ours names the fault.
+            response = await self._client._post(path + "/infer", body, headers, None)
+            payload = await response.read()
+        if response.status != 200:
+            raise http_status_error(response.status, payload)
+        return decode_http_infer_response(
+            payload,
+            response.headers.get("Inference-Header-Content-Length"),
+            response.headers.get("Content-Encoding"),
+        )
 
     async def close(self) -> None:
         await self._client.close()
@@ -127,12 +156,13 @@ class GrpcInferenceClient:
 
     protocol = "grpc"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, tls: ClientTLS | None = None) -> None:
         import tritonclient.grpc.aio as grpcclient  # noqa: PLC0415 - heavy; load on use
 
-        address, secure = _address(url)
+        secure = tls_for(url, tls)
         self._module = grpcclient
-        self._client = grpcclient.InferenceServerClient(address, ssl=secure)
+        options = secure.tritonclient_grpc_options() if secure is not None else {}
+        self._client = grpcclient.InferenceServerClient(_address(url), **options)
 
     async def metadata(self, model: str, version: str) -> dict[str, Any]:
         result: dict[str, Any] = await self._client.get_model_metadata(model, version, as_json=True)
@@ -159,9 +189,10 @@ class GrpcInferenceClient:
             )
             infer_input.set_data_from_numpy(tensor.data)
             inputs.append(infer_input)
-        return await self._client.infer(
+        result = await self._client.infer(
             model, inputs, model_version=version, client_timeout=timeout
         )
+        return decode_grpc_infer_response(result.get_response())
 
     async def close(self) -> None:
         await self._client.close()
@@ -180,8 +211,27 @@ def normalise_grpc_json(message: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-def client_for(protocol: str, http_url: str, grpc_url: str) -> InferenceClient:
+def client_for(
+    protocol: str, http_url: str, grpc_url: str, tls: ClientTLS | None = None
+) -> InferenceClient:
     """The client for ``protocol`` pointed at the matching endpoint of a target."""
     if protocol == "grpc":
-        return GrpcInferenceClient(grpc_url)
-    return HttpInferenceClient(http_url)
+        return GrpcInferenceClient(grpc_url, tls)
+    return HttpInferenceClient(http_url, tls=tls)
+
+
+def sync_client(protocol: str, url: str, tls: ClientTLS | None = None) -> Any:
+    """A blocking ``tritonclient`` client for ``protocol`` at ``url`` (a scheme and
+    ``host:port``), with TLS when the scheme is secure: the sweep's setup and statistics
+    and ``tune``'s repository calls all start here."""
+    address = _address(url)
+    secure = tls_for(url, tls)
+    if protocol == "grpc":
+        import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
+
+        options = secure.tritonclient_grpc_options() if secure is not None else {}
+        return grpcclient.InferenceServerClient(address, **options)
+    import tritonclient.http as httpclient  # noqa: PLC0415
+
+    options = secure.tritonclient_http_options() if secure is not None else {}
+    return httpclient.InferenceServerClient(address, **options)

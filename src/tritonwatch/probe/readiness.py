@@ -13,6 +13,7 @@ from typing import Protocol
 
 import requests
 
+from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import Outcome, ReadinessObservation
 
@@ -38,12 +39,21 @@ class ReadinessProbe(Protocol):
 class HttpReadinessProbe:
     """``GET {url}/v2/health/ready``: 200 means ready, anything else means not."""
 
-    def __init__(self, target: str, base_url: str, timeout: float, clock: Clock = time.monotonic):
+    def __init__(
+        self,
+        target: str,
+        base_url: str,
+        timeout: float,
+        clock: Clock = time.monotonic,
+        tls: ClientTLS | None = None,
+    ):
         self._target = target
         self._url = f"{base_url.rstrip('/')}/v2/health/ready"
         self._timeout = timeout
         self._clock = clock
         self._session = requests.Session()
+        if (secure := tls_for(base_url, tls)) is not None:
+            secure.configure_session(self._session)
 
     def check(self) -> ReadinessObservation:
         started = self._clock()
@@ -71,14 +81,23 @@ class HttpReadinessProbe:
 class GrpcReadinessProbe:
     """``ServerReady`` over gRPC with tritonclient; a channel is kept open between checks."""
 
-    def __init__(self, target: str, url: str, timeout: float, clock: Clock = time.monotonic):
+    def __init__(
+        self,
+        target: str,
+        url: str,
+        timeout: float,
+        clock: Clock = time.monotonic,
+        tls: ClientTLS | None = None,
+    ):
         import tritonclient.grpc as grpcclient  # noqa: PLC0415 - grpc is heavy; load on use
 
-        scheme, _, address = url.partition("://")
+        address = url.partition("://")[2]
         self._target = target
         self._timeout = timeout
         self._clock = clock
-        self._client = grpcclient.InferenceServerClient(address, ssl=scheme.lower() == "grpcs")
+        secure = tls_for(url, tls)
+        options = secure.tritonclient_grpc_options() if secure is not None else {}
+        self._client = grpcclient.InferenceServerClient(address, **options)
 
     def check(self) -> ReadinessObservation:
         from tritonclient.utils import InferenceServerException  # noqa: PLC0415
@@ -114,5 +133,5 @@ def _observation(
 def readiness_probe_for(target: TargetConfig, timeout: float) -> ReadinessProbe:
     """The probe that speaks the protocol of ``target.url``."""
     if target.protocol == "grpc":
-        return GrpcReadinessProbe(target.name, target.url, timeout)
-    return HttpReadinessProbe(target.name, target.url, timeout)
+        return GrpcReadinessProbe(target.name, target.url, timeout, tls=target.client_tls)
+    return HttpReadinessProbe(target.name, target.url, timeout, tls=target.client_tls)

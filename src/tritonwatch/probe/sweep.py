@@ -22,8 +22,9 @@ from typing import Literal
 from tritonwatch.analysis.knee import CurvePoint, Knee, find_knee, operating_point
 from tritonwatch.analysis.quantiles import nearest_rank
 from tritonwatch.analysis.stability import MAX_WINDOWS, STABILITY_WINDOWS, WindowResult, is_stable
+from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config.schema import InputOverride
-from tritonwatch.probe.clients import normalise_grpc_json
+from tritonwatch.probe.clients import normalise_grpc_json, sync_client
 from tritonwatch.probe.load.pool import Worker, cut_all, start_workers, stop_workers
 from tritonwatch.probe.load.spec import LoadMode, LoadSpec, grpc_load_spec, http_load_spec
 from tritonwatch.probe.load.worker import WindowSamples
@@ -55,6 +56,8 @@ class SweepSettings:
     """In rate mode: how many requests may be outstanding at once."""
     inputs: dict[str, InputOverride] = field(default_factory=dict)
     data: Literal["random", "zero"] = "random"
+    tls: ClientTLS | None = None
+    """CA and client certificate for ``https://``/``grpcs://`` URLs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +106,8 @@ ProgressCallback = Callable[[float, int, bool], None]
 
 def prepare_tensors(settings: SweepSettings) -> tuple[list[Tensor], int]:
     """The request tensors and the batch size each request carries."""
-    address = settings.url.partition("://")[2].rstrip("/")
-    secure = settings.url.startswith(("https", "grpcs"))
+    client = sync_client(settings.protocol, settings.url, settings.tls)
     if settings.protocol == "grpc":
-        import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
-
-        client = grpcclient.InferenceServerClient(address, ssl=secure)
         metadata = normalise_grpc_json(
             client.get_model_metadata(settings.model, settings.version, as_json=True)
         )
@@ -116,9 +115,6 @@ def prepare_tensors(settings: SweepSettings) -> tuple[list[Tensor], int]:
             client.get_model_config(settings.model, settings.version, as_json=True)["config"]
         )
     else:
-        import tritonclient.http as httpclient  # noqa: PLC0415
-
-        client = httpclient.InferenceServerClient(address, ssl=secure)
         metadata = client.get_model_metadata(settings.model, settings.version)
         config = client.get_model_config(settings.model, settings.version)
     client.close()
@@ -138,9 +134,10 @@ def _spec(settings: SweepSettings, tensors: list[Tensor], level: float) -> LoadS
     if settings.mode == "rate":
         return build(settings.url, settings.model, settings.version, tensors, mode="rate",
                      concurrency=settings.rate_in_flight, rate=level,
-                     timeout=settings.timeout)  # fmt: skip
+                     timeout=settings.timeout, tls=settings.tls)  # fmt: skip
     return build(settings.url, settings.model, settings.version, tensors,
-                 mode="concurrency", concurrency=int(level), timeout=settings.timeout)  # fmt: skip
+                 mode="concurrency", concurrency=int(level), timeout=settings.timeout,
+                 tls=settings.tls)  # fmt: skip
 
 
 class SweepRunner:
@@ -160,7 +157,9 @@ class SweepRunner:
     def run(self, progress: ProgressCallback | None = None) -> SweepResult:
         settings = self.settings
         tensors, batch = prepare_tensors(settings)
-        stats = StatsReader(settings.protocol, settings.url, settings.model, settings.version)
+        stats = StatsReader(
+            settings.protocol, settings.url, settings.model, settings.version, settings.tls
+        )
         steps: list[StepResult] = []
         warnings: list[str] = []
         stopped_at_budget = False

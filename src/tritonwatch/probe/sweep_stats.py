@@ -14,6 +14,9 @@ from typing import Any
 
 from tritonclient.utils import InferenceServerException
 
+from tritonwatch.client_tls import ClientTLS
+from tritonwatch.probe.clients import sync_client
+
 STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
 
 
@@ -93,20 +96,12 @@ def breakdown(before: StatsSnapshot, after: StatsSnapshot) -> ServerBreakdown | 
 class StatsReader:
     """Fetches one model's statistics over the sweep's protocol (None if unsupported)."""
 
-    def __init__(self, protocol: str, url: str, model: str, version: str) -> None:
+    def __init__(
+        self, protocol: str, url: str, model: str, version: str, tls: ClientTLS | None = None
+    ) -> None:
         self._model, self._version = model, version
-        address = url.partition("://")[2].rstrip("/")
-        secure = url.startswith(("https", "grpcs"))
-        if protocol == "grpc":
-            import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
-
-            self._client: Any = grpcclient.InferenceServerClient(address, ssl=secure)
-            self._grpc = True
-        else:
-            import tritonclient.http as httpclient  # noqa: PLC0415
-
-            self._client = httpclient.InferenceServerClient(address, ssl=secure)
-            self._grpc = False
+        self._client: Any = sync_client(protocol, url, tls)
+        self._grpc = protocol == "grpc"
         self.available = True
 
     def snapshot(self) -> StatsSnapshot | None:

@@ -45,7 +45,7 @@ class Scraper(Protocol):
 
 
 ScraperFactory = Callable[..., Scraper]
-_Settings = tuple[TargetConfig, float, dict[str, BottleneckThresholds]]
+_Settings = tuple[TargetConfig, float, dict[str, BottleneckThresholds], int]
 """What a scraper was built from: a target keeps its scraper while these stay equal."""
 
 
@@ -112,7 +112,9 @@ class TritonScrapers:
             previous = self._scrapers
         built: dict[str, tuple[_Settings, Scraper]] = {}
         for target in config.targets:
-            settings = (target, config.scrape.timeout, bottleneck_thresholds(config, target))
+            scrape = config.scrape
+            thresholds = bottleneck_thresholds(config, target)
+            settings = (target, scrape.timeout, thresholds, scrape.max_body_bytes)
             kept = previous.get(target.name)
             if kept is not None and kept[0] == settings:
                 built[target.name] = kept
@@ -122,8 +124,9 @@ class TritonScrapers:
                 config.scrape.timeout,
                 self._clock,
                 canary_totals=self._canary_totals,
-                thresholds=settings[2],
+                thresholds=thresholds,
                 config_every=self._config_every,
+                max_bytes=scrape.max_body_bytes,
             )
             built[target.name] = (settings, scraper)
         with self._lock:

@@ -7,8 +7,10 @@ matmul load, and after), one row at a time, and answers with what the real bindi
 return: the same function names and signatures, the same units (percent, mW, mJ,
 MHz, bytes), and the real ``pynvml.NVMLError`` subclasses, so the collector's
 ``except`` clauses are exercised for real. Calls can be made to fail on demand
-(:meth:`FakeNvml.inject`), and :meth:`FakeNvml.missing` plays a machine without the
-NVML library.
+(:meth:`FakeNvml.inject`, for every GPU or one), a GPU can fall off the bus
+(:meth:`FakeNvml.lose_gpu`), and :meth:`FakeNvml.missing` plays a machine without the
+NVML library. ``gpus`` plays several GPUs that all replay the same recording (GPU 0
+keeps the recorded UUID, the others get theirs with the GPU index as the last byte).
 
 What the recording does not hold is derived, and said so where it is:
 
@@ -102,7 +104,8 @@ def _nvml_call(method: Callable[_P, _R]) -> Callable[_P, _R]:
     def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         fake = args[0]
         assert isinstance(fake, FakeNvml)
-        fake.check(method.__name__)
+        handle = args[1] if len(args) > 1 and isinstance(args[1], _Handle) else None
+        fake.check(method.__name__, handle)
         return method(*args, **kwargs)
 
     return call
@@ -118,6 +121,7 @@ class FakeNvml:
             moves only by :meth:`step` and :meth:`seek`: for tests.
         mig_devices: play a GPU in MIG mode with this many MIG devices.
         gpm_shares: see :data:`DEFAULT_GPM_SHARES`.
+        gpus: how many GPUs the machine has (each replays the same recording).
     """
 
     # The real exception classes and the constants the collector reads.
@@ -151,8 +155,12 @@ class FakeNvml:
         clock: Callable[[], float] | None = None,
         mig_devices: int = 0,
         gpm_shares: Mapping[int, float] = DEFAULT_GPM_SHARES,
+        gpus: int = 1,
     ) -> None:
         self.static: Mapping[str, Any] = probe["static"]
+        self.gpus = gpus
+        self.lost: set[int] = set()
+        """Indices of GPUs that fell off the bus (:meth:`lose_gpu`)."""
         self.rows: list[Mapping[str, Any]] = []
         self.phase_starts: dict[str, int] = {}
         for phase in probe["phases"]:
@@ -168,7 +176,7 @@ class FakeNvml:
         self._started_at = clock() if clock is not None else 0.0
         self._mig_devices = mig_devices
         self._gpm_shares = dict(gpm_shares)
-        self._injected: dict[str, list[tuple[type[Exception], int | None]]] = {}
+        self._injected: dict[str, list[tuple[type[Exception], int | None, int | None]]] = {}
 
     @classmethod
     def from_file(cls, path: Path | str, **options: Any) -> FakeNvml:
@@ -197,23 +205,41 @@ class FakeNvml:
         """The recording's time of the current row, in seconds: a clock for the collector."""
         return float(self._current()["t"])
 
-    def inject(self, function: str, error: type[pynvml.NVMLError], times: int | None = 1) -> None:
-        """Makes the next ``times`` calls of ``function`` raise ``error`` (None: all)."""
-        self._injected.setdefault(function, []).append((error, times))
+    def inject(
+        self,
+        function: str,
+        error: type[pynvml.NVMLError],
+        times: int | None = 1,
+        gpu: int | None = None,
+    ) -> None:
+        """Makes the next ``times`` calls of ``function`` raise ``error`` (None: all),
+        on every GPU or only on GPU index ``gpu``."""
+        self._injected.setdefault(function, []).append((error, times, gpu))
 
-    def check(self, function: str) -> None:
+    def lose_gpu(self, index: int) -> None:
+        """GPU ``index`` falls off the bus: its handles answer ``GpuIsLost`` and a new
+        enumeration no longer finds it."""
+        self.lost.add(index)
+
+    def _present(self) -> list[int]:
+        return [index for index in range(self.gpus) if index not in self.lost]
+
+    def check(self, function: str, handle: _Handle | None = None) -> None:
         """Runs before every fake NVML function: records the call, raises what is due."""
         self.calls.append(function)
         if function != "nvmlInit" and not self.initialized:
             raise pynvml.NVMLError_Uninitialized()
-        queue = self._injected.get(function)
-        if queue:
-            error, times = queue[0]
+        if handle is not None and handle.index in self.lost:
+            raise pynvml.NVMLError_GpuIsLost()
+        queue = self._injected.get(function, [])
+        for position, (error, times, gpu) in enumerate(queue):
+            if gpu is not None and (handle is None or handle.index != gpu):
+                continue
             if times is not None:
                 if times <= 1:
-                    queue.pop(0)
+                    queue.pop(position)
                 else:
-                    queue[0] = (error, times - 1)
+                    queue[position] = (error, times - 1, gpu)
             raise error()
 
     def _current(self) -> Mapping[str, Any]:
@@ -243,17 +269,20 @@ class FakeNvml:
 
     @_nvml_call
     def nvmlDeviceGetCount(self) -> int:  # noqa: N802
-        return 1
+        return len(self._present())
 
     @_nvml_call
     def nvmlDeviceGetHandleByIndex(self, index: int) -> _Handle:  # noqa: N802
-        if index != 0:
+        present = self._present()
+        if not 0 <= index < len(present):
             raise pynvml.NVMLError_InvalidArgument()
-        return _Handle(index)
+        return _Handle(present[index])
 
     @_nvml_call
     def nvmlDeviceGetUUID(self, handle: _Handle) -> str:  # noqa: N802
         uuid = str(self.static["uuid"])
+        if handle.index:
+            uuid = f"{uuid[:-2]}{handle.index:02x}"
         if handle.mig_index is None:
             return uuid
         return f"MIG-{handle.mig_index:08x}{uuid.removeprefix('GPU-')[8:]}"

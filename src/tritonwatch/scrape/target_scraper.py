@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -184,6 +184,8 @@ class TargetScraper:
         self._clock = clock
         self._owns_session = session is None
         self._session = session if session is not None else requests.Session()
+        if session is None and target.client_tls is not None:
+            target.client_tls.configure_session(self._session)  # used for https:// URLs only
         self._canary_totals = canary_totals
         self._thresholds = dict(thresholds or {})
         self._config_every = config_every
@@ -201,6 +203,7 @@ class TargetScraper:
         self._apis = {source: _OptionalApi(target.name, source) for source in _OPTIONAL_APIS}
         self._last: dict[Source, SourceOutcome] = {}
         self._bad_lines_total = 0
+        self._failures: Counter[tuple[Source, FetchStatus]] = Counter()
         # Published state: read from any thread.
         self._lock = threading.Lock()
         self._state = TargetState(
@@ -268,6 +271,7 @@ class TargetScraper:
                 models,
                 rates.gpus if rates is not None else {},
                 scrape.server if scrape is not None else {},
+                dict(self._failures),
             )
             with self._lock:
                 self._state = state
@@ -471,6 +475,8 @@ class TargetScraper:
         """Keeps the outcome for export; logs a source going down or coming back."""
         previous = self._last.get(source)
         self._last[source] = outcome
+        if not outcome.ok:
+            self._failures[(source, outcome.status)] += 1
         if not outcome.ok and (previous is None or previous.ok):
             _log.warning(
                 "scrape_failed",

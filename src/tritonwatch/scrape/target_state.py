@@ -7,7 +7,7 @@ swapping one reference, and readers on other threads never see half a cycle.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from tritonwatch.analysis.breakdown import Bottleneck, LatencyBreakdown
@@ -88,7 +88,8 @@ class TargetState:
     """Everything exported for one target, as of its last cycle.
 
     ``sources`` has the last attempt of each source the server supports; ``server``
-    holds Triton's server-wide gauges (``nv_cpu_*``, pinned memory) from the last scrape.
+    holds Triton's server-wide gauges (``nv_cpu_*``, pinned memory) from the last scrape;
+    ``failures`` counts the failed attempts so far by source and outcome.
     """
 
     target: str
@@ -97,3 +98,4 @@ class TargetState:
     models: Mapping[str, ModelState]
     gpus: Mapping[str, TritonGpuRates]
     server: Mapping[str, float]
+    failures: Mapping[tuple[Source, FetchStatus], int] = field(default_factory=dict)

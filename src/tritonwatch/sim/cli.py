@@ -12,6 +12,7 @@ import asyncio
 import logging
 import signal
 import sys
+from pathlib import Path
 
 import structlog
 
@@ -20,7 +21,7 @@ from tritonwatch.sim import precise_loop
 from tritonwatch.sim.core import DEFAULT_METRICS_INTERVAL_S
 from tritonwatch.sim.models import ModelSetError
 from tritonwatch.sim.scenarios import SCENARIOS
-from tritonwatch.sim.server import SimulatorOptions, SimulatorService, resolve_model_set
+from tritonwatch.sim.server import GrpcTLS, SimulatorOptions, SimulatorService, resolve_model_set
 
 EXIT_USAGE = 2
 
@@ -81,7 +82,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="explicit",
         help="Triton's --model-control-mode: only explicit accepts repository load/unload",
     )
+    add_flag(parser, "--grpc-use-ssl", action="store_true", help="serve gRPC over TLS")
+    add_flag(parser, "--grpc-use-ssl-mutual", action="store_true",
+             help="serve gRPC over TLS and require client certificates")  # fmt: skip
+    add_flag(parser, "--grpc-server-cert", type=Path, default=None, help="PEM certificate")
+    add_flag(parser, "--grpc-server-key", type=Path, default=None, help="PEM private key")
+    add_flag(parser, "--grpc-root-cert", type=Path, default=None,
+             help="PEM CA that client certificates must chain to (mutual)")  # fmt: skip
     parser.set_defaults(handler=run)
+
+
+def _grpc_tls(args: argparse.Namespace) -> GrpcTLS | None:
+    """Triton's SSL flags as the simulator's options; a missing file is a usage error."""
+    if not (args.grpc_use_ssl or args.grpc_use_ssl_mutual):
+        return None
+    if args.grpc_server_cert is None or args.grpc_server_key is None:
+        raise ValueError("--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key")
+    if args.grpc_use_ssl_mutual and args.grpc_root_cert is None:
+        raise ValueError("--grpc-use-ssl-mutual needs --grpc-root-cert")
+    for path in (args.grpc_server_cert, args.grpc_server_key, args.grpc_root_cert):
+        if path is not None and not path.is_file():
+            raise ValueError(f"no such file: {path}")
+    return GrpcTLS(
+        args.grpc_server_cert, args.grpc_server_key, args.grpc_root_cert, args.grpc_use_ssl_mutual
+    )
 
 
 def _configure_logging() -> None:
@@ -99,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     _configure_logging()
     try:
         model_set = resolve_model_set(args.models)
-    except ModelSetError as error:
+        grpc_tls = _grpc_tls(args)
+    except (ModelSetError, ValueError) as error:
         print(f"tritonwatch simulate: {error}", file=sys.stderr)  # noqa: T201
         return EXIT_USAGE
     options = SimulatorOptions(
@@ -112,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
         summary_latencies=args.summary_latencies,
         metrics_interval_s=args.metrics_interval_ms / 1000,
         model_control_mode=args.model_control_mode,
+        grpc_tls=grpc_tls,
     )
     service = SimulatorService(model_set, options)
     try:

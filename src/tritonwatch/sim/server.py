@@ -96,6 +96,26 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 @dataclass(frozen=True)
+class GrpcTLS:
+    """Triton's ``--grpc-use-ssl`` family: the server's certificate and key, and for
+    ``--grpc-use-ssl-mutual`` the root certificate client certificates must chain to.
+    (Triton's HTTP endpoint has no TLS of its own; deployments put a proxy in front.)"""
+
+    server_cert: Path
+    server_key: Path
+    root_cert: Path | None = None
+    mutual: bool = False
+
+    def credentials(self) -> grpc.ServerCredentials:
+        root = self.root_cert.read_bytes() if self.root_cert is not None else None
+        return grpc.ssl_server_credentials(
+            [(self.server_key.read_bytes(), self.server_cert.read_bytes())],
+            root_certificates=root,
+            require_client_auth=self.mutual,
+        )
+
+
+@dataclass(frozen=True)
 class SimulatorOptions:
     """How a simulator runs, apart from its model set (see ``Simulator`` for each field)."""
 
@@ -108,6 +128,7 @@ class SimulatorOptions:
     summary_latencies: bool = False
     metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S
     model_control_mode: str = "explicit"
+    grpc_tls: GrpcTLS | None = None
 
 
 class SimulatorService:
@@ -144,7 +165,12 @@ class SimulatorService:
         bound_metrics = await self._serve(build_metrics_app(core), options.metrics_port)
         self._grpc = build_grpc_server(core)
         host = f"[{options.host}]" if ":" in options.host else options.host
-        bound_grpc = self._grpc.add_insecure_port(f"{host}:{options.grpc_port}")
+        address = f"{host}:{options.grpc_port}"
+        bound_grpc = (
+            self._grpc.add_secure_port(address, options.grpc_tls.credentials())
+            if options.grpc_tls is not None
+            else self._grpc.add_insecure_port(address)
+        )
         if bound_grpc == 0:
             raise OSError(f"cannot bind gRPC to {host}:{options.grpc_port}")
         await self._grpc.start()
@@ -190,6 +216,7 @@ class Simulator:
         metrics_interval_s: how often GPU/CPU gauges refresh (Triton's default 2 s).
         model_control_mode: ``explicit`` (load/unload allowed), ``none`` or ``poll``
             (both refused with Triton's error, as a production server may be run).
+        grpc_tls: serve gRPC over TLS (optionally mutual), as Triton's SSL flags do.
     """
 
     def __init__(
@@ -205,6 +232,7 @@ class Simulator:
         summary_latencies: bool = False,
         metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S,
         model_control_mode: str = "explicit",
+        grpc_tls: GrpcTLS | None = None,
     ) -> None:
         options = SimulatorOptions(
             scenario,
@@ -216,6 +244,7 @@ class Simulator:
             summary_latencies,
             metrics_interval_s,
             model_control_mode,
+            grpc_tls,
         )
         self._service = SimulatorService(resolve_model_set(models), options)
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -17,6 +17,7 @@ from tritonwatch.probe.payload import PayloadError
 from tritonwatch.probe.sweep import SweepSettings
 from tritonwatch.production_guard import add_production_flags, production_refusal
 from tritonwatch.sweep_cli import parse_levels, seconds_flag
+from tritonwatch.tls_flags import add_tls_flags, tls_from, tls_problem
 from tritonwatch.tune.repository import NotExplicitModeError, TuneError, changed, to_pbtxt
 from tritonwatch.tune.tuner import TuneInterruptedError, Tuner, TuneResult
 
@@ -41,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
              help="Triton's /metrics for GPU use (default: --url host, port 8002)")  # fmt: skip
     add_flag(tune, "--json", type=Path, default=None, help="write the history and configs as JSON")
     add_production_flags(tune)
+    add_tls_flags(tune)
     tune.set_defaults(handler=run_tune_command)
 
 
@@ -105,7 +107,7 @@ def _json(result: TuneResult) -> dict[str, Any]:
 
 def run_tune_command(args: argparse.Namespace) -> int:
     console = Console()
-    refusal = production_refusal(args)
+    refusal = production_refusal(args) or tls_problem(args)
     if refusal is not None:
         console.print(f"[red]tune: {refusal}[/red]")
         return EXIT_REFUSED
@@ -114,6 +116,7 @@ def run_tune_command(args: argparse.Namespace) -> int:
         url=args.url, model=args.model, protocol=protocol,
         levels=parse_levels(args.concurrency, integers=True), budget_p95=args.budget_p95,
         window_seconds=args.measurement_interval, max_windows=args.max_windows,
+        tls=tls_from(args),
     )  # fmt: skip
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())

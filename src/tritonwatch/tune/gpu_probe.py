@@ -9,6 +9,7 @@ from typing import Any
 
 import requests
 
+from tritonwatch.client_tls import ClientTLS
 from tritonwatch.scrape.model_selection import model_gpus
 from tritonwatch.scrape.triton_text import parse_triton_metrics
 
@@ -20,10 +21,15 @@ def model_gpu_indices(config: dict[str, Any]) -> list[int]:
 
 
 def gpu_utilization_probe(
-    metrics_url: str, indices: Callable[[], list[int]], timeout: float = 5.0
+    metrics_url: str,
+    indices: Callable[[], list[int]],
+    timeout: float = 5.0,
+    tls: ClientTLS | None = None,
 ) -> Callable[[], float | None]:
     """A probe for :class:`~tritonwatch.probe.sweep.SweepRunner`; never raises."""
     session = requests.Session()
+    if tls is not None:
+        tls.configure_session(session)
 
     def probe() -> float | None:
         try:

@@ -15,6 +15,9 @@ from typing import Any
 
 from tritonclient.utils import InferenceServerException
 
+from tritonwatch.client_tls import ClientTLS
+from tritonwatch.probe.clients import sync_client
+
 NOT_EXPLICIT_HINT = "not allowed"
 READY_TIMEOUT_SECONDS = 60.0
 
@@ -30,19 +33,12 @@ class NotExplicitModeError(TuneError):
 class ModelRepository:
     """One model's config on one server, over HTTP or gRPC (``tritonclient``)."""
 
-    def __init__(self, url: str, model: str, version: str = "") -> None:
-        scheme, _, rest = url.partition("://")
-        address = rest.rstrip("/")
+    def __init__(
+        self, url: str, model: str, version: str = "", tls: ClientTLS | None = None
+    ) -> None:
         self.model, self.version = model, version
-        self._grpc = scheme.startswith("grpc")
-        if self._grpc:
-            import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
-
-            self._client: Any = grpcclient.InferenceServerClient(address, ssl=scheme == "grpcs")
-        else:
-            import tritonclient.http as httpclient  # noqa: PLC0415
-
-            self._client = httpclient.InferenceServerClient(address, ssl=scheme == "https")
+        self._grpc = url.lower().startswith("grpc")
+        self._client: Any = sync_client("grpc" if self._grpc else "http", url, tls)
 
     def config(self) -> dict[str, Any]:
         """The model's whole current config (Triton's JSON form, snake_case)."""

@@ -92,7 +92,9 @@ class Tuner:
         probe = None
         if self._metrics_url:
             probe = gpu_utilization_probe(
-                self._metrics_url, lambda: model_gpu_indices(self._config_now)
+                self._metrics_url,
+                lambda: model_gpu_indices(self._config_now),
+                tls=self._settings.tls,
             )
         result = SweepRunner(self._settings, self._stop, gpu_probe=probe).run()
         if self._stop.is_set():
@@ -101,7 +103,7 @@ class Tuner:
 
     def run(self) -> TuneResult:
         repository = ModelRepository(
-            self._settings.url, self._settings.model, self._settings.version
+            self._settings.url, self._settings.model, self._settings.version, self._settings.tls
         )
         try:
             return self._run(repository)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.probe.load.encoded import encode_http_infer
 from tritonwatch.probe.payload import Tensor
 
@@ -30,7 +31,8 @@ class LoadSpec:
     concurrency: int
     rate: float = 0.0
     timeout: float = 30.0
-    secure: bool = False
+    tls: ClientTLS | None = None
+    """Set for ``https://``/``grpcs://`` URLs (the system's CAs when none configured)."""
 
 
 def http_load_spec(
@@ -43,11 +45,13 @@ def http_load_spec(
     concurrency: int,
     rate: float = 0.0,
     timeout: float = 30.0,
+    tls: ClientTLS | None = None,
 ) -> LoadSpec:
     encoded = encode_http_infer(url, model, version, tensors)
     return LoadSpec(
-        "http", encoded.host, encoded.port, encoded.payload, mode, concurrency, rate, timeout
-    )
+        "http", encoded.host, encoded.port, encoded.payload, mode, concurrency, rate, timeout,
+        tls_for(url, tls),
+    )  # fmt: skip
 
 
 def grpc_load_spec(
@@ -60,6 +64,7 @@ def grpc_load_spec(
     concurrency: int,
     rate: float = 0.0,
     timeout: float = 30.0,
+    tls: ClientTLS | None = None,
 ) -> LoadSpec:
     import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
     from tritonclient.grpc._utils import _get_inference_request  # noqa: PLC0415
@@ -74,7 +79,7 @@ def grpc_load_spec(
         sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None,
         parameters=None,
     )  # fmt: skip
-    scheme, _, address = url.partition("://")
+    address = url.partition("://")[2]
     host, _, port = address.rstrip("/").rpartition(":")
     return LoadSpec(
         "grpc",
@@ -85,5 +90,5 @@ def grpc_load_spec(
         concurrency,
         rate,
         timeout,
-        scheme == "grpcs",
+        tls_for(url, tls),
     )

@@ -54,6 +54,8 @@ class LoadWorker:
         self._cpu_at_cut = time.process_time()
         self._tasks: list[asyncio.Task[None]] = []
         self._channel: Any = None
+        self._ssl = spec.tls.ssl_context() if spec.protocol == "http" and spec.tls else None
+        """One context for all of this worker's HTTPS connections (loading CAs is slow)."""
 
     def cut(self) -> WindowSamples:
         """Closes the current window and starts the next one."""
@@ -85,7 +87,7 @@ class LoadWorker:
         """A send function and a closer, for one logical client of this worker."""
         spec = self.spec
         if spec.protocol == "http":
-            connection = await Http1Connection.open(spec.host, spec.port)
+            connection = await Http1Connection.open(spec.host, spec.port, self._ssl)
 
             async def send_http() -> bool:
                 status, _ = await connection.request(spec.payload)
@@ -102,9 +104,9 @@ class LoadWorker:
         if self._channel is None:
             target = f"{spec.host}:{spec.port}"
             options = [("grpc.max_receive_message_length", 2**31 - 1)]
-            if spec.secure:
+            if spec.tls is not None:
                 self._channel = grpc.aio.secure_channel(
-                    target, grpc.ssl_channel_credentials(), options
+                    target, spec.tls.grpc_credentials(), options
                 )
             else:
                 self._channel = grpc.aio.insecure_channel(target, options)

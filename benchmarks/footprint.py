@@ -1,0 +1,235 @@
+"""Footprint: the daemon's RSS and CPU against prometheus-node-exporter's, side by side.
+
+One target with 20 models on the simulator (ten ``simple``, ten ``resnet50``), the
+real daemon (``tritonwatch run``) with nothing configured but the target, its models
+and ``metrics_url`` — so default intervals: a canary at 1/s per model, a scrape every
+15 s, SLO evaluation every 15 s. Beside it Debian's ``prometheus-node-exporter`` on a
+loopback port, the usual "small always-on exporter" a host runs. Both run at the same
+time for ``--duration`` (so they share the machine's load) and both are scraped every
+15 s like Prometheus would, because answering scrapes is part of an exporter's cost.
+
+Every ``--sample-every`` seconds /proc/PID/status (VmRSS) and /proc/PID/stat
+(utime + stime) are read for each; CPU% is the CPU time used between the first and
+the last sample after ``--warm-up`` (start-up imports excluded) over the wall time,
+in percent of one core; RSS is the median and the maximum of the samples. The
+daemon does real work the exporter does not (20 canaries, Triton scrapes, SLOs), so
+the ratio says what that work costs, not which program is leaner per se.
+
+    python benchmarks/footprint.py [--duration 300] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from harness import Footprint, ProcSample, footprint, read_proc
+
+from sim_process import SimProcess
+from support import DaemonProcess, free_port, wait_until
+from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
+from tritonwatch.sim.models import ModelSet, parse_model_set
+
+NODE_EXPORTER = "prometheus-node-exporter"
+SCRAPE_INTERVAL_S = 15.0
+MODELS = 20
+GPUS = 4
+
+
+def model_set(count: int = MODELS) -> ModelSet:
+    """``count`` models alternating between the built-in ``simple`` and ``resnet50``,
+    spread over four simulated GPUs."""
+    builtin = {model["name"]: model for model in BUILTIN_MODEL_SET["models"]}
+    models: list[dict[str, Any]] = []
+    for index in range(count):
+        base = "simple" if index % 2 == 0 else "resnet50"
+        model = copy.deepcopy(builtin[base])
+        model["name"] = f"{base}_{index:02d}"
+        model["instance_group"] = {**model["instance_group"], "gpus": [index % GPUS]}
+        models.append(model)
+    gpus = [{"uuid": f"GPU-51a7c0de-0000-4000-8000-0000000000{i:02x}"} for i in range(GPUS)]
+    return parse_model_set({"gpus": gpus, "models": models}, source="<footprint>")
+
+
+def daemon_config(http_url: str, metrics_url: str, names: list[str]) -> str:
+    """The smallest complete config: one target, its models, where its /metrics is."""
+    models = ", ".join(f"{{name: {name}}}" for name in names)
+    return (
+        f"targets: [{{name: sim, url: '{http_url}', metrics_url: '{metrics_url}', "
+        f"models: [{models}]}}]\n"
+    )
+
+
+def start_node_exporter(port: int) -> subprocess.Popen[bytes]:
+    """Debian's node exporter on a loopback port with its default collectors."""
+    process = subprocess.Popen(
+        [NODE_EXPORTER, f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/metrics"
+
+    def answers() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"{NODE_EXPORTER} exited with {process.returncode}")
+        try:
+            return requests.get(url, timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    wait_until(answers, timeout=20, what=f"{NODE_EXPORTER} on port {port}", every=0.1)
+    return process
+
+
+class Scraper:
+    """GETs each URL every ``interval`` seconds on a thread, as Prometheus would."""
+
+    def __init__(self, urls: dict[str, str], interval: float = SCRAPE_INTERVAL_S) -> None:
+        self.urls = urls
+        self.interval = interval
+        self.scrapes = dict.fromkeys(urls, 0)
+        self.failures = dict.fromkeys(urls, 0)
+        self.last_bytes = dict.fromkeys(urls, 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="scraper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with requests.Session() as session:
+            while True:
+                for name, url in self.urls.items():
+                    try:
+                        response = session.get(url, timeout=10)
+                        response.raise_for_status()
+                        self.scrapes[name] += 1
+                        self.last_bytes[name] = len(response.content)
+                    except requests.RequestException:
+                        self.failures[name] += 1
+                if self._stop.wait(self.interval):
+                    return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+
+@dataclass(frozen=True)
+class FootprintResult:
+    daemon: Footprint
+    exporter: Footprint
+    daemon_scrape_bytes: int
+    exporter_scrape_bytes: int
+    scrapes: int
+    canary_successes: float
+    canary_failures: float
+
+
+def _canary_outcomes(metrics: str) -> tuple[float, float]:
+    """(successful, other) canary requests the daemon counted."""
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    ok = other = 0.0
+    for family in text_string_to_metric_families(metrics):
+        if family.name == "tritonwatch_canary_requests":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    if sample.labels.get("outcome") == "success":
+                        ok += sample.value
+                    else:
+                        other += sample.value
+    return ok, other
+
+
+def measure(
+    duration: float = 300.0, warm_up: float = 15.0, sample_every: float = 2.0
+) -> FootprintResult:
+    """Runs both side by side for ``warm_up`` + ``duration`` seconds; see the module doc."""
+    if shutil.which(NODE_EXPORTER) is None:
+        raise RuntimeError(f"{NODE_EXPORTER} is missing: apt-get install {NODE_EXPORTER}")
+    sets = model_set()
+    names = [model.name for model in sets.models]
+    with tempfile.TemporaryDirectory() as tmp, SimProcess(models=sets) as sim:
+        config = Path(tmp) / "footprint.yaml"
+        config.write_text(daemon_config(sim.http_url, sim.metrics_url, names))
+        exporter_port = free_port()
+        exporter = start_node_exporter(exporter_port)
+        daemon: DaemonProcess | None = None
+        scraper: Scraper | None = None
+        try:
+            daemon = DaemonProcess(config)
+            scraper = Scraper(
+                {
+                    "daemon": f"{daemon.url}/metrics",
+                    "exporter": f"http://127.0.0.1:{exporter_port}/metrics",
+                }
+            )
+            pids = {"daemon": daemon.process.pid, "exporter": exporter.pid}
+            samples: dict[str, list[ProcSample]] = {name: [] for name in pids}
+            time.sleep(warm_up)
+            end = time.monotonic() + duration
+            while True:
+                for name, pid in pids.items():
+                    samples[name].append(read_proc(pid))
+                if time.monotonic() >= end:
+                    break
+                time.sleep(min(sample_every, max(0.0, end - time.monotonic())))
+            ok, bad = _canary_outcomes(daemon.metrics())
+            return FootprintResult(
+                daemon=footprint(samples["daemon"]),
+                exporter=footprint(samples["exporter"]),
+                daemon_scrape_bytes=scraper.last_bytes["daemon"],
+                exporter_scrape_bytes=scraper.last_bytes["exporter"],
+                scrapes=min(scraper.scrapes.values()),
+                canary_successes=ok,
+                canary_failures=bad,
+            )
+        finally:
+            if scraper is not None:
+                scraper.stop()
+            if daemon is not None:
+                with contextlib.suppress(Exception):
+                    daemon.stop()
+            exporter.terminate()
+            exporter.wait(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=300.0, help="measured seconds")
+    parser.add_argument("--quick", action="store_true", help="30 s instead of --duration")
+    parser.add_argument("--warm-up", type=float, default=15.0)
+    parser.add_argument("--sample-every", type=float, default=2.0)
+    args = parser.parse_args()
+    result = measure(30.0 if args.quick else args.duration, args.warm_up, args.sample_every)
+    print(f"{MODELS} models, default intervals, {result.daemon.seconds:.0f} s measured")
+    print("process | CPU % of one core | RSS median MiB | RSS max MiB | /metrics bytes")
+    for name, value, size in (
+        ("tritonwatch run", result.daemon, result.daemon_scrape_bytes),
+        (NODE_EXPORTER, result.exporter, result.exporter_scrape_bytes),
+    ):
+        print(
+            f"{name} | {value.cpu_percent:.2f} | {value.rss_median / 2**20:.1f} | "
+            f"{value.rss_max / 2**20:.1f} | {size}"
+        )
+    print(
+        f"canary requests: {result.canary_successes:.0f} succeeded, "
+        f"{result.canary_failures:.0f} other; {result.scrapes} scrapes each"
+    )
+
+
+if __name__ == "__main__":
+    main()

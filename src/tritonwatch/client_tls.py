@@ -1,0 +1,127 @@
+"""TLS toward Triton: one description, translated for every client library we use.
+
+A target behind TLS is reached by five different clients (``requests`` for scrapes and
+readiness, ``tritonclient.http.aio`` and ``tritonclient.grpc.aio`` for the canary, the
+sweep's own HTTP/1.1 and gRPC channels, ``tritonclient`` sync clients for ``tune``),
+and each spells "trust this CA, present this certificate" differently. Keeping the
+translation here means a target's ``tls`` section means the same thing to all of them,
+and a new client cannot forget the client certificate.
+
+The settings hold paths only (picklable: sweep workers run in other processes); files
+are read when a client is built, so a renewed certificate is picked up by the next
+client without a restart.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+from requests import PreparedRequest, Response
+from requests.adapters import HTTPAdapter
+
+SECURE_SCHEMES = frozenset({"https", "grpcs"})
+
+
+def is_secure(url: str) -> bool:
+    """True for ``https://`` and ``grpcs://`` URLs."""
+    return url.partition("://")[0].lower() in SECURE_SCHEMES
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTLS:
+    """How to verify a Triton server and, for mutual TLS, who we are.
+
+    ``ca_file`` None trusts the system's CAs; ``cert_file``/``key_file`` (both or
+    neither) are presented when the server asks for a client certificate.
+    """
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A verifying client context (hostname checked) for aiohttp and raw sockets."""
+        context = ssl.create_default_context(cafile=self.ca_file)
+        if self.cert_file is not None and self.key_file is not None:
+            context.load_cert_chain(self.cert_file, self.key_file)
+        return context
+
+    def requests_options(self) -> dict[str, Any]:
+        """``verify``/``cert`` for a ``requests`` call or session."""
+        options: dict[str, Any] = {}
+        if self.ca_file is not None:
+            options["verify"] = str(self.ca_file)
+        if self.cert_file is not None and self.key_file is not None:
+            options["cert"] = (str(self.cert_file), str(self.key_file))
+        return options
+
+    def configure_session(self, session: requests.Session) -> None:
+        """Makes every ``https://`` request of ``session`` use these settings.
+
+        Not through ``session.verify``: requests lets ``REQUESTS_CA_BUNDLE`` and
+        ``CURL_CA_BUNDLE`` (set in many base images) override a session's CA, so the
+        configured CA would silently be ignored. An adapter sees every request last.
+        """
+        session.mount("https://", _TLSAdapter(self.requests_options()))
+
+    def tritonclient_http_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``tritonclient.http.InferenceServerClient`` (sync)."""
+        ssl_options: dict[str, Any] = {}
+        if self.ca_file is not None:
+            ssl_options["ca_certs"] = str(self.ca_file)
+        if self.cert_file is not None and self.key_file is not None:
+            ssl_options["certfile"] = str(self.cert_file)
+            ssl_options["keyfile"] = str(self.key_file)
+        return {"ssl": True, "ssl_options": ssl_options}
+
+    def tritonclient_grpc_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``tritonclient.grpc`` clients (sync and aio), which
+        take the PEM files' paths and read them themselves."""
+        options: dict[str, Any] = {"ssl": True}
+        if self.ca_file is not None:
+            options["root_certificates"] = str(self.ca_file)
+        if self.cert_file is not None and self.key_file is not None:
+            options["private_key"] = str(self.key_file)
+            options["certificate_chain"] = str(self.cert_file)
+        return options
+
+    def grpc_credentials(self) -> Any:
+        """``grpc.ssl_channel_credentials`` for channels we open ourselves."""
+        import grpc  # noqa: PLC0415 - heavy; load on use
+
+        def read(path: Path | None) -> bytes | None:
+            return path.read_bytes() if path is not None else None
+
+        return grpc.ssl_channel_credentials(
+            root_certificates=read(self.ca_file),
+            private_key=read(self.key_file),
+            certificate_chain=read(self.cert_file),
+        )
+
+
+class _TLSAdapter(HTTPAdapter):
+    """Sends with fixed ``verify``/``cert``, whatever the environment says."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        super().__init__()
+        self._options = options
+
+    def send(self, request: PreparedRequest, **kwargs: Any) -> Response:  # type: ignore[override]
+        kwargs.update(self._options)
+        return super().send(request, **kwargs)
+
+
+DEFAULT_TLS = ClientTLS()
+"""The system's CAs and no client certificate: what a bare ``https://`` URL gets."""
+
+
+def tls_for(url: str, tls: ClientTLS | None) -> ClientTLS | None:
+    """The TLS settings to use for ``url``: None for plain schemes, else ``tls`` or the
+    defaults (a secure URL is never sent in clear because no ``tls`` was configured)."""
+    if not is_secure(url):
+        return None
+    return tls if tls is not None else DEFAULT_TLS

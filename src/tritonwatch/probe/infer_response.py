@@ -1,0 +1,323 @@
+"""Decodes KServe v2 infer responses (HTTP JSON + binary tensors, gRPC ModelInferResponse).
+
+The canary counts a response that cannot be read as ``bad_response``. ``tritonclient``'s
+own ``InferResult`` classes decode lazily and, on a malformed answer, raise whatever
+the broken step raises (``KeyError``, ``TypeError``, ``AttributeError``,
+``struct.error``, a gzip ``OSError`` that would pass for a connection error), so the
+canary reads answers here instead: every output is checked and decoded once, and the
+only exception is :class:`ResponseDecodeError`, whose message names the output and the
+fault.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tritonclient.utils import InferenceServerException, triton_to_np_dtype
+
+from tritonwatch.probe.payload import TRITON_DATATYPES
+
+MAX_DECOMPRESSED_BYTES = 1 << 30
+"""A compressed answer may not inflate past 1 GiB (a gzip bomb is a bad response)."""
+_WBITS = {"gzip": 31, "deflate": 15}  # zlib's window bits for each Content-Encoding
+_END = object()
+
+# gRPC's typed InferTensorContents field for each datatype (FP16 and BF16 have none:
+# they only travel as raw bytes).
+_GRPC_CONTENTS = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+
+
+class ResponseDecodeError(ValueError):
+    """An infer response that is not a readable KServe v2 answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class InferResponse:
+    """Every output of one answer, decoded; ``as_numpy`` as on tritonclient's results."""
+
+    outputs: Mapping[str, np.ndarray[Any, Any]]
+
+    def as_numpy(self, name: str) -> np.ndarray[Any, Any] | None:
+        return self.outputs.get(name)
+
+
+def check_outputs(result: Any, names: Sequence[str]) -> None:
+    """Raises :class:`ResponseDecodeError` unless ``result`` holds every output in
+    ``names`` (the ones the model's metadata lists).
+
+    ``result`` is an :class:`InferResponse` or anything with ``as_numpy``, whose
+    decoding errors are turned into ResponseDecodeError here.
+    """
+    for name in names:
+        try:
+            array = result.as_numpy(name)
+        except ResponseDecodeError:
+            raise
+        except Exception as error:  # a foreign decoder's failure: the answer is bad
+            raise ResponseDecodeError(f"output {name!r}: {error}") from None
+        if array is None:
+            raise ResponseDecodeError(f"response lacks output {name!r}, which the metadata lists")
+
+
+def http_status_error(status: int, body: bytes) -> InferenceServerException:
+    """The exception for a non-200 answer, as ``tritonclient.http`` raises it: the
+    server's ``{"error": ...}`` text and the status as a string."""
+    try:
+        message = json.loads(body)["error"] if body else "empty response from the server"
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError):
+        message = body[:200].decode("utf-8", "replace")
+    return InferenceServerException(msg=str(message)[:500], status=str(status))
+
+
+# -- HTTP --------------------------------------------------------------------------------
+
+
+def decode_http_infer_response(
+    body: bytes, header_length: str | int | None = None, content_encoding: str | None = None
+) -> InferResponse:
+    """Decodes a 200 answer to ``POST v2/models/{m}/infer``.
+
+    Args:
+        body: the response body as received.
+        header_length: the ``Inference-Header-Content-Length`` header: the JSON header
+            is that many bytes and the binary tensor data follow; None when the whole
+            body is JSON.
+        content_encoding: the ``Content-Encoding`` header (gzip, deflate or none).
+
+    Raises:
+        ResponseDecodeError: naming what is wrong.
+    """
+    body = _decompressed(body, content_encoding)
+    if header_length is None:
+        header, binary = body, b""
+    else:
+        split = _header_length(header_length, len(body))
+        header, binary = body[:split], body[split:]
+    try:
+        document = json.loads(header)
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+        raise ResponseDecodeError(f"the response header is not JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise ResponseDecodeError("the response header is not a JSON object")
+    entries = document.get("outputs", [])
+    if not isinstance(entries, list):
+        raise ResponseDecodeError("'outputs' is not a list")
+    outputs: dict[str, np.ndarray[Any, Any]] = {}
+    offset = 0
+    for entry in entries:
+        name, array, offset = _http_output(entry, binary, offset)
+        outputs.setdefault(name, array)
+    return InferResponse(outputs)
+
+
+def _http_output(entry: object, binary: bytes, offset: int) -> tuple[str, Any, int]:
+    """One entry of ``outputs``: its name, its array, and where the next one's binary
+    data starts (outputs with ``binary_data_size`` take their bytes in order)."""
+    if not isinstance(entry, dict):
+        raise ResponseDecodeError("an entry of 'outputs' is not an object")
+    name, datatype, shape = _described(entry.get("name"), entry.get("datatype"), entry.get("shape"))
+    parameters = entry.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise ResponseDecodeError(f"output {name!r}: 'parameters' is not an object")
+    size = parameters.get("binary_data_size")
+    if size is not None:
+        if not _is_int(size) or size < 0:
+            raise ResponseDecodeError(f"output {name!r}: bad binary_data_size {size!r:.40}")
+        if offset + size > len(binary):
+            raise ResponseDecodeError(
+                f"output {name!r}: binary_data_size {size} runs past the "
+                f"{len(binary) - offset} bytes of binary data left"
+            )
+        array = _from_bytes(name, datatype, binary[offset : offset + size])
+        offset += size
+    elif "data" in entry:
+        array = _from_json(name, datatype, entry["data"])
+    else:
+        raise ResponseDecodeError(f"output {name!r} has neither data nor binary_data_size")
+    return name, _reshaped(name, array, shape), offset
+
+
+def _decompressed(body: bytes, content_encoding: str | None) -> bytes:
+    encoding = (content_encoding or "identity").strip().lower()
+    if encoding == "identity":
+        return body
+    if encoding not in _WBITS:
+        raise ResponseDecodeError(f"unsupported Content-Encoding {content_encoding!r}")
+    inflater = zlib.decompressobj(_WBITS[encoding])
+    try:
+        data = inflater.decompress(body, MAX_DECOMPRESSED_BYTES)
+    except zlib.error as error:
+        raise ResponseDecodeError(f"the {encoding} body is corrupt: {error}") from None
+    if inflater.unconsumed_tail:
+        raise ResponseDecodeError(f"the {encoding} body inflates past 1 GiB")
+    if not inflater.eof or inflater.unused_data:
+        raise ResponseDecodeError(f"the {encoding} body is truncated or followed by junk")
+    return data
+
+
+def _header_length(value: str | int, body_size: int) -> int:
+    text = str(value).strip() if not isinstance(value, int) else str(value)
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        raise ResponseDecodeError(f"bad Inference-Header-Content-Length {str(value)[:40]!r}")
+    length = int(text)
+    if length > body_size:
+        raise ResponseDecodeError(
+            f"Inference-Header-Content-Length {length} is past the body's {body_size} bytes"
+        )
+    return length
+
+
+def _from_json(name: str, datatype: str, data: object) -> np.ndarray[Any, Any]:
+    """``data`` as the v2 JSON form writes it: a flat (or row-major nested) list."""
+    if not isinstance(data, list):
+        raise ResponseDecodeError(f"output {name!r}: 'data' is not a list")
+    flat = _flattened(data)
+    if datatype == "BYTES":
+        texts = [item for item in flat if isinstance(item, str)]
+        if len(texts) != len(flat):
+            raise ResponseDecodeError(f"output {name!r}: BYTES data must be strings")
+        return np.array([text.encode("utf-8", "surrogatepass") for text in texts], dtype=np.object_)
+    wanted: type | tuple[type, ...] = bool if datatype == "BOOL" else (int, float)
+    if not all(isinstance(item, wanted) for item in flat) or (
+        datatype != "BOOL" and any(isinstance(item, bool) for item in flat)
+    ):
+        raise ResponseDecodeError(f"output {name!r}: {datatype} data holds a wrong type")
+    try:
+        with np.errstate(all="ignore"):  # 1e300 as FP16 becomes inf, as Triton would
+            return np.array(flat, dtype=triton_to_np_dtype(datatype))
+    except (OverflowError, ValueError, TypeError) as error:  # 300 as INT8, 1e400 as int
+        raise ResponseDecodeError(f"output {name!r}: {error}") from None
+
+
+def _flattened(data: list[object]) -> list[object]:
+    """The leaves of nested lists in order; a loop, as JSON may nest deeper than the
+    Python stack has room for."""
+    flat: list[object] = []
+    stack: list[Iterator[object]] = [iter(data)]
+    while stack:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+        elif isinstance(item, list):
+            stack.append(iter(item))
+        else:
+            flat.append(item)
+    return flat
+
+
+# -- gRPC --------------------------------------------------------------------------------
+
+
+def decode_grpc_infer_response(response: Any) -> InferResponse:
+    """Decodes a ``ModelInferResponse`` (the message, or its serialized bytes).
+
+    Each output's data is ``raw_output_contents[i]`` when the server sent raw contents
+    (Triton always does), else the typed ``contents`` field for its datatype.
+
+    Raises:
+        ResponseDecodeError: naming what is wrong.
+    """
+    if isinstance(response, bytes | bytearray | memoryview):
+        from google.protobuf.message import DecodeError  # noqa: PLC0415 - heavy
+        from tritonclient.grpc import service_pb2  # noqa: PLC0415
+
+        try:
+            response = service_pb2.ModelInferResponse.FromString(bytes(response))
+        except DecodeError as error:
+            raise ResponseDecodeError(f"not a ModelInferResponse: {error}") from None
+    raw = list(response.raw_output_contents)
+    outputs: dict[str, np.ndarray[Any, Any]] = {}
+    for index, output in enumerate(response.outputs):
+        name, datatype, shape = _described(output.name, output.datatype, list(output.shape))
+        if index < len(raw):
+            array = _from_bytes(name, datatype, raw[index])
+        elif datatype in _GRPC_CONTENTS:
+            values = list(getattr(output.contents, _GRPC_CONTENTS[datatype]))
+            kind = np.object_ if datatype == "BYTES" else triton_to_np_dtype(datatype)
+            try:
+                array = np.array(values, dtype=kind)
+            except (OverflowError, ValueError) as error:  # 70000 in int_contents as INT16
+                raise ResponseDecodeError(f"output {name!r}: {error}") from None
+        else:  # FP16 and BF16 have no typed field: only raw data carries them
+            array = np.empty(0, dtype=triton_to_np_dtype(datatype))
+        outputs.setdefault(name, _reshaped(name, array, shape))
+    return InferResponse(outputs)
+
+
+# -- shared ------------------------------------------------------------------------------
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _described(name: object, datatype: object, shape: object) -> tuple[str, str, list[int]]:
+    """Checks an output's name, datatype and shape (the same fields in both protocols)."""
+    if not isinstance(name, str) or not name:
+        raise ResponseDecodeError(f"an output has no name (got {name!r:.40})")
+    if not isinstance(datatype, str) or datatype not in TRITON_DATATYPES:
+        raise ResponseDecodeError(f"output {name!r}: unknown datatype {datatype!r:.40}")
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        raise ResponseDecodeError(f"output {name!r}: bad shape {shape!r:.60}")
+    if len(shape) > 32:
+        raise ResponseDecodeError(f"output {name!r}: {len(shape)} dimensions is too many")
+    return name, datatype, shape
+
+
+def _from_bytes(name: str, datatype: str, data: bytes) -> np.ndarray[Any, Any]:
+    """Raw tensor bytes, little-endian, as Triton's binary extension and gRPC send them."""
+    if datatype == "BYTES":
+        return _bytes_elements(name, data)
+    dtype = np.dtype(triton_to_np_dtype(datatype))  # BF16: ml_dtypes' bfloat16
+    if len(data) % dtype.itemsize:
+        raise ResponseDecodeError(
+            f"output {name!r}: {len(data)} bytes is no whole number of {datatype} elements"
+        )
+    return np.frombuffer(data, dtype=dtype.newbyteorder("<"))
+
+
+def _bytes_elements(name: str, data: bytes) -> np.ndarray[Any, Any]:
+    """BYTES tensors: each element is a 4-byte little-endian length and that many bytes."""
+    elements: list[bytes] = []
+    position = 0
+    while position < len(data):
+        if position + 4 > len(data):
+            raise ResponseDecodeError(f"output {name!r}: BYTES data cut inside a length")
+        length = int.from_bytes(data[position : position + 4], "little")
+        position += 4
+        if position + length > len(data):
+            raise ResponseDecodeError(f"output {name!r}: BYTES element runs past the data")
+        elements.append(bytes(data[position : position + length]))
+        position += length
+    return np.array(elements, dtype=np.object_)
+
+
+def _reshaped(name: str, array: np.ndarray[Any, Any], shape: list[int]) -> np.ndarray[Any, Any]:
+    count = math.prod(shape)
+    if count != array.size:
+        raise ResponseDecodeError(
+            f"output {name!r}: shape {shape} needs {count} elements, the data holds {array.size}"
+        )
+    try:
+        return array.reshape(shape)
+    except (ValueError, OverflowError) as error:  # e.g. [0, 2**62, 2**62]: too big for numpy
+        raise ResponseDecodeError(f"output {name!r}: shape {shape}: {error}") from None

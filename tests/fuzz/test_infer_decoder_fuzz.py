@@ -1,0 +1,684 @@
+"""Property tests: no answer a server sends breaks the canary's or the sweep's readers.
+
+Three readers face the network: the KServe v2 HTTP response decoder and the gRPC
+``ModelInferResponse`` decoder (:mod:`tritonwatch.probe.infer_response`, the canary's)
+and the raw HTTP/1.1 parser of the sweep's load generator
+(:mod:`tritonwatch.probe.load.http1`). Each either returns what was sent or raises its
+own typed error, which the callers count as a failed request; anything else would be
+logged as a crash or, worse, counted as a success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import itertools
+import json
+import math
+import zlib
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from tritonclient.grpc import service_pb2
+from tritonclient.http import InferResult as HttpInferResult
+from tritonclient.utils import triton_to_np_dtype
+
+from tritonwatch.observations import CanaryResult, Outcome
+from tritonwatch.probe.clients import classify_error
+from tritonwatch.probe.infer_response import (
+    InferResponse,
+    ResponseDecodeError,
+    check_outputs,
+    decode_grpc_infer_response,
+    decode_http_infer_response,
+)
+from tritonwatch.probe.load.http1 import Http1Connection, HttpProtocolError
+
+_fuzz = settings(max_examples=150, deadline=None)
+
+# -- generated valid responses -----------------------------------------------------------
+
+_NUMERIC = ["BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"]
+_NUMERIC += ["FP16", "FP32", "FP64", "BF16"]
+_shapes = st.lists(st.integers(0, 3), min_size=0, max_size=3)
+
+
+@st.composite
+def _output(draw: st.DrawFn, name: str) -> tuple[str, str, np.ndarray[Any, Any]]:
+    """One output tensor: a name, a datatype and an array of that shape."""
+    datatype = draw(st.sampled_from([*_NUMERIC, "BYTES"]))
+    shape = tuple(draw(_shapes))
+    if datatype == "BYTES":
+        count = math.prod(shape)
+        array = _objects(
+            draw(st.lists(st.binary(max_size=6), min_size=count, max_size=count)), shape
+        )
+    else:
+        dtype = np.dtype(triton_to_np_dtype(datatype))
+        elements = st.floats(-1e4, 1e4, width=32) if datatype == "BF16" else None
+        array = draw(hnp.arrays(dtype, shape, elements=elements))
+    return name, datatype, array
+
+
+def _objects(items: list[bytes], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """An object array of bytes (np.array would make equal-length bytes a 2-D array)."""
+    array = np.empty(len(items), dtype=np.object_)
+    array[:] = items
+    return array.reshape(shape)
+
+
+_outputs = st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=3, unique=True).flatmap(
+    lambda names: st.tuples(*[_output(n) for n in names])
+)
+
+
+def _raw(datatype: str, array: np.ndarray[Any, Any]) -> bytes:
+    if datatype == "BYTES":
+        return b"".join(len(item).to_bytes(4, "little") + item for item in array.reshape(-1))
+    return array.astype(array.dtype.newbyteorder("<")).tobytes()
+
+
+def _http_response(
+    outputs: tuple[tuple[str, str, np.ndarray[Any, Any]], ...], binary: bool
+) -> tuple[bytes, int | None]:
+    """Body and Inference-Header-Content-Length as Triton sends them."""
+    entries, chunks = [], []
+    for name, datatype, array in outputs:
+        entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": list(array.shape)}
+        if binary:
+            chunks.append(_raw(datatype, array))
+            entry["parameters"] = {"binary_data_size": len(chunks[-1])}
+        elif datatype == "BYTES":
+            entry["data"] = [item.decode("latin-1") for item in array.reshape(-1)]
+        else:
+            entry["data"] = (
+                array.reshape(-1).astype(np.float64 if datatype == "BF16" else array.dtype).tolist()
+            )
+        entries.append(entry)
+    header = json.dumps({"model_name": "m", "outputs": entries}).encode()
+    if not binary:
+        return header, None
+    return header + b"".join(chunks), len(header)
+
+
+def _same(ours: np.ndarray[Any, Any], sent: np.ndarray[Any, Any], datatype: str) -> bool:
+    if ours.shape != sent.shape:
+        return False
+    if datatype == "BYTES":
+        return [bytes(x) for x in ours.reshape(-1)] == [bytes(x) for x in sent.reshape(-1)]
+    return bool(np.array_equal(ours.astype(np.float64), sent.astype(np.float64), equal_nan=True))
+
+
+@_fuzz
+@given(_outputs, st.booleans())
+def test_what_is_sent_over_http_is_decoded(outputs: Any, binary: bool) -> None:
+    body, header_length = _http_response(outputs, binary)
+    decoded = decode_http_infer_response(body, header_length)
+    assert set(decoded.outputs) == {name for name, _, _ in outputs}
+    for name, datatype, sent in outputs:
+        expected = sent
+        if datatype == "BYTES" and not binary:  # JSON carries text: latin-1 out, UTF-8 back
+            expected = _objects(
+                [bytes(x).decode("latin-1").encode() for x in sent.reshape(-1)], sent.shape
+            )
+        assert _same(decoded.outputs[name], expected, datatype), name
+
+
+@_fuzz
+@given(_outputs)
+def test_binary_http_decoding_agrees_with_tritonclient(outputs: Any) -> None:
+    """tritonclient's InferResult is the reference decoder for well-formed answers."""
+    body, header_length = _http_response(outputs, binary=True)
+    ours = decode_http_infer_response(body, str(header_length))
+    reference = HttpInferResult.from_response_body(body, False, header_length)
+    for name, datatype, _ in outputs:
+        assert _same(ours.outputs[name], reference.as_numpy(name), datatype), name
+
+
+# -- HTTP: arbitrary and mutated answers -------------------------------------------------
+
+_encodings = st.sampled_from([None, "gzip", "deflate", "identity", "br", " GZIP "]) | st.text(
+    max_size=5
+)
+_header_lengths = (
+    st.none()
+    | st.integers(0, 5000)
+    | st.text(max_size=8)
+    | st.sampled_from(["-1", "1e3", " 12 ", "٣", "9" * 5000, "0x10"])
+)
+
+
+def _decodes_or_raises_typed(
+    body: bytes, header_length: Any, encoding: str | None
+) -> InferResponse | None:
+    try:
+        return decode_http_infer_response(body, header_length, encoding)
+    except ResponseDecodeError as error:
+        message = str(error)
+    assert message  # the error always says what is wrong
+    return None
+
+
+@_fuzz
+@given(st.binary(max_size=500), _header_lengths, _encodings)
+def test_any_bytes_decode_or_raise_response_decode_error(
+    body: bytes, header_length: Any, encoding: str | None
+) -> None:
+    _decodes_or_raises_typed(body, header_length, encoding)
+
+
+_json_junk = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@_fuzz
+@given(_outputs, st.booleans(), st.data())
+def test_valid_json_with_wrong_types_raises_only_response_decode_error(
+    outputs: Any, binary: bool, data: st.DataObject
+) -> None:
+    """One field of one output (or of the document) replaced by any JSON value, or removed."""
+    body, header_length = _http_response(outputs, binary)
+    split = header_length if header_length is not None else len(body)
+    document = json.loads(body[:split])
+    where = data.draw(st.sampled_from(["document", "outputs", "entry", "parameters"]))
+    if where == "document":
+        document = data.draw(_json_junk)
+    elif where == "outputs":
+        document["outputs"] = data.draw(_json_junk)
+    else:
+        entry = data.draw(st.sampled_from(document["outputs"]))
+        if where == "parameters":
+            entry = entry.setdefault("parameters", {})
+        key = data.draw(st.sampled_from(sorted(entry) or ["x"]))
+        if data.draw(st.booleans()):
+            entry.pop(key, None)
+        else:
+            entry[key] = data.draw(_json_junk)
+    header = json.dumps(document).encode()
+    new_length = len(header) if header_length is not None else None
+    _decodes_or_raises_typed(header + body[split:], new_length, None)
+
+
+@_fuzz
+@given(_outputs, st.data())
+def test_a_truncated_binary_answer_is_always_refused(outputs: Any, data: st.DataObject) -> None:
+    body, header_length = _http_response(outputs, binary=True)
+    assert header_length is not None
+    if len(body) == header_length:
+        return  # every tensor is empty: nothing to cut
+    cut = data.draw(st.integers(header_length, len(body) - 1))
+    with pytest.raises(ResponseDecodeError):
+        decode_http_infer_response(body[:cut], header_length)
+
+
+@_fuzz
+@given(_outputs, st.integers(1, 10**6))
+def test_a_header_length_beyond_the_body_is_refused(outputs: Any, excess: int) -> None:
+    body, _ = _http_response(outputs, binary=True)
+    with pytest.raises(ResponseDecodeError, match="past the body"):
+        decode_http_infer_response(body, len(body) + excess)
+
+
+@_fuzz
+@given(_outputs, st.booleans(), st.sampled_from(["gzip", "deflate"]), st.data())
+def test_compressed_answers_decode_and_damaged_ones_are_refused(
+    outputs: Any, binary: bool, encoding: str, data: st.DataObject
+) -> None:
+    body, header_length = _http_response(outputs, binary)
+    packed = gzip.compress(body) if encoding == "gzip" else zlib.compress(body)
+    assert decode_http_infer_response(packed, header_length, encoding).outputs.keys() == {
+        name for name, _, _ in outputs
+    }
+    damage = data.draw(st.sampled_from(["truncate", "flip", "append"]))
+    if damage == "truncate":
+        packed = packed[: data.draw(st.integers(0, len(packed) - 1))]
+    elif damage == "flip":
+        index = data.draw(st.integers(0, len(packed) - 1))
+        packed = (
+            packed[:index]
+            + bytes([packed[index] ^ data.draw(st.integers(1, 255))])
+            + packed[index + 1 :]
+        )
+    else:
+        packed += data.draw(st.binary(min_size=1, max_size=4))
+    answer = _decodes_or_raises_typed(packed, header_length, encoding)
+    if damage in ("truncate", "append"):
+        assert answer is None  # a cut or padded stream is never taken as the answer
+
+
+@_fuzz
+@given(_outputs, st.booleans(), st.data())
+def test_any_byte_flipped_answer_decodes_or_raises_typed(
+    outputs: Any, binary: bool, data: st.DataObject
+) -> None:
+    body, header_length = _http_response(outputs, binary)
+    for _ in range(data.draw(st.integers(1, 3))):
+        index = data.draw(st.integers(0, len(body) - 1))
+        body = body[:index] + bytes([data.draw(st.integers(0, 255))]) + body[index + 1 :]
+    _decodes_or_raises_typed(body, header_length, None)
+
+
+# -- gRPC --------------------------------------------------------------------------------
+
+
+def _grpc_response(outputs: Any, raw_count: int | None = None) -> Any:
+    """A ModelInferResponse as Triton sends it (raw contents for every output), or with
+    only the first ``raw_count`` outputs raw and the rest in typed contents."""
+    response = service_pb2.ModelInferResponse(model_name="m")
+    for index, (name, datatype, array) in enumerate(outputs):
+        tensor = response.outputs.add(name=name, datatype=datatype, shape=list(array.shape))
+        if raw_count is None or index < raw_count:
+            response.raw_output_contents.append(_raw(datatype, array))
+        elif datatype == "BYTES":
+            tensor.contents.bytes_contents.extend(array.reshape(-1).tolist())
+    return response
+
+
+@_fuzz
+@given(_outputs)
+def test_what_is_sent_over_grpc_is_decoded_as_tritonclient_does(outputs: Any) -> None:
+    from tritonclient.grpc import InferResult as GrpcInferResult
+
+    response = _grpc_response(outputs)
+    for decoded in (
+        decode_grpc_infer_response(response),
+        decode_grpc_infer_response(response.SerializeToString()),
+    ):
+        reference = GrpcInferResult(response)
+        for name, datatype, array in outputs:
+            assert _same(decoded.outputs[name], array, datatype), name
+            assert _same(decoded.outputs[name], reference.as_numpy(name), datatype), name
+
+
+@_fuzz
+@given(st.binary(max_size=500))
+def test_any_grpc_bytes_decode_or_raise_response_decode_error(data: bytes) -> None:
+    with contextlib.suppress(ResponseDecodeError):
+        decode_grpc_infer_response(data)
+
+
+@_fuzz
+@given(_outputs, st.data())
+def test_mutated_grpc_responses_raise_only_response_decode_error(
+    outputs: Any, data: st.DataObject
+) -> None:
+    response = _grpc_response(outputs, raw_count=data.draw(st.none() | st.integers(0, 3)))
+    tensor = data.draw(st.sampled_from(list(response.outputs)))
+    mutation = data.draw(
+        st.sampled_from(["shape", "datatype", "raw", "drop_raw", "contents", "bytes"])
+    )
+    if mutation == "shape":
+        tensor.shape[:] = data.draw(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40))
+    elif mutation == "datatype":
+        tensor.datatype = data.draw(st.sampled_from([*_NUMERIC, "BYTES", "", "fp32", "STRING"]))
+    elif mutation == "raw" and response.raw_output_contents:
+        index = data.draw(st.integers(0, len(response.raw_output_contents) - 1))
+        response.raw_output_contents[index] = data.draw(st.binary(max_size=40))
+    elif mutation == "drop_raw":
+        del response.raw_output_contents[:]
+    elif mutation == "contents":
+        tensor.contents.int_contents.extend(
+            data.draw(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=5))
+        )
+        tensor.contents.uint64_contents.extend(
+            data.draw(st.lists(st.integers(0, 2**64 - 1), max_size=5))
+        )
+        tensor.contents.bytes_contents.extend(
+            data.draw(st.lists(st.binary(max_size=4), max_size=3))
+        )
+    serialized = response.SerializeToString()
+    if mutation == "bytes" and serialized:
+        cut = data.draw(st.integers(0, len(serialized) - 1))
+        serialized = serialized[:cut] + data.draw(st.binary(max_size=8))
+    with contextlib.suppress(ResponseDecodeError):
+        decode_grpc_infer_response(serialized)
+
+
+# -- check_outputs over foreign results --------------------------------------------------
+
+
+class _Foreign:
+    """A result object whose as_numpy fails as tritonclient's do on a malformed answer."""
+
+    def __init__(self, error: BaseException | None, value: Any = None) -> None:
+        self.error, self.value = error, value
+
+    def as_numpy(self, name: str) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        KeyError("outputs"),
+        TypeError("'int' object is not iterable"),
+        ValueError("cannot reshape"),
+        IndexError("x"),
+        AttributeError("get"),
+    ],
+)
+def test_a_foreign_decoders_failure_becomes_response_decode_error(error: BaseException) -> None:
+    with pytest.raises(ResponseDecodeError, match=r"^output 'y': "):
+        check_outputs(_Foreign(error), ["y"])
+    assert classify_error(ResponseDecodeError("x"), "http") == Outcome.BAD_RESPONSE
+    assert classify_error(ResponseDecodeError("x"), "grpc") == Outcome.BAD_RESPONSE
+
+
+def test_a_missing_output_is_named() -> None:
+    with pytest.raises(
+        ResponseDecodeError, match="response lacks output 'y', which the metadata lists"
+    ):
+        check_outputs(InferResponse({"x": np.zeros(1)}), ["x", "y"])
+    check_outputs(InferResponse({"x": np.zeros(1)}), ["x"])  # complete: no error
+
+
+# -- regressions: what tritonclient's InferResult raised on these answers ---------------
+
+
+def _binary(header: dict[str, Any], tail: bytes) -> tuple[bytes, int]:
+    text = json.dumps(header).encode()
+    return text + tail, len(text)
+
+
+def _one(datatype: str, shape: list[int], **fields: Any) -> dict[str, Any]:
+    return {"outputs": [{"name": "y", "datatype": datatype, "shape": shape, **fields}]}
+
+
+_BINARY_SIZE = {"parameters": {"binary_data_size": 4}}
+
+
+@pytest.mark.parametrize(
+    ("answer", "encoding", "message"),
+    [
+        # no outputs: KeyError('outputs') there; here no outputs, which check_outputs names
+        (_binary({"model_name": "m"}, b"x"), None, None),
+        (_binary({"outputs": 5}, b""), None, "'outputs' is not a list"),  # TypeError there
+        (_binary(_one("FP32", [1], parameters=3), b""), None, "'parameters' is not an object"),
+        (_binary(_one("FP32", [2], **_BINARY_SIZE), b"\0\0\x80?"), None, "needs 2 elements"),
+        (_binary(_one("FP32", [1], **_BINARY_SIZE), b"\0\0"), None, "runs past"),
+        (_binary(_one("BYTES", [1], **_BINARY_SIZE), b"\x09\0\0\0"), None, "runs past the data"),
+        ((b'{"outputs": []}', "12x"), None, "bad Inference-Header-Content-Length"),
+        (
+            (b"\x1f\x8b\x08\x00junk", None),
+            "gzip",
+            "gzip body is",
+        ),  # OSError there: 'connection_error'
+        ((json.dumps(_one("INT8", [1], data=[300])).encode(), None), None, "out of bounds"),
+        ((json.dumps(_one("FP32", [-1], data=[])).encode(), None), None, "bad shape"),
+        ((json.dumps(_one("FP32", [1], data=["1"])).encode(), None), None, "wrong type"),
+        ((b"[" * 100_000 + b"]" * 100_000, None), None, "not JSON"),  # RecursionError
+    ],
+)
+def test_malformed_answers_tritonclient_choked_on_are_response_decode_errors(
+    answer: tuple[bytes, Any], encoding: str | None, message: str | None
+) -> None:
+    """Each raised a bare exception (or a misleading OSError) in tritonclient's InferResult."""
+    body, header_length = answer
+    if message is None:  # a valid answer without outputs: decoded, and the check names the gap
+        assert decode_http_infer_response(body, header_length, encoding).outputs == {}
+        return
+    with pytest.raises(ResponseDecodeError, match=message):
+        decode_http_infer_response(body, header_length, encoding)
+
+
+# -- the sweep's HTTP/1.1 parser ---------------------------------------------------------
+
+
+class _Transport(asyncio.Transport):
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _feed(pieces: list[bytes]) -> tuple[int, bytes] | BaseException | None:
+    """Sends a request and feeds the answer in ``pieces``: the response, the typed error,
+    or None while the response is still incomplete."""
+
+    async def exchange() -> tuple[int, bytes] | BaseException | None:
+        connection = Http1Connection()
+        connection.connection_made(_Transport())
+        request = asyncio.ensure_future(connection.request(b"POST / HTTP/1.1\r\n\r\n"))
+        await asyncio.sleep(0)
+        for piece in pieces:
+            connection.data_received(piece)
+        await asyncio.sleep(0)
+        if not request.done():
+            request.cancel()
+            return None
+        return request.exception() or request.result()
+
+    return asyncio.run(exchange())
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
+    return [data[a:b] for a, b in itertools.pairwise(points)] or [b""]
+
+
+def _assert_typed(answer: object) -> None:
+    assert (
+        answer is None
+        or isinstance(answer, HttpProtocolError)
+        or (
+            isinstance(answer, tuple)
+            and isinstance(answer[0], int)
+            and isinstance(answer[1], bytes)
+        )
+    ), repr(answer)
+
+
+@_fuzz
+@given(st.binary(max_size=300), st.lists(st.integers(0, 300), max_size=4))
+def test_any_bytes_parse_or_raise_http_protocol_error(data: bytes, cuts: list[int]) -> None:
+    _assert_typed(_feed(_split(data, cuts)))
+
+
+@st.composite
+def _http_answers(draw: st.DrawFn) -> tuple[bytes, int, bytes]:
+    """A well-formed response with Content-Length or chunked (with trailers at times)."""
+    status = draw(st.integers(100, 599))
+    body = draw(st.binary(max_size=200))
+    if draw(st.booleans()):
+        head = f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\nX-A: b\r\n\r\n".encode()
+        return head + body, status, body
+    sizes = draw(st.lists(st.integers(1, 50), max_size=5))
+    chunks, position = [], 0
+    for size in sizes:
+        piece = body[position : position + size]
+        position += len(piece)
+        if piece:
+            extension = b";ext=1" if draw(st.booleans()) else b""
+            chunks.append(f"{len(piece):x}".encode() + extension + b"\r\n" + piece + b"\r\n")
+    if position < len(body):
+        rest = body[position:]
+        chunks.append(f"{len(rest):X}\r\n".encode() + rest + b"\r\n")
+    trailer = draw(st.sampled_from([b"", b"X-Trailer: 1\r\n"]))
+    head = f"HTTP/1.1 {status} OK\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+    return head + b"".join(chunks) + b"0\r\n" + trailer + b"\r\n", status, body
+
+
+@_fuzz
+@given(_http_answers(), st.lists(st.integers(0, 400), max_size=6))
+def test_a_valid_answer_is_read_whole_however_it_is_split(answer: Any, cuts: list[int]) -> None:
+    data, status, body = answer
+    assert _feed(_split(data, cuts)) == (status, body)
+
+
+@_fuzz
+@given(_http_answers(), st.data())
+def test_mutated_answers_parse_or_raise_http_protocol_error(
+    answer: Any, data: st.DataObject
+) -> None:
+    raw, _, _ = answer
+    for _ in range(data.draw(st.integers(1, 3))):
+        index = data.draw(st.integers(0, len(raw) - 1))
+        kind = data.draw(st.sampled_from(["replace", "insert", "delete"]))
+        junk = data.draw(
+            st.binary(min_size=1, max_size=3)
+            | st.sampled_from([b"-", b"\r\n", b"z", b"+", b"\xb2", b"9" * 20])
+        )
+        if kind == "delete":
+            raw = raw[:index] + raw[index + 1 :]
+        else:
+            raw = raw[:index] + junk + raw[index + (kind == "replace") :]
+    _assert_typed(_feed(_split(raw, data.draw(st.lists(st.integers(0, len(raw)), max_size=3)))))
+
+
+@pytest.mark.parametrize(
+    ("response", "message"),
+    [
+        # int() raised ValueError inside data_received: asyncio logged a fatal error.
+        (b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n", "bad Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n", "bad Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"),
+        # These were read as a 200 with a wrong body, i.e. counted as successes.
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -4\r\n\r\nabcdef", "bad Content-Length"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nab\r\n0\r\n\r\n",
+            "bad chunk size",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabcd\r\n0\r\n\r\n",
+            "not followed by CRLF",
+        ),
+        (b"HTTP/1.1 +200 OK\r\nContent-Length: 0\r\n\r\n", "bad status line"),
+        (b"HTTP/1.1 2_00 OK\r\nContent-Length: 0\r\n\r\n", "bad status line"),
+        (b"garbage 200 OK\r\nContent-Length: 0\r\n\r\n", "bad status line"),
+    ],
+)
+def test_malformed_framing_is_an_http_protocol_error(response: bytes, message: str) -> None:
+    answer = _feed([response])
+    assert isinstance(answer, HttpProtocolError), answer
+    assert message in str(answer)
+
+
+def test_chunked_wins_over_content_length_and_trailers_are_consumed() -> None:
+    """RFC 9112: with both headers the body is chunked; trailer fields end with an empty line."""
+    response = (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"3\r\nabc\r\n0\r\nX-Checksum: 1\r\n\r\n"
+    )
+    assert _feed([response]) == (200, b"abc")
+
+
+# -- the callers count a decode error as a failed request --------------------------------
+
+
+class _AnsweringClient:
+    """An InferenceClient whose infer raises ``error`` or answers ``result``."""
+
+    protocol = "http"
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    async def metadata(self, model: str, version: str) -> dict[str, Any]:
+        return {
+            "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 2]}],
+            "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 2]}],
+        }
+
+    async def config(self, model: str, version: str) -> dict[str, Any] | None:
+        return None
+
+    async def infer(self, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("answer", "error_text"),
+    [
+        (ResponseDecodeError("output 'y': bad shape [-1]"), "output 'y': bad shape [-1]"),
+        (_Foreign(ValueError("cannot reshape array")), "output 'y': cannot reshape array"),
+        (InferResponse({}), "response lacks output 'y', which the metadata lists"),
+    ],
+)
+def test_the_canary_counts_an_unreadable_answer_as_bad_response(
+    answer: Any, error_text: str
+) -> None:
+    from structlog.testing import capture_logs
+
+    from tritonwatch.probe.canary import CanaryPlan, ModelCanary
+    from tritonwatch.probe.canary_stats import CanaryStats
+
+    plan = CanaryPlan(
+        "t", "m", "", "http", "http://127.0.0.1:1", "grpc://127.0.0.1:2", 1.0, False, 1.0, 4, "zero"
+    )
+    results: list[CanaryResult] = []
+
+    class RecordingStats(CanaryStats):
+        def record(self, result: CanaryResult) -> None:
+            results.append(result)
+            super().record(result)
+
+    stats = RecordingStats()
+    stats.declare([plan.key])
+    canary = ModelCanary(plan, _AnsweringClient(answer), stats)
+
+    async def one_request() -> None:
+        assert await canary.prepare()
+        await canary._one(asyncio.get_running_loop().time())
+
+    with capture_logs() as logs:
+        asyncio.run(one_request())
+    snapshot = stats.snapshot(0)[0]
+    assert snapshot.outcomes[Outcome.BAD_RESPONSE] == 1
+    assert snapshot.outcomes[Outcome.SUCCESS] == 0
+    assert not [log for log in logs if log["log_level"] in ("error", "critical")]
+    assert [(r.outcome, r.error) for r in results] == [(Outcome.BAD_RESPONSE, error_text)]
+    assert results[0].latency_seconds is not None  # it answered: the latency counts
+
+
+def test_the_load_worker_counts_a_malformed_answer_as_an_error() -> None:
+    """A server answering ``Content-Length: -4`` (once read as a 200) gets errors only."""
+    from tritonwatch.probe.load.spec import LoadSpec
+    from tritonwatch.probe.load.worker import LoadWorker
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.readuntil(b"\r\n\r\n"):
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: -4\r\n\r\nabcdef")
+            await writer.drain()
+
+    async def run() -> tuple[int, int]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        spec = LoadSpec(
+            "http", "127.0.0.1", port, b"POST / HTTP/1.1\r\n\r\n", "concurrency", 1, timeout=2.0
+        )
+        worker = LoadWorker(spec)
+        await worker.start()
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if worker._window.errors >= 3:
+                break
+        window = worker.cut()
+        await worker.stop()
+        server.close()
+        await server.wait_closed()
+        return len(window.latencies), window.errors
+
+    successes, errors = asyncio.run(run())
+    assert successes == 0
+    assert errors >= 3

@@ -1,0 +1,239 @@
+"""TLS toward Triton, with every client the daemon, ``sweep`` and ``tune`` use.
+
+gRPC: the simulator serves TLS itself, as Triton's ``--grpc-use-ssl-mutual`` does.
+HTTP and ``/metrics``: through a TLS-terminating proxy, as Triton is deployed. Both ask
+for a client certificate, so each test also shows the client presents one; the
+negative cases (no client certificate, an unrelated CA) show verification is real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from support import DaemonProcess, sample_value, wait_until
+from tls_support import Pki, TlsProxy, make_pki
+from tritonwatch.client_tls import ClientTLS
+from tritonwatch.config.schema import TargetConfig, TargetTLS, WatchedModel
+from tritonwatch.observations import Outcome
+from tritonwatch.probe.clients import GrpcInferenceClient, HttpInferenceClient, classify_error
+from tritonwatch.probe.payload import Tensor
+from tritonwatch.probe.readiness import GrpcReadinessProbe, HttpReadinessProbe
+from tritonwatch.probe.sweep import SweepRunner, SweepSettings
+from tritonwatch.scrape.target_scraper import TargetScraper
+from tritonwatch.scrape.target_state import Source
+from tritonwatch.sim.server import GrpcTLS, Simulator
+from tritonwatch.tune.repository import ModelRepository
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def sim(pki: Pki) -> Iterator[Simulator]:
+    tls = GrpcTLS(pki.server_cert, pki.server_key, root_cert=pki.ca, mutual=True)
+    with Simulator(grpc_tls=tls, metrics_interval_s=0.2) as simulator:
+        yield simulator
+
+
+@pytest.fixture(scope="module")
+def api_proxy(sim: Simulator, pki: Pki) -> Iterator[TlsProxy]:
+    port = int(sim.http_url.rsplit(":", 1)[1])
+    with TlsProxy(port, pki, mutual=True) as proxy:
+        yield proxy
+
+
+@pytest.fixture(scope="module")
+def metrics_proxy(sim: Simulator, pki: Pki) -> Iterator[TlsProxy]:
+    port = int(sim.metrics_url.rsplit(":", 1)[1].removesuffix("/metrics"))
+    with TlsProxy(port, pki, mutual=True) as proxy:
+        yield proxy
+
+
+def _mutual(pki: Pki) -> ClientTLS:
+    return ClientTLS(pki.ca, pki.client_cert, pki.client_key)
+
+
+def _simple_inputs() -> list[Tensor]:
+    data = np.arange(16, dtype=np.int32).reshape(1, 16)
+    return [Tensor("INPUT0", "INT32", data), Tensor("INPUT1", "INT32", data)]
+
+
+def test_grpc_readiness_needs_the_client_certificate_and_the_right_ca(
+    sim: Simulator, pki: Pki
+) -> None:
+    url = f"grpcs://{sim.grpc_url}"
+    probes = {
+        "mutual": GrpcReadinessProbe("t", url, 5.0, tls=_mutual(pki)),
+        "no client cert": GrpcReadinessProbe("t", url, 5.0, tls=ClientTLS(pki.ca)),
+        "other CA": GrpcReadinessProbe(
+            "t", url, 5.0, tls=ClientTLS(pki.other_ca, pki.client_cert, pki.client_key)
+        ),
+    }
+    try:
+        seen = {name: probe.check() for name, probe in probes.items()}
+    finally:
+        for probe in probes.values():
+            probe.close()
+    assert seen["mutual"].ready
+    assert seen["mutual"].outcome is Outcome.SUCCESS
+    for name in ("no client cert", "other CA"):
+        assert not seen[name].ready, name
+        assert seen[name].outcome is Outcome.CONNECTION_ERROR, (name, seen[name].error)
+
+
+def test_https_readiness_through_a_tls_proxy(api_proxy: TlsProxy, pki: Pki) -> None:
+    url = f"https://{api_proxy.base}"
+    good = HttpReadinessProbe("t", url, 5.0, tls=_mutual(pki))
+    untrusted = HttpReadinessProbe("t", url, 5.0, tls=ClientTLS(pki.other_ca))
+    try:
+        assert good.check().ready
+        failed = untrusted.check()
+    finally:
+        good.close()
+        untrusted.close()
+    assert not failed.ready
+    assert failed.outcome is Outcome.CONNECTION_ERROR
+    assert "CERTIFICATE_VERIFY_FAILED" in failed.error or "certificate" in failed.error
+
+
+def test_canary_clients_infer_over_https_and_grpcs(
+    sim: Simulator, api_proxy: TlsProxy, pki: Pki
+) -> None:
+    async def infer_both() -> list[np.ndarray]:
+        clients = [
+            HttpInferenceClient(f"https://{api_proxy.base}", tls=_mutual(pki)),
+            GrpcInferenceClient(f"grpcs://{sim.grpc_url}", tls=_mutual(pki)),
+        ]
+        outputs = []
+        try:
+            for client in clients:
+                result = await client.infer("simple", "", _simple_inputs(), binary=True, timeout=5)
+                outputs.append(result.as_numpy("OUTPUT0"))
+        finally:
+            for client in clients:
+                await client.close()
+        return outputs
+
+    for output in asyncio.run(infer_both()):
+        assert output.tolist() == [list(range(0, 32, 2))]
+
+
+def test_a_grpc_canary_without_its_certificate_is_a_connection_error(
+    sim: Simulator, pki: Pki
+) -> None:
+    async def infer() -> BaseException:
+        client = GrpcInferenceClient(f"grpcs://{sim.grpc_url}", tls=ClientTLS(pki.ca))
+        try:
+            await client.infer("simple", "", _simple_inputs(), binary=True, timeout=5)
+        except Exception as error:
+            return error
+        finally:
+            await client.close()
+        raise AssertionError("the server accepted a client without a certificate")
+
+    assert classify_error(asyncio.run(infer()), "grpc") is Outcome.CONNECTION_ERROR
+
+
+def test_scraper_reads_metrics_stats_and_config_over_https(
+    sim: Simulator, api_proxy: TlsProxy, metrics_proxy: TlsProxy, pki: Pki
+) -> None:
+    target = TargetConfig(
+        name="secure",
+        url=f"https://{api_proxy.base}",
+        metrics_url=f"https://{metrics_proxy.base}/metrics",
+        tls=TargetTLS(ca_file=pki.ca, cert_file=pki.client_cert, key_file=pki.client_key),
+        models=(WatchedModel(name="simple"),),
+    )
+    scraper = TargetScraper(target, timeout=5.0)
+    try:
+        outcome = scraper.scrape_once()
+    finally:
+        scraper.close()
+    assert {source: o.ok for source, o in outcome.sources.items()} == {
+        Source.METRICS: True,
+        Source.STATS: True,
+        Source.CONFIG: True,
+    }
+    assert scraper.state().models["simple"].config is not None
+
+
+@pytest.mark.parametrize("scheme", ["https", "grpcs"])
+def test_sweep_and_repository_over_tls(
+    scheme: str, sim: Simulator, api_proxy: TlsProxy, pki: Pki, tmp_path: Path
+) -> None:
+    url = f"https://{api_proxy.base}" if scheme == "https" else f"grpcs://{sim.grpc_url}"
+    protocol = "http" if scheme == "https" else "grpc"
+    settings = SweepSettings(
+        url=url, model="simple", levels=(2.0,), protocol=protocol, window_seconds=0.3,
+        max_windows=3, max_processes=1, tls=_mutual(pki),
+    )  # fmt: skip
+    step = SweepRunner(settings).run().steps[0]
+    assert step.requests > 10
+    assert step.errors == 0
+    assert step.server is not None  # statistics came back over TLS too
+    repository = ModelRepository(url, "simple", tls=_mutual(pki))
+    try:
+        assert repository.config()["max_batch_size"] == 8
+    finally:
+        repository.close()
+
+
+@pytest.mark.e2e
+def test_the_daemon_watches_a_target_behind_mutual_tls(
+    sim: Simulator, api_proxy: TlsProxy, metrics_proxy: TlsProxy, pki: Pki, tmp_path: Path
+) -> None:
+    """Readiness and the HTTP canary through the proxy, the gRPC canary straight to the
+    simulator's TLS port, scrapes of ``/metrics`` and the APIs: all with the client cert."""
+    config = tmp_path / "tritonwatch.yaml"
+    config.write_text(
+        f"""
+scrape: {{interval: 500ms, timeout: 400ms}}
+canary: {{rate: 10/s}}
+targets:
+  - name: secure
+    url: https://{api_proxy.base}
+    grpc_url: grpcs://{sim.grpc_url}
+    metrics_url: https://{metrics_proxy.base}/metrics
+    tls: {{ca_file: {pki.ca}, cert_file: {pki.client_cert}, key_file: {pki.client_key}}}
+    models:
+      - {{name: simple}}
+      - {{name: resnet50, canary: {{protocol: grpc}}}}
+"""
+    )
+    daemon = DaemonProcess(config)
+    try:
+
+        def successes(text: str, model: str, protocol: str) -> float:
+            labels = [("target", "secure"), ("model", model), ("protocol", protocol),
+                      ("outcome", "success")]  # fmt: skip
+            return sample_value(text, "tritonwatch_canary_requests_total", labels) or 0.0
+
+        def all_working() -> str | None:
+            text = daemon.metrics()
+            working = (
+                sample_value(text, "tritonwatch_up", [("target", "secure")]) == 1
+                and successes(text, "simple", "http") >= 5
+                and successes(text, "resnet50", "grpc") >= 5
+                and all(
+                    sample_value(text, "tritonwatch_scrape_success", [("target", "secure"), s]) == 1
+                    for s in (("source", "metrics"), ("source", "stats"))
+                )
+            )
+            return text if working else None
+
+        text = wait_until(all_working, timeout=20, what="canary, readiness and scrapes over TLS")
+        failures = [
+            line for line in text.splitlines()
+            if line.startswith("tritonwatch_canary_requests_total")
+            and 'outcome="success"' not in line and not line.endswith(" 0.0")
+        ]  # fmt: skip
+        assert failures == []
+    finally:
+        assert daemon.stop() == 0

@@ -1,0 +1,142 @@
+"""The arithmetic of ``make bench`` (benchmarks/harness.py): medians, paired ratios,
+goals, formatting, and reading /proc. No benchmark runs here, and nothing is timed."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from harness import (
+    Goal,
+    ProcSample,
+    Row,
+    Table,
+    cpu_model,
+    cpu_ticks,
+    footprint,
+    format_ratio,
+    format_value,
+    median,
+    read_proc,
+    render_report,
+    render_table,
+    rss_bytes,
+    table_from_json,
+    table_to_json,
+)
+
+
+def test_median_ignores_nan_and_is_none_when_empty() -> None:
+    assert median([3.0, float("nan"), 1.0, 2.0]) == 2.0
+    assert median([]) is None
+    assert median([float("nan")]) is None
+
+
+def test_paired_rows_take_the_median_of_per_repeat_ratios() -> None:
+    # Repeat by repeat: 0.5, 0.5, 2.0 -> median 0.5; ratio of medians would be 20/20 = 1.
+    row = Row("x", ours=[10.0, 20.0, 80.0], anchor=[20.0, 40.0, 40.0])
+    assert row.ratio == 0.5
+    assert row.ours_median == 20.0
+
+
+def test_unpaired_rows_take_the_ratio_of_medians_and_survive_missing_anchors() -> None:
+    assert Row("x", ours=[10.0, 30.0], anchor=[40.0]).ratio == 0.5
+    assert Row("x", ours=[10.0]).ratio is None
+    assert Row("x", ours=[10.0], anchor=[0.0]).ratio is None
+
+
+def test_goals_judge_the_ratio_or_our_figure() -> None:
+    at_least = Row("load", ours=[30.0], anchor=[100.0], goal=Goal(">=", 0.2))
+    at_most = Row("parse", ours=[30.0], anchor=[100.0], goal=Goal("<=", 0.2))
+    seconds = Row("detect", ours=[31.0], goal=Goal("<=", 60.0, on="ours", unit="s"))
+    never = Row("detect", ours=[float("nan")], goal=Goal("<=", 60.0, on="ours"))
+    assert (at_least.met, at_most.met, seconds.met) == (True, False, True)
+    assert never.met is None  # no page at all is "no figure", shown as such
+    assert Row("info", ours=[1.0], anchor=[2.0]).met is None
+    assert seconds.goal is not None
+    assert seconds.goal.text() == "ours ≤ 60 s"
+    assert Goal(">=", 1 / 3).text() == "ratio ≥ 0.333"
+
+
+def test_values_read_as_median_with_the_range_of_repeats() -> None:
+    assert format_value([12468.0], "req/s") == "12 468 req/s"
+    assert format_value([3.0, 1.0, 2.0], "ms") == "2 ms [1–3]"
+    assert format_value([0.0123]) == "0.0123"
+    assert format_value([]) == "—"
+    assert format_ratio(0.7123) == "0.71"
+    assert format_ratio(0.0421) == "0.042"
+    assert format_ratio(None) == "—"
+
+
+def test_a_missed_goal_is_marked_in_the_table_and_the_summary() -> None:
+    table = Table("parse", "2. Parsing", "ours", "prometheus_client")
+    table.rows = [
+        Row("page", ours=[70.0], anchor=[560.0], unit="ms", goal=Goal("<=", 0.2)),
+        Row("slow page", ours=[300.0], anchor=[560.0], unit="ms", goal=Goal("<=", 0.2)),
+    ]
+    text = render_table(table)
+    assert "| page | 70 ms | 560 ms | 0.12 | ratio ≤ 0.2 | met |" in text
+    assert "| slow page | 300 ms | 560 ms | 0.54 | ratio ≤ 0.2 | **missed** |" in text
+    report = render_report({"date": "today"}, [table])
+    assert "| 2. Parsing | 1 of 2 | slow page |" in report
+    assert "| date | today |" in report
+
+
+def test_a_failed_benchmark_says_so() -> None:
+    table = Table("tuner", "6. Tuner", "—", "—", error="RuntimeError('boom')")
+    assert "**failed**" in render_table(table)
+    assert "failed: RuntimeError('boom')" in render_report({}, [table])
+
+
+def test_proc_texts_are_read_whatever_the_command_name() -> None:
+    status = "Name:\tpython\nVmPeak:\t  999 kB\nVmRSS:\t   2048 kB\nThreads:\t4\n"
+    assert rss_bytes(status) == 2048 * 1024
+    with pytest.raises(ValueError, match="VmRSS"):
+        rss_bytes("Name:\tkthreadd\n")
+    fields = " ".join(["S", *["0"] * 10, "150", "25", *["0"] * 30])
+    assert cpu_ticks(f"4242 (tritonwatch (run) x) {fields}") == 175
+
+
+def test_footprint_uses_cpu_between_first_and_last_sample() -> None:
+    mib = 2**20
+    samples = [
+        ProcSample(at=100.0, rss=10 * mib, cpu_seconds=5.0),
+        ProcSample(at=110.0, rss=30 * mib, cpu_seconds=5.5),
+        ProcSample(at=120.0, rss=20 * mib, cpu_seconds=6.0),
+    ]
+    result = footprint(samples)
+    assert result.cpu_percent == pytest.approx(5.0)  # 1 s of CPU over 20 s
+    assert (result.rss_median, result.rss_max) == (20 * mib, 30 * mib)
+    assert (result.samples, result.seconds) == (3, 20.0)
+    with pytest.raises(ValueError, match="two samples"):
+        footprint(samples[:1])
+
+
+def test_this_process_can_be_sampled() -> None:
+    sample = read_proc(os.getpid())
+    assert sample.rss > 0
+    assert sample.cpu_seconds >= 0
+    assert not math.isnan(sample.at)
+
+
+def test_cpu_model_from_cpuinfo() -> None:
+    assert cpu_model("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n") == "AMD EPYC 7B13"
+    assert cpu_model("Hardware\t: BCM2835\n") == "BCM2835"
+
+
+def test_a_table_survives_the_trip_between_processes() -> None:
+    table = Table("detection", "5. Detection", "ours", "—", notes=["one run"], seconds=12.5)
+    table.rows = [
+        Row("0.95", ours=[float("nan")], unit="s", goal=Goal("<=", 60.0, on="ours", unit="s")),
+        Row("0.999", ours=[0.8], anchor=[1.0, 2.0]),
+    ]
+    back = table_from_json(table_to_json(table))
+    assert render_table(back) == render_table(table)
+    assert back.rows[0].goal == table.rows[0].goal
+    assert back.rows[1].anchor == [1.0, 2.0]
