@@ -16,6 +16,12 @@ minus the baseline, and the least-squares slope of RSS over the post-warm-up sam
 the slope. Goal: RSS growth ≤ 5 MB, threads and open files no more than +2 (jitter:
 a connection or worker thread that happens to be open at a sample).
 
+Not all growth is a leak: the canary keeps five minutes of latencies for its window
+quantiles (40 requests/s here: about 1.5 MB, found with tracemalloc), so RSS rises by
+design for the first five minutes; with a shorter warm-up that fill-up is counted as
+growth (about 1 MB of it with the default 2 minutes), and a warm-up past 5 minutes
+measures the steady state alone.
+
     python benchmarks/soak.py [--duration 30m] [--warm-up 2m] [--sample-interval 10s]
                               [--csv soak.csv] [--nvml fake|none] [--reload-every 0]
 """

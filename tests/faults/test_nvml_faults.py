@@ -189,14 +189,17 @@ def test_a_gpu_falling_off_the_bus_leaves_the_others(
     assert [s.uuid for s in fresh.sample()] == [GPU0]
 
 
-def test_nvml_vanishing_mid_run_keeps_the_rest_working(
-    fake: FakeNvml, collector: NvmlCollector
-) -> None:
-    """The library stops answering (every call: Uninitialized): every reading is lost
-    and counted, nothing raises, the Triton-reported GPUs keep flowing."""
+def test_nvml_vanishing_mid_run_keeps_the_rest_working_and_comes_back(fake: FakeNvml) -> None:
+    """The library stops answering (every call: Uninitialized) and cannot be initialised
+    (driver unloaded): every reading is lost and counted, nothing raises, the
+    Triton-reported GPUs keep flowing. Initialisation is retried every interval; once the
+    driver is back, the devices are found again and read, without a restart."""
+    collector = NvmlCollector(fake, clock=fake.now, reinit_interval_seconds=10.0)
+    assert collector.start()
     exposition = Exposition(collector)
     collector.sample()
-    fake.nvmlShutdown()  # from under the collector
+    fake.nvmlShutdown()  # from under the collector...
+    fake.library_missing = True  # ...and it cannot come back yet
     with capture_logs() as logs:
         for _ in range(2):
             samples = collector.sample()
@@ -206,7 +209,32 @@ def test_nvml_vanishing_mid_run_keeps_the_rest_working(
     assert _remote_still_there(text)
     for gpu in (GPU0, GPU1):
         assert _failures(text, gpu, "power", "NVMLError_Uninitialized") == 2
-    assert {log["event"] for log in logs} == {"nvml_query_failed"}
+    events = [log["event"] for log in logs]
+    assert events.count("nvml_reinit_failed") == 1  # tried at once, then not before 10 s
+    assert "nvml_query_failed" in events
+    assert set(events) <= {"nvml_query_failed", "nvml_reinit_failed", "nvml_cleanup_failed"}
+
+    fake.library_missing = False  # the driver is back
+    collector.sample()  # within the interval: not retried yet
+    assert _value(exposition.text(), "tritonwatch_gpu_power_watts", GPU0) is None
+    started = fake.now()
+    while fake.now() - started < 10.0:
+        fake.step()
+    with capture_logs() as logs:
+        samples = collector.sample()
+    assert [log["event"] for log in logs if log["log_level"] != "debug"] == ["nvml_reinitialised"]
+    assert [s.uuid for s in samples] == [GPU0, GPU1]
+    text = exposition.text()
+    assert _complete(text, GPU0) and _complete(text, GPU1)
+    assert _failures(text, GPU0, "power", "NVMLError_Uninitialized") == 3  # counters kept
+    collector.close()
+    assert not collector.enabled
+
+
+def test_a_vanished_library_shuts_down_quietly(fake: FakeNvml, collector: NvmlCollector) -> None:
+    fake.nvmlShutdown()
+    fake.library_missing = True
+    collector.sample()
     collector.close()  # shutting down a vanished library does not raise either
     assert not collector.enabled
 
@@ -267,6 +295,7 @@ def test_the_daemon_keeps_serving_while_nvml_fails(
             assert sample_value(text, "tritonwatch_up", [("target", "sim")]) == 1
 
             fake.nvmlShutdown()
+            fake.library_missing = True  # the driver stays away: re-initialising fails
             wait_until(
                 lambda: (_failures(metrics(), GPU0, "power", "NVMLError_Uninitialized") or 0) >= 3,
                 10,

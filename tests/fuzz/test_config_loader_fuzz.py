@@ -368,6 +368,14 @@ _ONE_TARGET = "targets: [{name: a, url: 'http://127.0.0.1:8000', models: [{name:
             + "f" * 74
             + "...",
         ),
+        # Messages are one line per problem: PyYAML's reader error had a second line, and
+        # a key with a line break in it broke the field path over two.
+        (
+            "a: 1\n\x07: 2\n",
+            "line 2, column 1: invalid YAML: unacceptable character #x0007: "
+            "special characters are not allowed",
+        ),
+        ('state: {"a\\rb": 1}\n', "state.'a\\rb': unknown key (allowed: dir)"),
         # isdigit() accepts '²', which int() refuses; and int() refuses 4300+ digits.
         (
             _ONE_TARGET + "exporter: {listen: ':²'}\n",

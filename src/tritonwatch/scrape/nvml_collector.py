@@ -64,6 +64,13 @@ GPM_METRICS: tuple[tuple[str, str], ...] = (
 )
 """GpuSample field → the pynvml constant of its GPM metric (0–100 %)."""
 
+LIBRARY_GONE_ERRORS = frozenset(
+    {"NVMLError_Uninitialized", "NVMLError_DriverNotLoaded", "NVMLError_LibRmVersionMismatch"}
+)
+"""Errors that say the library itself stopped answering (driver unloaded or upgraded
+under a running daemon), not one device or one query: a reason to initialise again."""
+DEFAULT_REINIT_INTERVAL_SECONDS = 30.0
+
 QueryFailureKey = tuple[str, str, str]
 """(GPU uuid, query, NVML error class name)."""
 
@@ -110,6 +117,9 @@ class NvmlCollector:
         clock: the monotonic clock stamped on samples and used to space GPM samples.
         gpm_min_interval_seconds: the least time between two GPM samples whose
             metrics are computed.
+        reinit_interval_seconds: while the library answers every query with "not
+            initialised" or "driver not loaded", how often to initialise it again and
+            re-enumerate the devices (so a driver reload heals without a restart).
     """
 
     def __init__(
@@ -118,8 +128,11 @@ class NvmlCollector:
         *,
         clock: Callable[[], float] = time.monotonic,
         gpm_min_interval_seconds: float = 0.1,
+        reinit_interval_seconds: float = DEFAULT_REINIT_INTERVAL_SECONDS,
     ) -> None:
         self._nvml = nvml
+        self._reinit_interval = reinit_interval_seconds
+        self._last_reinit: float | None = None
         self._clock = clock
         self._gpm_min_interval = gpm_min_interval_seconds
         self._lock = threading.Lock()
@@ -170,12 +183,8 @@ class NvmlCollector:
         with self._lock:
             if not self._enabled:
                 return
-            nvml = self._nvml
-            for device in self._devices:
-                if device.gpm is not None:
-                    for buffer in (device.gpm.previous, device.gpm.spare):
-                        self._call_quietly(functools.partial(nvml.nvmlGpmSampleFree, buffer))
-            self._call_quietly(nvml.nvmlShutdown)
+            self._free_gpm_buffers()
+            self._call_quietly(self._nvml.nvmlShutdown)
             self._devices, self._latest = [], ()
             self._enabled, self._disabled_reason = False, "closed"
 
@@ -197,6 +206,8 @@ class NvmlCollector:
             if not self._enabled:
                 return ()
             samples = tuple(self._read(device) for device in self._devices)
+            if _library_gone(samples) and self._reinit_due() and self._reinitialise():
+                samples = tuple(self._read(device) for device in self._devices)
             for sample in samples:
                 for query, error in sample.failures:
                     key = (sample.uuid, query, error)
@@ -205,6 +216,42 @@ class NvmlCollector:
                         _log.warning("nvml_query_failed", gpu=sample.uuid, query=query, error=error)
             self._latest = samples
             return samples
+
+    # -- recovery -------------------------------------------------------------------
+
+    def _reinit_due(self) -> bool:
+        now = self._clock()
+        if self._last_reinit is not None and now - self._last_reinit < self._reinit_interval:
+            return False
+        self._last_reinit = now
+        return True
+
+    def _reinitialise(self) -> bool:
+        """Shuts the library down (quietly), initialises it again and re-enumerates the
+        devices; True when it answers again. The failure counters are kept."""
+        nvml = self._nvml
+        self._free_gpm_buffers()
+        self._call_quietly(nvml.nvmlShutdown)
+        try:
+            nvml.nvmlInit()
+        except (nvml.NVMLError, OSError) as error:
+            _log.info("nvml_reinit_failed", error=f"{type(error).__name__}: {error}")
+            return False
+        self._devices = self._find_devices()
+        _log.warning(
+            "nvml_reinitialised",
+            devices=[(d.index, d.mig_index, d.uuid, d.name) for d in self._devices],
+        )
+        return True
+
+    def _free_gpm_buffers(self) -> None:
+        """Frees each device's GPM buffers once (a failed re-initialisation may be
+        followed by another, which must not free them again)."""
+        for device in self._devices:
+            if device.gpm is not None:
+                for buffer in (device.gpm.previous, device.gpm.spare):
+                    self._call_quietly(functools.partial(self._nvml.nvmlGpmSampleFree, buffer))
+                device.gpm = None
 
     # -- discovery ------------------------------------------------------------------
 
@@ -416,3 +463,11 @@ def _scaled(value: float | None, factor: float) -> float | None:
 def _process(info: Any) -> GpuProcess:
     used = getattr(info, "usedGpuMemory", None)
     return GpuProcess(pid=int(info.pid), used_memory_bytes=None if used is None else int(used))
+
+
+def _library_gone(samples: tuple[GpuSample, ...]) -> bool:
+    """Every device failed, and only with errors of the library itself."""
+    return bool(samples) and all(
+        sample.failures and {error for _, error in sample.failures} <= LIBRARY_GONE_ERRORS
+        for sample in samples
+    )
