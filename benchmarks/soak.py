@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import csv
 import json
 import re
@@ -44,15 +43,14 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from footprint import model_set
 
 from sim_process import SimProcess
 from support import TRITONWATCH, fixtures_dir, wait_until
 from tritonwatch.config.units import parse_duration
-from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
-from tritonwatch.sim.models import ModelSet, parse_model_set
 
 MODELS = 20
 GPUS = 4
@@ -223,21 +221,6 @@ def report(growth: Growth) -> str:
 
 
 # -- the system under soak ---------------------------------------------------------------
-
-
-def model_set(count: int = MODELS) -> ModelSet:
-    """``count`` models alternating between the built-in ``simple`` and ``resnet50``,
-    spread over four simulated GPUs."""
-    builtin = {model["name"]: model for model in BUILTIN_MODEL_SET["models"]}
-    models: list[dict[str, Any]] = []
-    for index in range(count):
-        base = "simple" if index % 2 == 0 else "resnet50"
-        model = copy.deepcopy(builtin[base])
-        model["name"] = f"{base}_{index:02d}"
-        model["instance_group"] = {**model["instance_group"], "gpus": [index % GPUS]}
-        models.append(model)
-    gpus = [{"uuid": f"GPU-50a4c0de-0000-4000-8000-0000000000{i:02x}"} for i in range(GPUS)]
-    return parse_model_set({"gpus": gpus, "models": models}, source="<soak>")
 
 
 def soak_config(sim: SimProcess, names: Sequence[str], state_dir: Path, nvml: bool) -> str:

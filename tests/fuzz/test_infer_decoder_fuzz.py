@@ -682,3 +682,35 @@ def test_the_load_worker_counts_a_malformed_answer_as_an_error() -> None:
     successes, errors = asyncio.run(run())
     assert successes == 0
     assert errors >= 3
+
+
+# -- non-200 answers -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"error": "unexpected inference input \'x\'"}', "unexpected inference input 'x'"),
+        (b"<html>502 Bad Gateway</html>", "<html>502 Bad Gateway</html>"),  # a proxy's page
+        (b"", "empty response from the server"),
+        (b'["error"]', '["error"]'),
+    ],
+)
+def test_an_error_answer_becomes_the_exception_tritonclient_raises(
+    body: bytes, message: str
+) -> None:
+    """The status travels as a string: the canary's JSON fallback looks for "400"."""
+    from tritonwatch.probe.infer_response import http_status_error
+
+    error = http_status_error(400, body)
+    assert error.status() == "400"
+    assert error.message() == message
+    assert classify_error(error, "http") == Outcome.HTTP_ERROR
+
+
+@_fuzz
+@given(st.binary(max_size=300), st.integers(100, 599))
+def test_any_error_body_becomes_an_inference_server_exception(body: bytes, status: int) -> None:
+    from tritonwatch.probe.infer_response import http_status_error
+
+    assert http_status_error(status, body).status() == str(status)

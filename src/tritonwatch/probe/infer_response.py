@@ -21,29 +21,13 @@ from typing import Any
 import numpy as np
 from tritonclient.utils import InferenceServerException, triton_to_np_dtype
 
+from tritonwatch.kserve import GRPC_TYPED_CONTENTS
 from tritonwatch.probe.payload import TRITON_DATATYPES
 
 MAX_DECOMPRESSED_BYTES = 1 << 30
 """A compressed answer may not inflate past 1 GiB (a gzip bomb is a bad response)."""
 _WBITS = {"gzip": 31, "deflate": 15}  # zlib's window bits for each Content-Encoding
 _END = object()
-
-# gRPC's typed InferTensorContents field for each datatype (FP16 and BF16 have none:
-# they only travel as raw bytes).
-_GRPC_CONTENTS = {
-    "BOOL": "bool_contents",
-    "INT8": "int_contents",
-    "INT16": "int_contents",
-    "INT32": "int_contents",
-    "INT64": "int64_contents",
-    "UINT8": "uint_contents",
-    "UINT16": "uint_contents",
-    "UINT32": "uint_contents",
-    "UINT64": "uint64_contents",
-    "FP32": "fp32_contents",
-    "FP64": "fp64_contents",
-    "BYTES": "bytes_contents",
-}
 
 
 class ResponseDecodeError(ValueError):
@@ -250,8 +234,8 @@ def decode_grpc_infer_response(response: Any) -> InferResponse:
         name, datatype, shape = _described(output.name, output.datatype, list(output.shape))
         if index < len(raw):
             array = _from_bytes(name, datatype, raw[index])
-        elif datatype in _GRPC_CONTENTS:
-            values = list(getattr(output.contents, _GRPC_CONTENTS[datatype]))
+        elif datatype in GRPC_TYPED_CONTENTS:
+            values = list(getattr(output.contents, GRPC_TYPED_CONTENTS[datatype]))
             kind = np.object_ if datatype == "BYTES" else triton_to_np_dtype(datatype)
             try:
                 array = np.array(values, dtype=kind)

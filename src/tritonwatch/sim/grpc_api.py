@@ -20,6 +20,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
+from tritonwatch.kserve import GRPC_TYPED_CONTENTS
 from tritonwatch.sim.core import SimCore
 from tritonwatch.sim.errors import ErrorCode, SimError
 from tritonwatch.sim.http_api import EXTENSIONS, SERVER_NAME, SERVER_VERSION
@@ -33,20 +34,6 @@ from tritonwatch.sim.tensors import (
 )
 
 Reply = TypeVar("Reply")
-_TYPED_CONTENTS = {
-    "BOOL": "bool_contents",
-    "INT8": "int_contents",
-    "INT16": "int_contents",
-    "INT32": "int_contents",
-    "INT64": "int64_contents",
-    "UINT8": "uint_contents",
-    "UINT16": "uint_contents",
-    "UINT32": "uint_contents",
-    "UINT64": "uint64_contents",
-    "FP32": "fp32_contents",
-    "FP64": "fp64_contents",
-    "BYTES": "bytes_contents",
-}
 
 
 def _rpc(
@@ -69,7 +56,7 @@ def _rpc(
 
 
 def _typed_input(tensor: Any) -> bytes:
-    field = _TYPED_CONTENTS.get(tensor.datatype)
+    field = GRPC_TYPED_CONTENTS.get(tensor.datatype)
     if field is None:
         raise SimError(ErrorCode.INVALID_ARG, f"input '{tensor.name}' has no data")
     values = list(getattr(tensor.contents, field))
