@@ -90,7 +90,12 @@ def _address(url: str) -> str:
 
 
 class HttpInferenceClient:
-    """``tritonclient.http.aio`` (binary tensor extension, or JSON tensors)."""
+    """Metadata and config through ``tritonclient.http.aio``; inference posted on an
+    aiohttp session of its own (the request encoded by ``tritonclient``, binary tensor
+    extension or JSON) and decoded by :mod:`~tritonwatch.probe.infer_response`, whose
+    errors name the fault: ``tritonclient``'s ``InferResult`` raises ``KeyError``,
+    ``TypeError``, … on a malformed answer, and reaching its raw body would take a
+    private method."""
 
     protocol = "http"
 
@@ -98,13 +103,21 @@ class HttpInferenceClient:
         import tritonclient.http.aio as httpclient  # noqa: PLC0415 - heavy; load on use
 
         secure = tls_for(url, tls)
+        self._ssl = secure.ssl_context() if secure is not None else None
+        self._base = f"{'https' if secure else 'http'}://{_address(url)}"
+        self._connections = connections
+        self._session: aiohttp.ClientSession | None = None
         self._module = httpclient
         self._client = httpclient.InferenceServerClient(
-            _address(url),
-            conn_limit=connections,
-            ssl=secure is not None,
-            ssl_context=secure.ssl_context() if secure is not None else None,
+            _address(url), conn_limit=connections, ssl=secure is not None, ssl_context=self._ssl
         )
+
+    def _infer_session(self) -> aiohttp.ClientSession:
+        """Made on first use, inside the event loop that will run it (aiohttp's rule)."""
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._connections, ssl=self._ssl or True)
+            self._session = aiohttp.ClientSession(connector=connector)
+        return self._session
 
     async def metadata(self, model: str, version: str) -> dict[str, Any]:
         result: dict[str, Any] = await self._client.get_model_metadata(model, version)
@@ -131,14 +144,14 @@ class HttpInferenceClient:
             inputs.append(infer_input)
         body, json_size = self._module.InferenceServerClient.generate_request_body(inputs)
         headers = None if json_size is None else {"Inference-Header-Content-Length": str(json_size)}
-        path = f"v2/models/{quote(model)}"
+        path = f"{self._base}/v2/models/{quote(model)}"
         if version:
             path += f"/versions/{quote(version)}"
         async with asyncio.timeout(timeout):  # not wait_for: see ModelCanary.prepare
-            # _post, not infer(): infer() decodes with tritonclient's InferResult, which
-            # raises KeyError, TypeError, ... on a malformed answer; ours names the fault.
-            response = await self._client._post(path + "/infer", body, headers, None)
-            payload = await response.read()
+            async with self._infer_session().post(
+                path + "/infer", data=body, headers=headers
+            ) as response:
+                payload = await response.read()
         if response.status != 200:
             raise http_status_error(response.status, payload)
         return decode_http_infer_response(
@@ -148,6 +161,8 @@ class HttpInferenceClient:
         )
 
     async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
         await self._client.close()
 
 
