@@ -90,12 +90,14 @@ def _address(url: str) -> str:
 
 
 class HttpInferenceClient:
-    """Metadata and config through ``tritonclient.http.aio``; inference posted on an
-    aiohttp session of its own (the request encoded by ``tritonclient``, binary tensor
-    extension or JSON) and decoded by :mod:`~tritonwatch.probe.infer_response`, whose
-    errors name the fault: ``tritonclient``'s ``InferResult`` raises ``KeyError``,
-    ``TypeError``, … on a malformed answer, and reaching its raw body would take a
-    private method."""
+    """KServe v2 over HTTP on one aiohttp session (so one connection pool per target).
+
+    Requests are encoded by ``tritonclient`` (binary tensor extension, or JSON); answers
+    are decoded by :mod:`~tritonwatch.probe.infer_response`, whose errors name the fault
+    (``tritonclient``'s ``InferResult`` raises ``KeyError``, ``TypeError``, … on a
+    malformed answer). A non-200 answer raises ``InferenceServerException`` with the
+    status, as ``tritonclient.http`` does, so errors are classified the same way.
+    """
 
     protocol = "http"
 
@@ -104,33 +106,42 @@ class HttpInferenceClient:
 
         secure = tls_for(url, tls)
         self._ssl = secure.ssl_context() if secure is not None else None
-        self._base = f"{'https' if secure else 'http'}://{_address(url)}"
+        self._base = f"{'https' if secure else 'http'}://{_address(url)}/v2/models"
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
         self._module = httpclient
-        self._client = httpclient.InferenceServerClient(
-            _address(url), conn_limit=connections, ssl=secure is not None, ssl_context=self._ssl
-        )
 
-    def _infer_session(self) -> aiohttp.ClientSession:
+    def _http(self) -> aiohttp.ClientSession:
         """Made on first use, inside the event loop that will run it (aiohttp's rule)."""
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._connections, ssl=self._ssl or True)
             self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
-    async def metadata(self, model: str, version: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._client.get_model_metadata(model, version)
+    def _model_url(self, model: str, version: str) -> str:
+        url = f"{self._base}/{quote(model)}"
+        return f"{url}/versions/{quote(version)}" if version else url
+
+    async def _get_json(self, url: str) -> dict[str, Any]:
+        async with self._http().get(url) as response:
+            body = await response.read()
+        if response.status != 200:
+            raise http_status_error(response.status, body)
+        result = json.loads(body)
+        if not isinstance(result, dict):
+            raise ResponseDecodeError(f"expected a JSON object, got {type(result).__name__}")
         return result
+
+    async def metadata(self, model: str, version: str) -> dict[str, Any]:
+        return await self._get_json(self._model_url(model, version))
 
     async def config(self, model: str, version: str) -> dict[str, Any] | None:
         try:
-            result: dict[str, Any] = await self._client.get_model_config(model, version)
+            return await self._get_json(self._model_url(model, version) + "/config")
         except InferenceServerException as error:
             if is_unsupported(error, self.protocol):
                 return None
             raise
-        return result
 
     async def infer(
         self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
@@ -144,13 +155,9 @@ class HttpInferenceClient:
             inputs.append(infer_input)
         body, json_size = self._module.InferenceServerClient.generate_request_body(inputs)
         headers = None if json_size is None else {"Inference-Header-Content-Length": str(json_size)}
-        path = f"{self._base}/v2/models/{quote(model)}"
-        if version:
-            path += f"/versions/{quote(version)}"
+        url = self._model_url(model, version) + "/infer"
         async with asyncio.timeout(timeout):  # not wait_for: see ModelCanary.prepare
-            async with self._infer_session().post(
-                path + "/infer", data=body, headers=headers
-            ) as response:
+            async with self._http().post(url, data=body, headers=headers) as response:
                 payload = await response.read()
         if response.status != 200:
             raise http_status_error(response.status, payload)
@@ -163,7 +170,6 @@ class HttpInferenceClient:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
-        await self._client.close()
 
 
 class GrpcInferenceClient:
