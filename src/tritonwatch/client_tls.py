@@ -15,6 +15,7 @@ client without a restart.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,17 @@ def is_secure(url: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class FileProblem:
+    """One reason :class:`ClientTLS` cannot be used: ``field`` (``ca_file``,
+    ``cert_file`` or ``key_file``) is required because ``given_without_it`` is set, or
+    names a file that does not exist (``not_found``)."""
+
+    field: str
+    given_without_it: str | None = None
+    not_found: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ClientTLS:
     """How to verify a Triton server and, for mutual TLS, who we are.
 
@@ -42,6 +54,19 @@ class ClientTLS:
     ca_file: Path | None = None
     cert_file: Path | None = None
     key_file: Path | None = None
+
+    def file_problems(self) -> Iterator[FileProblem]:
+        """What makes these settings unusable, for the config check and the CLI flags
+        to word in their own terms: a certificate without its key (or the reverse),
+        then each named file that does not exist."""
+        if (self.cert_file is None) != (self.key_file is None):
+            missing, given = ("key_file", "cert_file") if self.key_file is None else (
+                "cert_file", "key_file")  # fmt: skip
+            yield FileProblem(missing, given_without_it=given)
+        for name in ("ca_file", "cert_file", "key_file"):
+            path: Path | None = getattr(self, name)
+            if path is not None and not path.is_file():
+                yield FileProblem(name, not_found=path)
 
     def ssl_context(self) -> ssl.SSLContext:
         """A verifying client context (hostname checked) for aiohttp and raw sockets."""

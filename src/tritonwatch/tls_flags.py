@@ -21,16 +21,20 @@ def add_tls_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def tls_problem(args: argparse.Namespace) -> str | None:
-    """What is wrong with the TLS flags (None when they are usable)."""
-    if (args.cert_file is None) != (args.key_file is None):
-        given, missing = ("--cert-file", "--key-file") if args.key_file is None else (
-            "--key-file", "--cert-file")  # fmt: skip
-        return f"{missing} is required with {given}"
-    for flag, path in (("--ca-file", args.ca_file), ("--cert-file", args.cert_file),
-                       ("--key-file", args.key_file)):  # fmt: skip
-        if path is not None and not path.is_file():
-            return f"{flag}: no such file, got: {str(path)!r}"
-    return None
+    """What is wrong with the TLS flags (None when they are usable): the first of
+    :meth:`ClientTLS.file_problems`, in the flags' names."""
+    settings = ClientTLS(args.ca_file, args.cert_file, args.key_file)
+    problem = next(settings.file_problems(), None)
+    if problem is None:
+        return None
+    flag = _flag(problem.field)
+    if problem.not_found is not None:
+        return f"{flag}: no such file, got: {str(problem.not_found)!r}"
+    return f"{flag} is required with {_flag(problem.given_without_it or '')}"
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
 
 
 def tls_from(args: argparse.Namespace) -> ClientTLS | None:

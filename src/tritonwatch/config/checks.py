@@ -143,14 +143,12 @@ def _target_tls(config: Config) -> Iterator[Problem]:
         if tls is None:
             continue
         where = f"targets[{t}].tls"
-        if (tls.cert_file is None) != (tls.key_file is None):
-            missing, given = ("key_file", "cert_file") if tls.key_file is None else (
-                "cert_file", "key_file")  # fmt: skip
-            yield Problem(f"{where}.{missing}", f"is required when {where}.{given} is set")
-        for name in ("ca_file", "cert_file", "key_file"):
-            path = getattr(tls, name)
-            if path is not None and not path.is_file():
-                yield Problem(f"{where}.{name}", "no such file", str(path))
+        for problem in tls.client_tls().file_problems():
+            field = f"{where}.{problem.field}"
+            if problem.not_found is not None:
+                yield Problem(field, "no such file", str(problem.not_found))
+            else:
+                yield Problem(field, f"is required when {where}.{problem.given_without_it} is set")
         urls = (target.effective_http_url, target.effective_grpc_url, target.effective_metrics_url)
         if not any(is_secure(url) for url in urls):
             yield Problem(where, "is set but none of the target's URLs is https:// or grpcs://")

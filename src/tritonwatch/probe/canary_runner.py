@@ -56,15 +56,15 @@ class CanaryRunner:
 
     async def _replace(self, plans: list[CanaryPlan]) -> None:
         await self._cancel_all()
-        for plan in plans:
-            if _client_key(plan) not in self._clients:
-                self._clients[_client_key(plan)] = client_for(
-                    plan.protocol, plan.http_url, plan.grpc_url, plan.tls
-                )
-        self._canaries = [
-            ModelCanary(plan, self._clients[_client_key(plan)], self.stats) for plan in plans
-        ]
+        self._canaries = [ModelCanary(plan, self._client(plan), self.stats) for plan in plans]
         self._main = asyncio.create_task(run_canaries(self._canaries), name="canaries")
+
+    def _client(self, plan: CanaryPlan) -> InferenceClient:
+        """The target's client for the plan's protocol, made on first use."""
+        key = _client_key(plan)
+        if key not in self._clients:
+            self._clients[key] = client_for(plan.protocol, plan.http_url, plan.grpc_url, plan.tls)
+        return self._clients[key]
 
     async def _cancel_all(self) -> None:
         if self._main is not None:
