@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SOURCES := $(wildcard src tests benchmarks scripts)
 
-.PHONY: all demo test lint typecheck unit debian-packages bench-packages bench lock clean
+.PHONY: all demo test lint typecheck unit debian-packages real-triton bench-packages bench lock clean
 
 all: test
 
@@ -17,6 +17,11 @@ $(INSTALLED): pyproject.toml constraints.txt scripts/install-python.sh
 
 debian-packages:
 	scripts/ensure-debian-packages.sh
+
+# Real tritonserver 2.51 (CPU, Python backend) and perf_analyzer, unpacked into .triton:
+# the ground truth for every test that talks to Triton.
+real-triton:
+	scripts/ensure-triton.sh .triton
 
 bench-packages:
 	scripts/ensure-bench-packages.sh
@@ -29,7 +34,7 @@ lint: $(INSTALLED)
 typecheck: $(INSTALLED)
 	$(BIN)/mypy src
 
-unit: $(INSTALLED) debian-packages
+unit: $(INSTALLED) debian-packages real-triton
 	$(BIN)/pytest
 
 test: lint typecheck unit
@@ -41,7 +46,7 @@ demo: $(INSTALLED)
 # 20-25 minutes; writes benchmarks/RESULTS.md. Not part of `make test`.
 # Subsets and short runs: make bench BENCH_ARGS="--only parse,load --quick"
 BENCH_ARGS ?=
-bench: $(INSTALLED) debian-packages bench-packages
+bench: $(INSTALLED) debian-packages real-triton bench-packages
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
 
 # Re-pin constraints.txt to what the current venv has (after a deliberate upgrade).
@@ -50,4 +55,4 @@ lock: $(INSTALLED)
 	  $(BIN)/pip freeze --exclude-editable | grep -v '^-e '; } > constraints.txt
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .triton .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,6 +1,6 @@
 """Parse speed: our Triton parser against prometheus_client's, on the same 500-model page.
 
-The page is built from the shapes of the real scrapes in ``shared/fixtures``: every
+The page is built from the shapes of the real scrapes in ``tests/fixtures``: every
 per-model family (counters, failures by reason, pending and load-time gauges, five
 summaries with the default quantiles, some idle at ``Nan``), one in five models split
 by ``gpu_uuid`` over two GPUs, the GPU, CPU and pinned-memory gauges, and a backend

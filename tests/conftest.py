@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from real_triton import ALL_MODELS, RealTriton
 from support import ReadyEndpoint
 
 
@@ -33,3 +36,31 @@ def closed_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
+def real_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealTriton]:
+    """One real tritonserver for the whole session, every test model loaded.
+
+    Tests that change a model (config overrides, failure ratios) put it back with
+    ``real_triton.reset(model)`` or use :func:`start_real_triton` for a server of their own.
+    """
+    server = RealTriton(log_path=tmp_path_factory.mktemp("triton") / "tritonserver.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def start_real_triton(tmp_path: Path) -> Iterator[Callable[..., RealTriton]]:
+    """Starts private real tritonservers (``RealTriton`` arguments); stops them at teardown."""
+    started: list[RealTriton] = []
+
+    def start(*models: str, **kwargs: Any) -> RealTriton:
+        kwargs.setdefault("log_path", tmp_path / f"tritonserver-{len(started)}.log")
+        server = RealTriton(models or ALL_MODELS, **kwargs).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -22,8 +22,8 @@ TRITONWATCH = str(BIN / "tritonwatch")
 
 
 def fixtures_dir() -> Path:
-    """The shared real-data fixtures (``TRITONWATCH_FIXTURES`` overrides the default)."""
-    return Path(os.environ.get("TRITONWATCH_FIXTURES", REPO.parent / "shared" / "fixtures"))
+    """The real-data fixtures in tests/fixtures (``TRITONWATCH_FIXTURES`` overrides the folder)."""
+    return Path(os.environ.get("TRITONWATCH_FIXTURES", REPO / "tests" / "fixtures"))
 
 
 def free_port() -> int:

@@ -1,4 +1,4 @@
-"""The immutable records every source emits (DESIGN §1).
+"""The immutable records every source emits (docs/design.md §1).
 
 Sources only observe; judgement happens later in pure functions over these
 records. Timestamps are monotonic seconds (``time.monotonic``) so that wall-clock
@@ -132,7 +132,7 @@ class TritonScrape:
 
 @dataclass(frozen=True, slots=True)
 class ModelRates:
-    """What one model did between two scrapes of the same server (DESIGN §4).
+    """What one model did between two scrapes of the same server (docs/design.md §4).
 
     Averages are per successful request in seconds, and ``None`` when no request
     completed in the interval (no traffic is not zero latency). Rates are ``None`` when

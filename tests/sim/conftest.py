@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+import support
 from tritonwatch.sim.server import Simulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -18,10 +18,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    """The shared fixtures (``TRITONWATCH_FIXTURES``, else ``<repo>/../shared/fixtures``)."""
-    path = Path(os.environ.get("TRITONWATCH_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
-    if not path.is_dir():
-        pytest.skip(f"fixtures folder not found: {path}")
+    """The repository's real-data fixtures; a missing folder fails the tests that need it."""
+    path = support.fixtures_dir()
+    assert path.is_dir(), f"fixtures folder not found: {path}"
     return path
 
 

@@ -1,4 +1,4 @@
-"""The advisor: at most one configuration change per model, plus advice (DESIGN §7).
+"""The advisor: at most one configuration change per model, plus advice (docs/design.md §7).
 
 :func:`advise` runs every rule of :data:`~tritonwatch.analysis.advisor_rules.RULES`
 over one model's window and keeps the highest-priority configuration change (one

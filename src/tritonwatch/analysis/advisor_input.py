@@ -2,7 +2,7 @@
 
 Kept apart from the rules so that the daemon, tests and the simulator matrix build
 inputs without importing any judgement. Every number is an average over the window
-(DESIGN §7) in base units; ``None`` means "not known" (no traffic, no GPU metrics, a
+(docs/design.md §7) in base units; ``None`` means "not known" (no traffic, no GPU metrics, a
 server without the statistics), and a rule that needs an unknown number stays silent.
 """
 
@@ -84,7 +84,7 @@ class AdvisorInput:
 
 @dataclass(frozen=True, slots=True)
 class AdvisorThresholds:
-    """Where each rule draws its line (DESIGN §7, all configurable)."""
+    """Where each rule draws its line (docs/design.md §7, all configurable)."""
 
     gpu_underuse_threshold: float = 0.5
     """GPU utilisation below this, while requests queue, is underuse."""

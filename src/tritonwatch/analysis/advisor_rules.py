@@ -1,4 +1,4 @@
-"""The advisor's rules (DESIGN §7's table), each a small pure function of one model's window.
+"""The advisor's rules (docs/design.md §7's table), each a small pure function of a window.
 
 A rule returns a :class:`Finding` (what to change, from what to what, why, the
 numbers, the expected effect) or None. :data:`RULES` is the one table of rules in

@@ -1,4 +1,4 @@
-"""Where a request's time goes, and which stage limits a model (DESIGN §7).
+"""Where a request's time goes, and which stage limits a model (docs/design.md §7).
 
 Pure functions: a latency breakdown from one model's Triton averages over a window and
 the canary's end-to-end mean over the same window, and a bottleneck finding from the

@@ -1,4 +1,4 @@
-"""SLOs, burn rates and the multiwindow, multi-burn-rate alert policy (DESIGN §6).
+"""SLOs, burn rates and the multiwindow, multi-burn-rate alert policy (docs/design.md §6).
 
 Pure functions: event counts in, ratios and verdicts out. The same numbers drive the
 daemon's in-process alerts and the Prometheus rules :mod:`tritonwatch.rules` writes,

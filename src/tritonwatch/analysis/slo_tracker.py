@@ -1,6 +1,6 @@
 """The daemon's SLO state: which SLOs exist, where their events come from, what they say.
 
-Events come from two sources (DESIGN §6):
+Events come from two sources (docs/design.md §6):
 
 * the canary, read as periodic snapshots of its cumulative counters: latency good =
   the histogram bucket at ``le = threshold``, total = the histogram count (the same

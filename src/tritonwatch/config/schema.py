@@ -1,4 +1,4 @@
-"""The typed, frozen configuration (DESIGN §10).
+"""The typed, frozen configuration (docs/design.md §10).
 
 Every field has a default, so one target with one model is a complete config.
 Per-model ``slo`` and ``canary`` sections override the global ones field by field:
@@ -204,7 +204,7 @@ NonNegative = Annotated[float, Field(ge=0.0)]
 
 
 class AdvisorConfig(Section):
-    """The advisor's window and thresholds (DESIGN §7); the names match
+    """The advisor's window and thresholds (docs/design.md §7); the names match
     :class:`tritonwatch.analysis.advisor_input.AdvisorThresholds`."""
 
     window: Duration = 600.0

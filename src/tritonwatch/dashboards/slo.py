@@ -32,7 +32,7 @@ QUANTILES = "tritonwatch_latency_quantile_seconds"
 REQUESTS = "tritonwatch_canary_requests_total"
 BUDGET = Query("vector($budget)", "budget")
 BURN_FACTORS = thresholds((None, "green"), (1, "yellow"), (6, "orange"), (14.4, "red"))
-"""The SRE Workbook burn-rate factors the alerts use (DESIGN §6), drawn as dashed lines."""
+"""The SRE Workbook burn-rate factors the alerts use (docs/design.md §6), drawn as dashed lines."""
 
 
 def canary_quantile(quantile: str) -> str:

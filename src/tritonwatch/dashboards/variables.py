@@ -3,7 +3,7 @@ dashboard envelope.
 
 Every dashboard has ``datasource`` (any Prometheus), ``target`` and ``model``; those
 that draw latency against a budget also have ``budget`` (seconds, default 0.05: the
-default SLO threshold, DESIGN §10). No exported series carries the latency threshold
+default SLO threshold, docs/design.md §10). No exported series carries the latency threshold
 itself, so the budget is a text box a user sets to the model's threshold; the SLO
 numbers that *are* exported (objective, burn rates, budget remaining) are plotted as
 they are.

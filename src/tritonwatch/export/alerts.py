@@ -1,4 +1,4 @@
-"""Alerts: their label sets, and Prometheus' contract for when to (re)send them (DESIGN §9).
+"""Alerts: their label sets, and Prometheus' contract for when to (re)send them (docs/design.md §9).
 
 :class:`AlertBook` receives the findings that are active at each evaluation as
 :class:`AlertSpec` s (stable labels, current annotations) and answers which

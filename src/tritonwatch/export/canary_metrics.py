@@ -26,7 +26,7 @@ def _label_float(value: float) -> str:
 
 
 class CanaryCollector(Collector):
-    """Renders :class:`CanaryStats` at scrape time (DESIGN §8 names)."""
+    """Renders :class:`CanaryStats` at scrape time (docs/design.md §8 names)."""
 
     def __init__(
         self,

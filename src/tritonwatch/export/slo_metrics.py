@@ -1,5 +1,5 @@
 """Findings as metrics: SLO objectives, burn rates and budgets, active recommendations,
-and the health of alert delivery (DESIGN §8).
+and the health of alert delivery (docs/design.md §8).
 
 Custom collectors read the latest evaluation at scrape time, so a model removed from
 the config or a recommendation that cleared simply stops appearing. A window without

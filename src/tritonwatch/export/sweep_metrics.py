@@ -14,7 +14,7 @@ _QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p95", "0.95"), ("p99", "0.99"))
 
 
 class SweepCollector(Collector):
-    """Renders :class:`SweepBoard` (DESIGN §8 ``tritonwatch_sweep_*``)."""
+    """Renders :class:`SweepBoard` (docs/design.md §8 ``tritonwatch_sweep_*``)."""
 
     def __init__(self, board: SweepBoard) -> None:
         self._board = board

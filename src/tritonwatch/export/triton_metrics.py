@@ -2,7 +2,7 @@
 
 :class:`TritonModelCollector` renders the latest
 :class:`~tritonwatch.scrape.target_state.TargetState` of every target at scrape time
-(DESIGN §8 names). Only configured targets and models are in the states, and a model
+(docs/design.md §8 names). Only configured targets and models are in the states, and a model
 without data in its last window (no traffic, a failed scrape) has no series, so series
 of targets and models that went away vanish with them: nothing is ever left stale.
 

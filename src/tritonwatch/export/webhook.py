@@ -1,4 +1,4 @@
-"""A direct webhook notifier for users without Alertmanager (DESIGN §9).
+"""A direct webhook notifier for users without Alertmanager (docs/design.md §9).
 
 It posts the payload Alertmanager's webhook receiver posts (``"version": "4"``), so a
 receiver written for Alertmanager works unchanged. Because nothing deduplicates in

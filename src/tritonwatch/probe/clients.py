@@ -63,7 +63,7 @@ def _classify_server_error(error: InferenceServerException, protocol: str) -> Ou
 
 
 def classify_error(error: BaseException, protocol: str) -> Outcome:
-    """The outcome label for a failed call (DESIGN §12: what each client raises)."""
+    """The outcome label for a failed call (docs/design.md §12: what each client raises)."""
     if isinstance(error, InferenceServerException):
         return _classify_server_error(error, protocol)
     if isinstance(error, ResponseDecodeError):

@@ -1,6 +1,6 @@
 """Prometheus recording and alerting rules for every configured SLO (Sloth-like).
 
-So that Prometheus alerts even while the daemon is down (DESIGN §6), each SLO gets a
+So that Prometheus alerts even while the daemon is down (docs/design.md §6), each SLO gets a
 group with:
 
 * ``tritonwatch:slo_sli_error:ratio_rate<W>`` for W in 5m … 3d — the canary's error

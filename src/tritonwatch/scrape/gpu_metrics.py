@@ -1,4 +1,4 @@
-"""The ``tritonwatch_gpu_*`` families (DESIGN §8), rendered at scrape time.
+"""The ``tritonwatch_gpu_*`` families (docs/design.md §8), rendered at scrape time.
 
 One collector owns every GPU family because two sources feed some of them: NVML on
 this host (:class:`~tritonwatch.scrape.nvml_collector.NvmlCollector`) and the DCGM

@@ -2,7 +2,7 @@
 
 Tests, the demo and users without a GPU pass a :class:`FakeNvml` wherever the NVML
 collector takes the ``pynvml`` module. It replays a probe recording such as
-``shared/fixtures/nvml/h200_probe.json`` (an H200 idle, under a 30 % and a 100 %
+``tests/fixtures/nvml/h200_probe.json`` (an H200 idle, under a 30 % and a 100 %
 matmul load, and after), one row at a time, and answers with what the real bindings
 return: the same function names and signatures, the same units (percent, mW, mJ,
 MHz, bytes), and the real ``pynvml.NVMLError`` subclasses, so the collector's

@@ -1,10 +1,10 @@
 """A model's configuration from ``GET v2/models/{m}/config``, and what changed between two.
 
 Triton prints the loaded configuration as JSON with snake_case protobuf names and every
-default filled in (``shared/fixtures/triton_config``). The typed snapshot holds what
+default filled in (``tests/fixtures/triton_config``). The typed snapshot holds what
 tuning changes — ``max_batch_size``, the dynamic batcher, the instance groups — and the
 whole document, so that :func:`config_changes` can name *any* field that changed:
-a change is an experiment's start (DESIGN §7), and an unexplained one is worth a log line.
+a change is an experiment's start (docs/design.md §7), and an unexplained one is worth a log line.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Rates and per-request averages between two scrapes of the same Triton server.
 
 Pure functions of two :class:`~tritonwatch.observations.TritonScrape` records
-(DESIGN §4): requests/s from ``Δnv_inference_request_success``, average batch size
+(docs/design.md §4): requests/s from ``Δnv_inference_request_success``, average batch size
 ``Δnv_inference_count / Δnv_inference_exec_count``, and the average time per request
 in each stage ``Δduration_us / Δrequests / 1e6`` seconds.
 

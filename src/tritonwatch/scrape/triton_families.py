@@ -3,7 +3,7 @@
 The parser (:mod:`tritonwatch.scrape.triton_text`), the rate computations and the
 simulator share this table instead of repeating family names. Names, types and HELP
 texts come from Triton core's ``src/metrics.cc``, its metrics guide and the real
-scrapes in ``shared/fixtures/triton_metrics``; the ``since`` notes say which servers
+scrapes in ``tests/fixtures/triton_metrics``; the ``since`` notes say which servers
 print a family, so a missing family on an old server is expected, not an error.
 
 Scope says which labels key a family's series: per model (``model``, ``version``,

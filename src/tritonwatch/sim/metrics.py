@@ -1,7 +1,7 @@
 """Triton's ``/metrics`` text: the same families, HELP texts, types, labels and rules.
 
 Family names, HELP strings and types are copied from Triton's ``metrics.cc`` and real
-scrapes (``shared/fixtures/triton_metrics``). Counters have no ``_total`` suffix; label
+scrapes (``tests/fixtures/triton_metrics``). Counters have no ``_total`` suffix; label
 names print sorted (as prometheus-cpp does) with a summary's ``quantile`` last; integral
 values print without decimals and NaN prints as ``Nan``. Per-model series carry
 ``model`` and ``version`` (as servers from 22.x on do; ~21.05 servers also added

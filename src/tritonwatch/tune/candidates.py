@@ -1,6 +1,6 @@
 """Which single change to try next, from the last sweep and the current config.
 
-DESIGN §7's table, read off a sweep instead of a live window (the tuner has a sweep
+docs/design.md §7's table, read off a sweep instead of a live window (the tuner has a sweep
 in hand; the daemon's advisor reads live windows). Candidates come in priority
 order; the tuner tries the first one it has not already rejected.
 

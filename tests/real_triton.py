@@ -1,0 +1,193 @@
+"""A real ``tritonserver`` (2.51, CPU, Python backend) for tests, on free loopback ports.
+
+``make test`` installs it into ``.triton`` (scripts/ensure-triton.sh); ``TRITONWATCH_TRITON_HOME``
+points elsewhere. A server that cannot start fails the test with its log: real Triton is
+the ground truth here, so it is never skipped.
+
+The models in ``tests/triton_models`` (see ``identity.py`` there) have known service times.
+The server runs in explicit model-control mode, so tests can load, reload with a config
+override, and unload models through the repository API as ``tritonwatch tune`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from support import REPO, free_port
+
+MODELS = REPO / "tests" / "triton_models"
+ALL_MODELS = tuple(
+    sorted(path.name for path in MODELS.iterdir() if (path / "config.pbtxt").is_file())
+)
+START_TIMEOUT_SECONDS = 90.0
+
+
+def triton_home() -> Path:
+    """Where scripts/ensure-triton.sh installed tritonserver and perf_analyzer."""
+    return Path(os.environ.get("TRITONWATCH_TRITON_HOME", REPO / ".triton"))
+
+
+def tritonserver_binary() -> Path:
+    return triton_home() / "bin" / "tritonserver"
+
+
+def perf_analyzer_binary() -> Path:
+    return triton_home() / "bin" / "perf_analyzer"
+
+
+class RealTriton:
+    """One ``tritonserver`` process; ``start()`` returns once every model is READY."""
+
+    def __init__(
+        self,
+        models: Sequence[str] = ALL_MODELS,
+        *,
+        repository: Path = MODELS,
+        extra_args: Sequence[str] = (),
+        log_path: Path | None = None,
+    ) -> None:
+        self.models = tuple(models)
+        self.repository = repository
+        self.extra_args = tuple(extra_args)
+        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.log_path = log_path or Path(f"/tmp/tritonwatch-real-triton-{self.http_port}.log")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    # -- addresses ------------------------------------------------------------------------
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"grpc://127.0.0.1:{self.grpc_port}"
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> RealTriton:
+        binary = tritonserver_binary()
+        assert binary.exists(), f"{binary} missing: run scripts/ensure-triton.sh (make test does)"
+        command = [
+            str(binary),
+            f"--model-repository={self.repository}",
+            "--model-control-mode=explicit",
+            *(f"--load-model={model}" for model in self.models),
+            # Triton binds every interface by default; tests stay on loopback.
+            "--http-address=127.0.0.1",
+            "--grpc-address=127.0.0.1",
+            "--metrics-address=127.0.0.1",
+            f"--http-port={self.http_port}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-port={self.metrics_port}",
+            "--exit-timeout-secs=2",
+            "--log-verbose=0",
+            *self.extra_args,
+        ]
+        log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while not self._all_ready():
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"tritonserver exited ({self.process.returncode}):\n{self.log_tail()}"
+                )
+            if time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(
+                    f"tritonserver not ready in {START_TIMEOUT_SECONDS}s:\n{self.log_tail()}"
+                )
+            time.sleep(0.2)
+        return self
+
+    def _all_ready(self) -> bool:
+        try:
+            status, _ = self.request("GET", "/v2/health/ready")
+            if status != 200:
+                return False
+            return all(self.request("GET", f"/v2/models/{m}/ready")[0] == 200 for m in self.models)
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        """Stops the server and its Python-backend stubs (one process group)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):  # stubs left by a server gone first
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- the HTTP API -----------------------------------------------------------------------
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
+        """One HTTP call to the server; returns (status, body) for any status."""
+        data = (
+            None
+            if body is None
+            else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        )
+        request = urllib.request.Request(
+            self.http_url + path, data=data, method=method, headers=headers or {}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    def config(self, model: str) -> dict[str, Any]:
+        status, body = self.request("GET", f"/v2/models/{model}/config")
+        assert status == 200, body
+        result: dict[str, Any] = json.loads(body)
+        return result
+
+    def load(self, model: str, config: dict[str, Any] | None = None) -> None:
+        """Loads ``model``, with ``config`` (a whole model config) overriding its file."""
+        body: dict[str, Any] = {}
+        if config is not None:
+            body = {"parameters": {"config": json.dumps(config)}}
+        status, answer = self.request("POST", f"/v2/repository/models/{model}/load", body)
+        assert status == 200, answer
+
+    def reset(self, model: str) -> None:
+        """Loads ``model`` again from its files, undoing config overrides and their state."""
+        self.load(model)
+
+    def unload(self, model: str) -> None:
+        status, answer = self.request("POST", f"/v2/repository/models/{model}/unload", {})
+        assert status == 200, answer
+
+    def stats(self, model: str) -> dict[str, Any]:
+        status, body = self.request("GET", f"/v2/models/{model}/stats")
+        assert status == 200, body
+        result: dict[str, Any] = json.loads(body)["model_stats"][0]
+        return result

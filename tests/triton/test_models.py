@@ -1,0 +1,91 @@
+"""The test model repository on the real server: each model does what its config says."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from real_triton import ALL_MODELS, RealTriton
+
+
+def _infer(
+    server: RealTriton, model: str, name: str, array: np.ndarray, datatype: str
+) -> httpclient.InferResult:
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}")
+    tensor = httpclient.InferInput(name, list(array.shape), datatype)
+    tensor.set_data_from_numpy(array)
+    return client.infer(model, [tensor])
+
+
+def test_every_model_is_ready_and_listed(real_triton: RealTriton) -> None:
+    """Breaks if a model in tests/triton_models stops loading on the real server."""
+    status, body = real_triton.request("POST", "/v2/repository/index", {})
+    assert status == 200
+    index = {entry["name"]: entry["state"] for entry in json.loads(body)}
+    assert index == dict.fromkeys(ALL_MODELS, "READY")
+    assert set(ALL_MODELS) == {
+        "batching",
+        "dynamic_shape",
+        "flaky",
+        "needs_two",
+        "slow_queue",
+        "streaming",
+        "text",
+    }
+
+
+def test_batching_model_echoes_and_takes_its_service_time(real_triton: RealTriton) -> None:
+    """Breaks if the identity model stops echoing or stops sleeping base_ms per execution."""
+    data = np.arange(16, dtype=np.float32).reshape(1, 16)
+    started = time.monotonic()
+    result = _infer(real_triton, "batching", "INPUT0", data, "FP32")
+    assert time.monotonic() - started >= 0.002
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), data)
+    stats = real_triton.stats("batching")["inference_stats"]
+    assert stats["compute_infer"]["ns"] / stats["compute_infer"]["count"] >= 2_000_000
+
+
+def test_bytes_model_echoes_strings(real_triton: RealTriton) -> None:
+    """Breaks if BYTES tensors crash the Python backend stub (numpy 2 in its environment)."""
+    data = np.array([[b"hello"], [b"world!"]], dtype=np.object_)
+    result = _infer(real_triton, "text", "TEXT", data, "BYTES")
+    assert result.as_numpy("TEXT_OUT").tolist() == [[b"hello"], [b"world!"]]
+
+
+def test_flaky_model_fails_on_a_negative_input(real_triton: RealTriton) -> None:
+    """Breaks if the on-demand failure stops failing (the canary's failure tests rely on it)."""
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{real_triton.http_port}")
+    tensor = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.array([[-1, 0, 0, 0]], dtype=np.float32))
+    with pytest.raises(InferenceServerException, match="negative input"):
+        client.infer("flaky", [tensor])
+
+
+def test_streaming_model_sends_its_tokens_over_grpc(real_triton: RealTriton) -> None:
+    """Breaks if the decoupled model stops streaming 8 responses per request."""
+    responses: list[object] = []
+    client = grpcclient.InferenceServerClient(real_triton.grpc_address)
+    client.start_stream(callback=lambda result, error: responses.append(error or result))
+    prompt = grpcclient.InferInput("PROMPT", [1], "BYTES")
+    prompt.set_data_from_numpy(np.array([b"hi"], dtype=np.object_))
+    client.async_stream_infer("streaming", [prompt], enable_empty_final_response=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(
+        isinstance(r, grpcclient.InferResult)
+        and r.get_response().parameters["triton_final_response"].bool_param
+        for r in responses
+    ):
+        time.sleep(0.01)
+    client.stop_stream()
+    tokens = [
+        r.as_numpy("TOKEN")
+        for r in responses
+        if isinstance(r, grpcclient.InferResult) and r.as_numpy("TOKEN") is not None
+    ]
+    assert [t.tolist() for t in tokens] == [[f"token{i}".encode()] for i in range(8)]
