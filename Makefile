@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SOURCES := $(wildcard src tests benchmarks scripts)
 
-.PHONY: all demo test lint typecheck unit debian-packages real-triton bench-packages bench lock clean
+.PHONY: all demo test lint typecheck unit debian-packages real-triton real-mlserver bench-packages bench lock clean
 
 all: test
 
@@ -23,6 +23,11 @@ debian-packages:
 real-triton:
 	scripts/ensure-triton.sh .triton
 
+# Real Seldon MLServer 1.7.1 in its own venv under .mlserver: a KServe v2 server that is
+# not Triton (no binary tensor extension, no model config API), for the canary's tests.
+real-mlserver:
+	scripts/ensure-mlserver.sh .mlserver
+
 bench-packages:
 	scripts/ensure-bench-packages.sh
 
@@ -34,7 +39,7 @@ lint: $(INSTALLED)
 typecheck: $(INSTALLED)
 	$(BIN)/mypy src
 
-unit: $(INSTALLED) debian-packages real-triton
+unit: $(INSTALLED) debian-packages real-triton real-mlserver
 	$(BIN)/pytest
 
 test: lint typecheck unit
@@ -55,4 +60,4 @@ lock: $(INSTALLED)
 	  $(BIN)/pip freeze --exclude-editable | grep -v '^-e '; } > constraints.txt
 
 clean:
-	rm -rf $(VENV) .triton .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .triton .mlserver .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,10 +1,12 @@
-"""A real Alertmanager and a webhook receiver for end-to-end alerting tests."""
+"""A real Alertmanager, a real Prometheus and a webhook receiver for end-to-end tests."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import threading
+import urllib.error
+import urllib.parse
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from support import REPO, http_get, wait_until
+from support import REPO, free_port, http_get, wait_until
 
 SHIPPED = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
 Payload = dict[str, Any]
@@ -91,6 +93,15 @@ class Alertmanager:
 
         wait_until(ready, timeout=15, what="Alertmanager ready", every=0.1)
 
+    def alerts(self, **labels: str) -> list[Payload]:
+        """The alerts Alertmanager holds now (``GET /api/v2/alerts``) with these labels."""
+        matchers = [f'{name}="{value}"' for name, value in labels.items()]
+        query = urllib.parse.urlencode([("filter", m) for m in matchers])
+        status, body = http_get(f"{self.url}/api/v2/alerts?{query}")
+        assert status == 200, body
+        found: list[Payload] = json.loads(body)
+        return found
+
     def stop(self) -> None:
         if self.process is not None:
             self.process.terminate()
@@ -109,3 +120,59 @@ def fast_config(receiver_url: str) -> dict[str, Any]:
         route["group_interval"] = "1s"
     config["receivers"][0]["webhook_configs"][0]["url"] = receiver_url
     return config
+
+
+class Prometheus:
+    """A real Prometheus on a loopback port, scraping ``target`` every second."""
+
+    def __init__(self, tmp_path: Path, target: str) -> None:
+        config = tmp_path / "prometheus.yml"
+        config.write_text(
+            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+            "scrape_configs:\n"
+            f"  - job_name: tritonwatch\n    static_configs: [{{targets: ['{target}']}}]\n"
+        )
+        self.url = f"http://127.0.0.1:{free_port()}"
+        self.process = subprocess.Popen(
+            [
+                "prometheus",
+                f"--config.file={config}",
+                f"--web.listen-address={self.url.removeprefix('http://')}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def ready(self) -> bool:
+        """True once the HTTP API answers (connection refused before that)."""
+        assert self.process.poll() is None, (
+            self.process.stderr.read() if self.process.stderr else ""
+        )
+        try:
+            return http_get(f"{self.url}/-/ready", timeout=1)[0] == 200
+        except urllib.error.URLError:
+            return False
+
+    def get(self, path: str, **params: str) -> dict[str, Any]:
+        status, body = http_get(f"{self.url}{path}?{urllib.parse.urlencode(params)}")
+        reply: dict[str, Any] = json.loads(body)
+        assert status == 200, reply
+        return reply
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        reply = self.get("/api/v1/query", query=expr)
+        assert reply["status"] == "success", reply
+        result: list[dict[str, Any]] = reply["data"]["result"]
+        return result
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stderr is not None:
+            self.process.stderr.close()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from real_mlserver import RealMLServer
 from real_triton import ALL_MODELS, RealTriton
 from support import ReadyEndpoint
 
@@ -64,3 +65,12 @@ def start_real_triton(tmp_path: Path) -> Iterator[Callable[..., RealTriton]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def real_mlserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealMLServer]:
+    """One real Seldon MLServer for the whole session (the ``echo`` model of
+    tests/mlserver_models): a KServe v2 server without Triton's extensions."""
+    server = RealMLServer(tmp_path_factory.mktemp("mlserver")).start()
+    yield server
+    server.stop()

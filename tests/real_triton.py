@@ -179,7 +179,18 @@ class RealTriton:
         assert status == 200, answer
 
     def reset(self, model: str) -> None:
-        """Loads ``model`` again from its files, undoing config overrides and their state."""
+        """Loads ``model`` again from its files, undoing config overrides and their state.
+
+        Triton 2.51 keeps a loaded override through a plain load; only an unload first
+        makes it read the files again."""
+        self.unload(model)
+        deadline = time.monotonic() + 30
+        while self.request("GET", f"/v2/models/{model}/ready")[0] == 200 or any(
+            entry["name"] == model and entry.get("state") == "UNLOADING"
+            for entry in json.loads(self.request("POST", "/v2/repository/index", {})[1])
+        ):
+            assert time.monotonic() < deadline, f"{model} did not unload"
+            time.sleep(0.05)
         self.load(model)
 
     def unload(self, model: str) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from tritonwatch.demo_view import demo_screen
+from tritonwatch.demo_view import ERROR_CHARACTERS, demo_screen
 from tritonwatch.export.status_page import AdviceLine, ModelStatus, SloLine, StatusSnapshot
+from tritonwatch.probe.canary_stats import LastError
 
 
 def test_table_shows_state_breakdown_slo_and_advice() -> None:
@@ -29,3 +30,34 @@ def test_table_shows_state_breakdown_slo_and_advice() -> None:
     assert "latency 19.0×" in resnet
     assert "lower max_queue_delay_microseconds 80000→40000" in resnet
     assert "http://127.0.0.1:9849/metrics" in text
+
+
+def test_table_shows_the_canarys_last_error_with_its_reason() -> None:
+    """Breaks if the live view hides why a model's canary fails (or takes the error's
+    brackets for rich markup and drops them)."""
+    failing = LastError("http_error", "[500] negative input: failure asked for", 10.0,
+                        1_700_000_000.0, age_seconds=4.2)  # fmt: skip
+    snapshot = StatusSnapshot([
+        ModelStatus("real", "flaky", "http", True, 0.05, {}, {"http_error": 7},
+                    last_error=failing),
+        ModelStatus("real", "batching", "http", True, 0.05, {"p95": 0.003}, {"success": 9}),
+    ])  # fmt: skip
+    console = Console(record=True, width=400)
+    console.print(demo_screen(snapshot, "http://127.0.0.1:9849"))
+    text = console.export_text()
+    flaky = next(line for line in text.splitlines() if "real/flaky" in line)
+    batching = next(line for line in text.splitlines() if "real/batching" in line)
+    assert "last error" in text
+    assert "http_error 4 s ago: [500] negative input: failure asked for" in flaky
+    assert batching.rstrip().rstrip("│").rstrip().endswith("–")  # no error: a dash
+
+
+def test_a_long_last_error_is_cut_not_wrapped_over_the_table() -> None:
+    """Breaks if one long server message takes over the live view."""
+    long = LastError("bad_response", "x" * 1000, 0.0, 0.0, age_seconds=200.0)
+    snapshot = StatusSnapshot([ModelStatus("t", "m", "http", True, 0.05, {}, {}, last_error=long)])
+    console = Console(record=True, width=400)
+    console.print(demo_screen(snapshot, "http://127.0.0.1:9849"))
+    row = next(line for line in console.export_text().splitlines() if "│ t/m " in line)
+    prefix = "bad_response 3 min ago: "
+    assert f"{prefix}{'x' * (ERROR_CHARACTERS - 1 - len(prefix))}… " in row

@@ -428,6 +428,7 @@ class Daemon:
                         for r in advice.get(key, [])
                     ],
                     experiments=verdicts.get(key, [])[-5:],
+                    last_error=series.last_error,
                 )
             )
         return StatusSnapshot(statuses, self.health().healthy)

@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from tritonwatch.export.status_page import StatusSnapshot
+from tritonwatch.export.status_page import ModelStatus, StatusSnapshot, ago
 
 _SHORT = {
     "queue": "queue",
@@ -19,15 +19,33 @@ _SHORT = {
 }
 
 
+ERROR_CHARACTERS = 120
+"""The last error's text is cut here: the log line has it whole."""
+
+
 def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1e3:.1f}"
 
 
+def _last_error(model: ModelStatus) -> Text:
+    """Outcome, age and reason of the canary's last failure; plain Text, as error
+    messages hold brackets (``[500]``, ``[StatusCode.INTERNAL]``) rich would take for markup."""
+    last = model.last_error
+    if last is None:
+        return Text("–", style="dim")
+    text = f"{last.outcome} {ago(last.age_seconds)} ago: {last.error}"
+    if len(text) > ERROR_CHARACTERS:
+        text = text[: ERROR_CHARACTERS - 1] + "…"
+    return Text(text, style="red" if last.age_seconds < 60 else "yellow")
+
+
 def status_table(snapshot: StatusSnapshot) -> Table:
-    """One row per model: quantiles against the budget, breakdown, SLOs, advice."""
+    """One row per model: quantiles against the budget, breakdown, SLOs, advice, and the
+    canary's last error (why it fails, when it does)."""
     table = Table(title="tritonwatch — per model", expand=True)
     for column in ("target/model", "p50 ms", "p95 ms", "p99 ms", "budget ms", "state",
-                   "requests", "breakdown (ms)", "SLO burn", "recommendation"):  # fmt: skip
+                   "requests", "breakdown (ms)", "SLO burn", "recommendation",
+                   "last error"):  # fmt: skip
         table.add_column(column)
     for model in snapshot.models:
         p95 = model.quantiles.get("p95")
@@ -52,7 +70,7 @@ def status_table(snapshot: StatusSnapshot) -> Table:
         table.add_row(
             f"{model.target}/{model.model}", _ms(model.quantiles.get("p50")), _ms(p95),
             _ms(model.quantiles.get("p99")), _ms(model.budget_seconds), Text(state, style=style),
-            str(sum(model.outcomes.values())), breakdown, burns, advice,
+            str(sum(model.outcomes.values())), breakdown, burns, advice, _last_error(model),
         )  # fmt: skip
     return table
 

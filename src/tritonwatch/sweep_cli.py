@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from tritonwatch.cli_flags import add_flag
-from tritonwatch.config.schema import InputOverride
+from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, MAX_STRING_LENGTH, InputOverride
 from tritonwatch.config.units import parse_duration
 from tritonwatch.probe.payload import PayloadError
 from tritonwatch.probe.sweep import SweepResult, SweepRunner, SweepSettings
@@ -68,6 +68,36 @@ def seconds_flag(text: str) -> float:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def string_length_flag(text: str) -> int:
+    """``--string-length``: the same range as ``canary.string_length``."""
+    try:
+        length = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got: {text!r}") from None
+    if not 1 <= length <= MAX_STRING_LENGTH:
+        raise argparse.ArgumentTypeError(
+            f"must be between 1 and {MAX_STRING_LENGTH}, got: {text!r}"
+        )
+    return length
+
+
+def string_data_flag(text: str) -> str:
+    """``--string-data``: refused when empty (an empty ``TRITONWATCH_STRING_DATA`` is
+    more likely a manifest slip than a wish to send empty strings)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty (leave it out for random strings)")
+    return text
+
+
+def add_string_flags(parser: argparse.ArgumentParser) -> None:
+    """perf_analyzer's flags for BYTES inputs, shared by ``sweep`` and ``tune``."""
+    add_flag(parser, "--string-length", type=string_length_flag, default=DEFAULT_STRING_LENGTH,
+             metavar="N", help=f"BYTES inputs: characters of each random string "
+             f"(default {DEFAULT_STRING_LENGTH})")  # fmt: skip
+    add_flag(parser, "--string-data", type=string_data_flag, default=None, metavar="S",
+             help="BYTES inputs: send S in every element instead of random strings")  # fmt: skip
+
+
 def _shape(text: str) -> tuple[str, tuple[int, ...]]:
     name, _, dims = text.partition("=")
     try:
@@ -96,6 +126,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_flag(sweep, "--max-windows", type=int, default=10, help="windows per step at most")
     add_flag(sweep, "--max-processes", type=int, default=None, help="load worker processes at most")
     add_flag(sweep, "--shape", type=_shape, action="append", default=[], help="INPUT=1,3,224,224")
+    add_string_flags(sweep)
     add_flag(sweep, "--json", type=Path, default=None, help="write every number as JSON")
     add_flag(sweep, "--csv", type=Path, default=None, help="write perf_analyzer's CSV")
     add_flag(sweep, "--plot", type=Path, default=None, help="write a plot (.svg, or .png)")
@@ -126,6 +157,8 @@ def settings_from(args: argparse.Namespace) -> SweepSettings:
         window_requests=args.measurement_request_count,
         max_windows=args.max_windows,
         inputs={name: InputOverride(shape=dims) for name, dims in args.shape},
+        string_length=args.string_length,
+        string_data=args.string_data,
         tls=tls_from(args),
         **extra,
     )

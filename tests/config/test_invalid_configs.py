@@ -81,6 +81,22 @@ EXPECTED = {
     "sweep_level_above_max_concurrency.yaml": (
         "sweep.concurrency: levels must not exceed max_concurrency (64), got: [1, 8, 128]"
     ),
+    "string_length_zero.yaml": (
+        "targets[0].models[0].canary.string_length: must be between 1 and 1048576, got: 0"
+    ),
+    "string_length_above_max.yaml": (
+        "canary.string_length: must be between 1 and 1048576, got: 2000000"
+    ),
+    "string_data_empty.yaml": (
+        "canary.string_data: must not be empty (leave it out for random strings), got: ''"
+    ),
+    "string_data_not_a_string.yaml": (
+        "targets[0].models[0].canary.string_data: input should be a valid string, "
+        'got: ["hello", "world"]'
+    ),
+    "string_data_per_input.yaml": (
+        "targets[0].models[0].canary.inputs.TEXT.string_data: unknown key (allowed: shape, file)"
+    ),
     "nvml_enabled_unknown.yaml": ("nvml.enabled: must be auto, true or false, got: 'sometimes'"),
     "web_config_unreadable.yaml": (
         "exporter.web_config_file: /nonexistent/web-config.yml: cannot read the file: "

@@ -60,6 +60,31 @@ targets:
     assert (canary_b.protocol, canary_b.max_in_flight) == ("grpc", 8)
 
 
+def test_string_fill_defaults_to_perf_analyzers_and_overrides_per_model() -> None:
+    """BYTES settings merge like every canary field: a model's string_data keeps the global
+    string_length, and a model that sets neither gets the global ones."""
+    config = parse_config(
+        """
+canary: {string_length: 16}
+targets:
+  - name: prod
+    url: http://127.0.0.1:8000
+    models:
+      - {name: a, canary: {string_data: "What is Triton?"}}
+      - {name: b, canary: {string_length: 4}}
+      - {name: c}
+""",
+        "s.yaml",
+    )
+    target = config.targets[0]
+    a, b, c = (config.canary_for(target, m) for m in target.models)
+    assert (a.string_length, a.string_data) == (16, "What is Triton?")
+    assert (b.string_length, b.string_data) == (4, None)
+    assert (c.string_length, c.string_data) == (16, None)
+    default = parse_config(ONE_MODEL, "min.yaml")
+    assert (default.canary.string_length, default.canary.string_data) == (128, None)
+
+
 @pytest.mark.parametrize(
     ("url", "http", "grpc", "metrics"),
     [

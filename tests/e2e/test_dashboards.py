@@ -7,17 +7,15 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
 import time
-import urllib.error
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support import REPO, DaemonProcess, free_port, http_get, wait_until
+from alerting_support import Prometheus
+from support import REPO, DaemonProcess, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -96,62 +94,6 @@ def _panel_queries(dashboard: dict[str, Any]) -> Iterator[tuple[str, str]]:
     for annotation in dashboard["annotations"]["list"]:
         if "expr" in annotation:
             yield f"annotation {annotation['name']}", annotation["expr"]
-
-
-class Prometheus:
-    """A real Prometheus on a loopback port, scraping ``target`` every second."""
-
-    def __init__(self, tmp_path: Path, target: str) -> None:
-        config = tmp_path / "prometheus.yml"
-        config.write_text(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            "scrape_configs:\n"
-            f"  - job_name: tritonwatch\n    static_configs: [{{targets: ['{target}']}}]\n"
-        )
-        self.url = f"http://127.0.0.1:{free_port()}"
-        self.process = subprocess.Popen(
-            [
-                "prometheus",
-                f"--config.file={config}",
-                f"--web.listen-address={self.url.removeprefix('http://')}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def ready(self) -> bool:
-        """True once the HTTP API answers (connection refused before that)."""
-        assert self.process.poll() is None, (
-            self.process.stderr.read() if self.process.stderr else ""
-        )
-        try:
-            return http_get(f"{self.url}/-/ready", timeout=1)[0] == 200
-        except urllib.error.URLError:
-            return False
-
-    def get(self, path: str, **params: str) -> dict[str, Any]:
-        status, body = http_get(f"{self.url}{path}?{urllib.parse.urlencode(params)}")
-        reply: dict[str, Any] = json.loads(body)
-        assert status == 200, reply
-        return reply
-
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        reply = self.get("/api/v1/query", query=expr)
-        assert reply["status"] == "success", reply
-        result: list[dict[str, Any]] = reply["data"]["result"]
-        return result
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stderr is not None:
-            self.process.stderr.close()
 
 
 def _has_finite_value(result: list[dict[str, Any]]) -> bool:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from real_triton import RealTriton
 from support import DaemonProcess, http_get, sample_value, wait_until
 from tritonwatch.sim.server import Simulator
 
@@ -66,3 +69,46 @@ def test_status_page_in_chromium(tmp_path: Path) -> None:
     assert "max_queue_delay_microseconds: 80000 → 40000" in html
     assert shot.exists()
     assert shot.stat().st_size > 10_000
+
+
+def test_status_page_shows_why_the_canary_fails_on_real_triton(
+    tmp_path: Path, real_triton: RealTriton
+) -> None:
+    """Breaks if the page stops showing a failing model's last canary error (outcome,
+    time, the server's own reason), or shows one for a model that never failed."""
+    sample = tmp_path / "negative.npy"
+    np.save(sample, np.array([[-1, 0, 0, 0]], dtype=np.float32))  # the flaky model fails it
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "canary: {rate: 5/s}\nscrape: {interval: 1s, timeout: 800ms}\n"
+        "sweep: {enabled: false}\n"
+        f"targets: [{{name: real, url: '{real_triton.http_url}',"
+        f" metrics_url: '{real_triton.metrics_url}', models: ["
+        f"{{name: flaky, canary: {{inputs: {{INPUT0: {{file: '{sample}'}}}}}}}},"
+        " {name: batching}]}]\n"
+    )
+    daemon = DaemonProcess(config)
+    try:
+        failed = daemon.wait_for_event("canary_request_failed", timeout=30, model="flaky")
+        wait_until(
+            lambda: (sample_value(http_get(f"{daemon.url}/metrics")[1],
+                                  "tritonwatch_canary_requests_total",
+                                  [("model", "batching"), ("outcome", "success")]) or 0) >= 3,
+            20, "batching canary successes",
+        )  # fmt: skip
+        dom = _chromium(tmp_path, "--dump-dom", f"{daemon.url}/")
+    finally:
+        assert daemon.stop() == 0
+    assert failed["error"] == "[500] negative input: failure asked for"
+    assert (failed["outcome"], failed["status"], failed["protocol"]) == ("http_error", 500, "http")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    sections = dom.stdout.split('<section class="model"')[1:]
+    flaky = next(s for s in sections if 'data-model="flaky"' in s)
+    batching = next(s for s in sections if 'data-model="batching"' in s)
+    assert 'class="last-error"' in flaky
+    assert "<b>http_error</b>" in flaky
+    assert "[500] negative input: failure asked for" in flaky
+    stamp = re.search(r'<time datetime="(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)">', flaky)
+    assert stamp is not None
+    assert failed["timestamp"][:16] <= stamp.group(1)  # at or after the first failure's line
+    assert "last-error" not in batching

@@ -36,6 +36,7 @@ from tritonwatch.probe.infer_response import (
     check_outputs,
     decode_grpc_infer_response,
     decode_http_infer_response,
+    decompressed,
 )
 from tritonwatch.probe.load.http1 import Http1Connection, HttpProtocolError
 
@@ -254,6 +255,26 @@ def test_compressed_answers_decode_and_damaged_ones_are_refused(
     answer = _decodes_or_raises_typed(packed, header_length, encoding)
     if damage in ("truncate", "append"):
         assert answer is None  # a cut or padded stream is never taken as the answer
+
+
+@_fuzz
+@given(st.binary(max_size=3000), st.sampled_from(["gzip", "deflate"]), st.integers(-3, 3))
+def test_the_inflate_limit_holds_to_the_byte(data: bytes, encoding: str, offset: int) -> None:
+    """Breaks if an answer inflating to exactly the limit is refused or one byte more
+    is let through."""
+    limit = max(1, len(data) + offset)
+    packed = gzip.compress(data) if encoding == "gzip" else zlib.compress(data)
+    if len(data) <= limit:
+        assert decompressed(packed, encoding, limit) == data
+    else:
+        with pytest.raises(ResponseDecodeError, match="inflates past"):
+            decompressed(packed, encoding, limit)
+
+
+def test_an_unknown_encoding_is_named() -> None:
+    """Breaks if a br or zstd answer (never offered) passes for plain bytes."""
+    with pytest.raises(ResponseDecodeError, match="unsupported Content-Encoding 'br'"):
+        decode_http_infer_response(b"\x0b\x02\x80{}\x03", None, "br")
 
 
 @_fuzz
@@ -588,6 +609,9 @@ class _AnsweringClient:
 
     def __init__(self, answer: Any) -> None:
         self.answer = answer
+
+    async def extensions(self) -> frozenset[str]:
+        return frozenset({"binary_tensor_data"})
 
     async def metadata(self, model: str, version: str) -> dict[str, Any]:
         return {

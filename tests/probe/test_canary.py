@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 from sim_process import SimProcess
 from support import wait_until
 from tritonwatch.analysis.quantiles import quantiles
+from tritonwatch.config.schema import InputOverride
 from tritonwatch.probe.canary import CanaryPlan
 from tritonwatch.probe.canary_runner import CanaryRunner
 from tritonwatch.probe.canary_stats import CanaryStats, SeriesSnapshot, latency_buckets
@@ -157,13 +158,14 @@ def test_refused_connections_are_connection_errors(runner: CanaryRunner, protoco
 
 
 def test_a_model_it_cannot_fill_is_reported_and_the_others_run(runner: CanaryRunner) -> None:
+    wrong = {"PROMPT": InputOverride(shape=(1, 1))}  # an input text_identity does not have
     with Simulator() as sim, capture_logs() as logs:
-        runner.start([_plan(sim, model="text_identity"), _plan(sim, model="simple")])
+        runner.start([_plan(sim, model="text_identity", inputs=wrong), _plan(sim, model="simple")])
         _wait_for(runner, "success", 3, model="simple")
     errors = [log for log in logs if log["event"] == "canary_payload_error"]
     assert len(errors) == 1
     assert errors[0]["model"] == "text_identity"
-    assert "a BYTES input needs sample data" in errors[0]["error"]
+    assert "input 'PROMPT': no such input" in errors[0]["error"]
     assert sum(_series(runner, "text_identity").outcomes.values()) == 0
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pytest
+from structlog.testing import capture_logs
 from tritonclient.utils import InferenceServerException
 
 from tritonwatch.observations import Outcome
@@ -33,9 +36,15 @@ class ScriptedClient:
 
     protocol = "http"
 
-    def __init__(self, answers: list[Any]) -> None:
+    def __init__(
+        self, answers: list[Any], extensions: frozenset[str] = frozenset({"binary_tensor_data"})
+    ) -> None:
         self.answers = answers
         self.binary_flags: list[bool] = []
+        self._extensions = extensions
+
+    async def extensions(self) -> frozenset[str]:
+        return self._extensions
 
     async def metadata(self, model: str, version: str) -> dict[str, Any]:
         return METADATA
@@ -48,6 +57,8 @@ class ScriptedClient:
     ) -> Any:
         self.binary_flags.append(binary)
         answer = self.answers.pop(0)
+        if answer is HANG:
+            await asyncio.sleep(30)
         if isinstance(answer, BaseException):
             raise answer
         return answer
@@ -56,18 +67,23 @@ class ScriptedClient:
         pass
 
 
+HANG = object()
+"""A scripted answer that never comes (within any canary timeout)."""
 PLAN = CanaryPlan(
     "t", "m", "", "http", "http://127.0.0.1:1", "grpc://127.0.0.1:2", 1.0, False, 1.0, 4, "zero"
 )
 
 
-def _run_once(client: ScriptedClient, calls: int = 1) -> tuple[CanaryStats, ModelCanary]:
-    stats = CanaryStats()
-    stats.declare([PLAN.key])
-    canary = ModelCanary(PLAN, client, stats)
+def _run_once(
+    client: ScriptedClient, calls: int = 1, plan: CanaryPlan = PLAN
+) -> tuple[CanaryStats, ModelCanary]:
+    stats = CanaryStats(wall_clock=lambda: 1_700_000_000.0)
+    stats.declare([plan.key])
+    canary = ModelCanary(plan, client, stats)
 
     async def go() -> None:
         assert await canary.prepare()
+        await canary.choose_tensor_format()
         loop = asyncio.get_running_loop()
         for _ in range(calls):
             await canary._one(loop.time())
@@ -86,23 +102,80 @@ def test_complete_response_is_a_success() -> None:
     assert stats.snapshot(0)[0].outcomes[Outcome.SUCCESS] == 1
 
 
-def test_binary_refusal_falls_back_to_json_and_stays_there() -> None:
-    """A KServe v2 server that rejects Triton's binary extension gets JSON tensors."""
-    refusal = InferenceServerException("unsupported body", status="400")
+@pytest.mark.parametrize("status", ["400", "415", "422", "500"])
+def test_an_http_error_never_switches_the_tensor_format(status: str) -> None:
+    """Breaks if error codes are read as "binary refused" again: the format comes from
+    GET /v2, and MLServer's 500 to a binary body looks like any failing model's."""
     ok = _Result({"y": np.zeros((1, 2))})
-    client = ScriptedClient([refusal, ok, ok])
-    stats, _ = _run_once(client, calls=2)
-    assert client.binary_flags == [True, False, False]
-    assert stats.snapshot(0)[0].outcomes[Outcome.SUCCESS] == 2
-
-
-def test_other_http_errors_do_not_switch_to_json() -> None:
-    client = ScriptedClient([InferenceServerException("boom", status="500")])
-    stats, _ = _run_once(client)
-    assert client.binary_flags == [True]
+    client = ScriptedClient([InferenceServerException("boom", status=status), ok])
+    stats, canary = _run_once(client, calls=2)
+    assert client.binary_flags == [True, True]
+    assert canary.tensor_format == "binary"
     snap = stats.snapshot(0)[0]
-    assert snap.outcomes[Outcome.HTTP_ERROR] == 1
-    assert snap.latency_count == 0  # an error is no latency sample
+    assert (snap.outcomes[Outcome.HTTP_ERROR], snap.outcomes[Outcome.SUCCESS]) == (1, 1)
+    assert snap.latency_count == 1  # an error is no latency sample
+
+
+def test_a_server_without_the_extension_gets_json_tensors() -> None:
+    """Breaks if a KServe v2 server whose GET /v2 lacks binary_tensor_data gets binary."""
+    ok = _Result({"y": np.zeros((1, 2))})
+    client = ScriptedClient([ok, ok], extensions=frozenset({"statistics"}))
+    _, canary = _run_once(client, calls=2)
+    assert client.binary_flags == [False, False]
+    assert canary.tensor_format == "json"
+
+
+def test_a_failure_is_logged_with_its_reason_and_kept_as_the_last_error() -> None:
+    """Breaks if an HTTP failure is counted without a line saying why, or the stats
+    forget it once the next request succeeds."""
+    error = InferenceServerException("model 'm' crashed: CUDA out of memory", status="500")
+    client = ScriptedClient([error, _Result({"y": np.zeros((1, 2))})])
+    with capture_logs() as logs:
+        stats, _ = _run_once(client, calls=2)
+    (line,) = [log for log in logs if log["event"] == "canary_request_failed"]
+    assert line == {
+        "event": "canary_request_failed",
+        "log_level": "warning",
+        "component": "canary",
+        "target": "t",
+        "model": "m",
+        "protocol": "http",
+        "outcome": "http_error",
+        "error": "[500] model 'm' crashed: CUDA out of memory",
+        "status": 500,
+    }
+    last = stats.snapshot(0)[0].last_error
+    assert last is not None
+    assert (last.outcome, last.error) == ("http_error", line["error"])
+    assert last.wall_time == 1_700_000_000.0
+
+
+def test_a_timeout_is_logged_with_a_reason_not_an_empty_string() -> None:
+    """Breaks if a timed-out request's error text is str(TimeoutError()): empty."""
+    plan = replace(PLAN, timeout=0.05)
+    with capture_logs() as logs:
+        stats, _ = _run_once(ScriptedClient([HANG]), plan=plan)
+    (line,) = [log for log in logs if log["event"] == "canary_request_failed"]
+    assert (line["outcome"], line["error"]) == (
+        "timeout",
+        "no answer within 0.05 s (canary timeout)",
+    )
+    assert "status" not in line
+    last = stats.snapshot(0)[0].last_error
+    assert last is not None
+    assert last.error == line["error"]
+
+
+def test_refused_connections_are_counted_and_kept_but_not_logged_each() -> None:
+    """Breaks if a server that is down floods the log (readiness and the breaker say so)."""
+    client = ScriptedClient([ConnectionRefusedError(111, "Connection refused")] * 4)
+    with capture_logs() as logs:
+        stats, _ = _run_once(client, calls=4)
+    assert not [log for log in logs if log["event"] == "canary_request_failed"]
+    snap = stats.snapshot(0)[0]
+    assert snap.outcomes[Outcome.CONNECTION_ERROR] == 4
+    assert snap.last_error is not None
+    assert snap.last_error.error == "[Errno 111] Connection refused"
 
 
 def test_consecutive_failures_open_the_circuit_and_a_success_closes_it() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import string
 from pathlib import Path
 
 import ml_dtypes
@@ -11,7 +12,13 @@ import pytest
 
 from support import fixtures_dir
 from tritonwatch.config.schema import InputOverride
-from tritonwatch.probe.payload import PayloadError, TensorSpec, build_inputs, input_specs
+from tritonwatch.probe.payload import (
+    STRING_CHARACTERS,
+    PayloadError,
+    TensorSpec,
+    build_inputs,
+    input_specs,
+)
 
 
 def _metadata_from_config(config: dict[str, object]) -> dict[str, object]:
@@ -83,13 +90,67 @@ def test_every_triton_datatype_maps_to_its_numpy_type(datatype: str, dtype: np.d
     assert tensors[0].data.dtype == dtype
 
 
-def test_bytes_input_needs_a_sample_and_takes_json_strings(tmp_path: Path) -> None:
-    spec = [TensorSpec("text", "BYTES", (1, 2))]
-    with pytest.raises(PayloadError, match="'text': a BYTES input needs sample data"):
+def test_bytes_input_gets_random_strings_like_perf_analyzer() -> None:
+    """Breaks if BYTES inputs stop getting one 128-character perf_analyzer string per element."""
+    tensors = build_inputs("m", [TensorSpec("text", "BYTES", (2, 32))], {})
+    data = tensors[0].data
+    assert (tensors[0].datatype, data.shape, data.dtype) == ("BYTES", (2, 32), np.dtype(object))
+    values = data.ravel().tolist()
+    assert all(isinstance(v, bytes) and len(v) == 128 for v in values)
+    assert len(set(values)) == 64  # every element its own string
+    used = set(b"".join(values).decode("ascii"))
+    assert used == set(STRING_CHARACTERS)  # 8192 draws cover all 66 characters
+    assert set(STRING_CHARACTERS) == set(string.ascii_letters + string.digits + " .?!")
+
+
+def test_string_length_sets_every_random_string() -> None:
+    """Breaks if canary.string_length / --string-length stops reaching the strings."""
+    tensors = build_inputs("m", [TensorSpec("text", "BYTES", (1, 3))], {}, string_length=5)
+    assert [len(v) for v in tensors[0].data.ravel()] == [5, 5, 5]
+
+
+def test_string_data_is_sent_in_every_element_of_every_bytes_input() -> None:
+    """Breaks if string_data is not sent as UTF-8 in every element (length ignored)."""
+    specs = [TensorSpec("a", "BYTES", (1, 2)), TensorSpec("b", "BYTES", (1,))]
+    tensors = build_inputs("m", specs, {}, string_length=3, string_data="Grüße, Triton?")
+    assert tensors[0].data.tolist() == [["Grüße, Triton?".encode()] * 2]
+    assert tensors[1].data.tolist() == ["Grüße, Triton?".encode()]
+
+
+def test_random_strings_are_reproducible_with_a_seed() -> None:
+    """Breaks if the strings stop following the seed (runs would send different data)."""
+    spec = [TensorSpec("text", "BYTES", (1, 4))]
+    first = build_inputs("m", spec, {}, seed=7)[0].data.tolist()
+    assert build_inputs("m", spec, {}, seed=7)[0].data.tolist() == first
+    assert build_inputs("m", spec, {}, seed=8)[0].data.tolist() != first
+
+
+def test_zero_mode_zeroes_numbers_but_keeps_random_strings() -> None:
+    """Breaks if data: zero stops zeroing numbers only, as perf_analyzer's --zero-input."""
+    specs = [TensorSpec("x", "INT32", (1, 4)), TensorSpec("text", "BYTES", (1, 1))]
+    numbers, text = build_inputs("m", specs, {}, mode="zero", string_length=9)
+    assert numbers.data.tolist() == [[0, 0, 0, 0]]
+    value = text.data.item()
+    assert len(value) == 9 and set(value.decode()) <= set(STRING_CHARACTERS)
+
+
+def test_bytes_input_with_a_dynamic_dim_takes_its_shape_from_the_override() -> None:
+    """Breaks if a dynamic BYTES dim is guessed instead of asked for, or the override ignored."""
+    spec = [TensorSpec("text", "BYTES", (-1,))]
+    with pytest.raises(PayloadError, match=r"has a dynamic dim; set canary.inputs.text.shape"):
         build_inputs("m", spec, {})
+    tensors = build_inputs("m", spec, {"text": InputOverride(shape=(3,))}, string_data="hi")
+    assert tensors[0].data.tolist() == [b"hi", b"hi", b"hi"]
+
+
+def test_a_bytes_sample_file_wins_over_string_data(tmp_path: Path) -> None:
+    """Breaks if string settings override a sample file the user gave for that input."""
+    spec = [TensorSpec("text", "BYTES", (1, 2))]
     sample = tmp_path / "text.json"
     sample.write_text('[["hello", "world"]]')
-    tensors = build_inputs("m", spec, {"text": InputOverride(file=sample)})
+    tensors = build_inputs(
+        "m", spec, {"text": InputOverride(file=sample)}, string_data="ignored", string_length=1
+    )
     assert tensors[0].data.tolist() == [[b"hello", b"world"]]
 
 

@@ -16,14 +16,18 @@ import pytest
 from sim_process import SimProcess
 from support import TRITONWATCH
 from tritonwatch.analysis.stability import WindowResult
+from tritonwatch.cli import build_parser
+from tritonwatch.config import parse_config
 from tritonwatch.probe.load.pool import cut_all, split_concurrency, start_workers, stop_workers
 from tritonwatch.probe.load.spec import http_load_spec
 from tritonwatch.probe.load.worker import WindowSamples
 from tritonwatch.probe.payload import TensorSpec, build_inputs
 from tritonwatch.probe.sweep import SweepRunner, SweepSettings, _result, _step_result
 from tritonwatch.probe.sweep_report import PERF_ANALYZER_COLUMNS, render_svg, to_csv, to_json
+from tritonwatch.probe.sweep_schedule import sweep_plans
 from tritonwatch.sim.testing import model_set_with
-from tritonwatch.sweep_cli import parse_levels
+from tritonwatch.sweep_cli import parse_levels, settings_from
+from tritonwatch.tune.cli import sweep_settings_from
 
 # Two instances of a 4 ms model, no batching: capacity ≈ 2 / 4 ms, reached by concurrency 2-4.
 TWO_INSTANCES = {
@@ -217,3 +221,66 @@ def test_a_step_stopped_before_its_first_window_reports_nothing_measured() -> No
         0.0,
     )
     assert step.p95 == 0.0
+
+
+def test_string_flags_reach_the_sweep_settings() -> None:
+    """Breaks if sweep's --string-length/--string-data stop reaching SweepSettings."""
+    base = ["sweep", "--url", "grpc://127.0.0.1:1", "--model", "text"]
+    default = settings_from(build_parser().parse_args(base))
+    assert (default.string_length, default.string_data) == (128, None)
+    given = settings_from(
+        build_parser().parse_args([*base, "--string-length", "7", "--string-data", "hi there"])
+    )
+    assert (given.string_length, given.string_data) == (7, "hi there")
+
+
+def test_string_flags_come_from_the_environment_for_sweep_and_tune(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Breaks if TRITONWATCH_STRING_LENGTH/_DATA stop setting the flags of sweep and tune."""
+    monkeypatch.setenv("TRITONWATCH_STRING_LENGTH", "12")
+    monkeypatch.setenv("TRITONWATCH_STRING_DATA", "from the environment")
+    sweep = settings_from(
+        build_parser().parse_args(["sweep", "--url", "http://127.0.0.1:1", "--model", "m"])
+    )
+    tune = sweep_settings_from(
+        build_parser().parse_args(
+            ["tune", "--url", "http://127.0.0.1:1", "--model", "m", "--budget-p95", "50ms"]
+        )
+    )
+    for settings in (sweep, tune):
+        assert (settings.string_length, settings.string_data) == (12, "from the environment")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--string-length", "0"], "--string-length: must be between 1 and 1048576, got: '0'"),
+        (["--string-length", "lots"], "--string-length: must be an integer, got: 'lots'"),
+        (["--string-data", ""], "--string-data: must not be empty (leave it out for random"),
+    ],
+)
+def test_bad_string_flags_are_refused_with_exit_2(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Breaks if a bad --string-length/--string-data is accepted or its message loses the value."""
+    for command in (["sweep"], ["tune", "--budget-p95", "50ms"]):
+        with pytest.raises(SystemExit) as caught:
+            build_parser().parse_args(
+                [*command, "--url", "http://127.0.0.1:1", "--model", "m", *flags]
+            )
+        assert caught.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_scheduled_sweeps_fill_bytes_inputs_as_the_models_canary() -> None:
+    """Breaks if the daemon's scheduled sweep ignores the model's canary string settings."""
+    config = parse_config(
+        "sweep: {enabled: true}\ncanary: {string_length: 9}\n"
+        "targets: [{name: lab, url: 'grpc://127.0.0.1:1', models: [{name: text,"
+        " canary: {string_data: hello}}, {name: other}]}]",
+        "s.yaml",
+    )
+    text, other = (plan.settings for plan in sweep_plans(config))
+    assert (text.string_length, text.string_data) == (9, "hello")
+    assert (other.string_length, other.string_data) == (9, None)

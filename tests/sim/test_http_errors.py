@@ -1,4 +1,9 @@
-"""Malformed HTTP requests get Triton's ``{"error": ...}`` with status 400, never a 500 page."""
+"""Malformed HTTP requests get Triton's ``{"error": ...}`` with Triton's status, never a crash.
+
+Triton's JSON reader refuses a member that is missing or of the wrong type with INTERNAL
+(500); what the protocol forbids is INVALID_ARG (400). The messages are real Triton's
+(tests/sim/test_differential_real_triton.py holds the simulator to a real server).
+"""
 
 from __future__ import annotations
 
@@ -11,66 +16,86 @@ import pytest
 from tritonwatch.sim.server import Simulator
 
 INPUT0 = {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16]}
+DATA = {**INPUT0, "data": [1] * 16}
 
 
 @pytest.mark.parametrize(
-    ("path", "body", "headers", "message"),
+    ("path", "body", "headers", "status", "message"),
     [
-        ("/v2/models/simple/infer", b"[1, 2]", {}, "the inference request must be a JSON object"),
+        (
+            "/v2/models/simple/infer",
+            b"[1, 2]",
+            {},
+            500,
+            "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'",
+        ),
         (
             "/v2/models/simple/infer",
             b'{"inputs": [1]}',
             {},
-            "'inputs' must be a list of tensor objects",
+            400,
+            "Input must set only one of the following fields",
         ),
         (
             "/v2/models/simple/infer",
             json.dumps({"inputs": [{**INPUT0, "shape": "1x16"}]}).encode(),
             {},
-            "each input needs a 'name', a 'datatype' and a 'shape' of counts",
+            500,
+            "Unable to parse 'shape': attempt to access JSON non-array as array",
         ),
         (
             "/v2/models/simple/infer",
             b'{"inputs": []}',
             {"Inference-Header-Content-Length": "abc"},
+            400,
             "Inference-Header-Content-Length must be a byte count within the body, got: 'abc'",
         ),
         (
             "/v2/models/simple/infer",
             json.dumps({"inputs": [{**INPUT0, "parameters": {"binary_data_size": 64}}]}).encode(),
             {"Inference-Header-Content-Length": "0"},
+            500,
             "failed to parse the request JSON buffer",
         ),
         (
             "/v2/models/simple/infer",
             json.dumps({"inputs": [{**INPUT0, "data": [1, 2]}]}).encode(),
             {},
-            "unexpected number of elements for input 'INPUT0': shape [1, 16] needs 16, got 2",
+            500,
+            "Unable to parse 'data': Shape does not match true shape of 'data' field",
         ),
-        ("/v2/models/simple/infer", b'{"outputs": [5]}', {}, "'outputs' must be a list of objects"),
+        (
+            "/v2/models/simple/infer",
+            json.dumps({"inputs": [DATA, {**DATA, "name": "INPUT1"}], "outputs": [5]}).encode(),
+            {},
+            500,
+            "Unable to parse 'name': attempt to access non-existing object member 'name'",
+        ),
         (
             "/v2/repository/models/simple/load",
             b'{"parameters": [1]}',
             {},
-            "'parameters' must be an object",
+            500,
+            "attempt to get members for non-object",
         ),
         (
             "/v2/repository/models/simple/load",
             b'{"parameters": {"config": 5}}',
             {},
-            "parameter 'config' must be a JSON string",
+            500,
+            "attempt to access JSON non-string as string",
         ),
-        ("/v2/repository/index", b"nope", {}, "failed to parse the request JSON buffer"),
+        ("/v2/repository/index", b"nope", {}, 500, "failed to parse the request JSON buffer"),
     ],
 )
-def test_malformed_request_is_a_400_with_a_reason(
-    sim: Simulator, path: str, body: bytes, headers: dict[str, str], message: str
+def test_malformed_request_gets_tritons_status_and_reason(
+    sim: Simulator, path: str, body: bytes, headers: dict[str, str], status: int, message: str
 ) -> None:
-    """Each malformed body or header is refused with INVALID_ARG and says why."""
+    """Each malformed body or header is refused with Triton's status and says why."""
     request = urllib.request.Request(sim.http_url + path, data=body, headers=headers, method="POST")
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request, timeout=5)
-    assert caught.value.code == 400
+    assert caught.value.code == status
     assert message in json.loads(caught.value.read())["error"]
     caught.value.close()
 
@@ -88,6 +113,7 @@ def test_binary_tensor_data_short_of_its_declared_size_is_refused(sim: Simulator
         urllib.request.urlopen(request, timeout=5)
     assert caught.value.code == 400
     assert json.loads(caught.value.read()) == {
-        "error": "unexpected end of binary data for input 'INPUT0'"
+        "error": "unexpected size for input 'INPUT0', expecting 54 additional bytes for model "
+        "'simple'"
     }
     caught.value.close()

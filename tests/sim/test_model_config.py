@@ -75,7 +75,8 @@ def test_override_changes_batching_and_instances() -> None:
     spec = spec_from_config(RESNET, parse_override("resnet50", json.dumps(document)))
     assert spec.dynamic_batching is not None
     assert spec.dynamic_batching.max_queue_delay_microseconds == 500
-    assert spec.dynamic_batching.preferred_batch_size == ()
+    # Triton normalises "no preferred sizes" to [max_batch_size]; the batcher treats both alike.
+    assert spec.dynamic_batching.preferred_batch_size == (32,)
     assert spec.instance_group.count == 4
     assert spec.timing == RESNET.timing
 
@@ -91,27 +92,39 @@ def test_only_instance_count_changes_are_detected() -> None:
     assert not only_instance_count_differs(base, delayed)
 
 
+POLL_FAILED = "failed to load 'resnet50', failed to poll from model repository"
+
+
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("text", "reason"),
     [
-        ("{not json", "failed to load 'resnet50', failed to parse the provided config"),
-        ('{"name": "other"}', "the provided config names model 'other', expected 'resnet50'"),
-        ('{"max_batch_sizes": 3}', "failed to parse the provided config"),
+        ("{not json", "Invalid config override: "),
+        (
+            '{"name": "other"}',
+            "unexpected directory name 'resnet50' for model 'other', directory name must "
+            "equal model name",
+        ),
+        ('{"max_batch_sizes": 3}', "Invalid config override: "),
     ],
 )
-def test_bad_override_is_rejected_with_triton_style_message(text: str, message: str) -> None:
-    """Unparseable or mismatched configs fail the load with INVALID_ARG."""
-    with pytest.raises(SimError, match=message) as caught:
+def test_bad_override_is_rejected_with_triton_style_message(text: str, reason: str) -> None:
+    """Unparseable or mismatched configs fail the load as Triton's poll does: INTERNAL with
+    its fixed message, the cause (what Triton logs) in ``detail``."""
+    with pytest.raises(SimError) as caught:
         parse_override("resnet50", text)
-    assert caught.value.code.http_status == 400
+    assert caught.value.message == POLL_FAILED
+    assert caught.value.code.http_status == 500
+    assert caught.value.detail.startswith(reason)
 
 
 def test_override_the_simulator_cannot_run_is_rejected() -> None:
-    """Dynamic batching without a batch dimension fails validation, naming the problem."""
+    """Preferred batch sizes without a batch dimension fail validation, naming the problem."""
     document = config_to_json(build_config(RESNET))
     document["max_batch_size"] = 0
-    with pytest.raises(SimError, match="dynamic_batching needs max_batch_size > 0"):
+    with pytest.raises(SimError) as caught:
         spec_from_config(RESNET, parse_override("resnet50", json.dumps(document)))
+    assert caught.value.message == POLL_FAILED
+    assert "preferred_batch_size must not exceed max_batch_size 0" in caught.value.detail
 
 
 def test_metadata_adds_the_batch_dimension() -> None:

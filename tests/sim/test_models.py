@@ -82,9 +82,9 @@ def test_builtin_set_has_three_models_on_three_gpus() -> None:
         ),
         pytest.param(
             GPUS + GOOD_MODEL + "    max_batch_size: 0\n"
-            "    dynamic_batching: {max_queue_delay_microseconds: 100}\n",
-            "models.0: dynamic_batching needs max_batch_size > 0, got: 0",
-            id="batching-without-batch-dim",
+            "    dynamic_batching: {preferred_batch_size: [2]}\n",
+            "models.0: preferred_batch_size must not exceed max_batch_size 0, got: [2]",
+            id="preferred-without-batch-dim",
         ),
         pytest.param(
             GPUS + GOOD_MODEL + "    max_batch_size: 4\n"

@@ -63,6 +63,11 @@ def test_wrong_byte_size_is_an_invalid_argument() -> None:
         ),
         (
             {"INPUT0": ("INT32", (1, 16)), "INPUT1": ("INT32", (1, 16)), "EXTRA": ("INT32", (1,))},
+            "expected 2 inputs but got 3 inputs for model 'simple'. Got input\\(s\\) "
+            "\\['INPUT0','INPUT1','EXTRA'\\], but missing required input\\(s\\) \\[\\]",
+        ),
+        (
+            {"INPUT0": ("INT32", (1, 16)), "EXTRA": ("INT32", (1, 16))},
             "unexpected inference input 'EXTRA' for model 'simple'",
         ),
     ],

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config.types import (
@@ -69,13 +70,45 @@ class InputOverride(Section):
     """A ``.npy`` array, or a ``.json`` list (strings for BYTES inputs), sent as this input."""
 
 
+DEFAULT_STRING_LENGTH = 128
+"""perf_analyzer's ``--string-length`` default: characters of each random BYTES element."""
+MAX_STRING_LENGTH = 1 << 20
+"""A random string longer than 1 MiB is refused: the canary keeps its request in memory."""
+
+
+def _string_length(value: int) -> int:
+    if not 1 <= value <= MAX_STRING_LENGTH:
+        raise PydanticCustomError("tritonwatch", f"must be between 1 and {MAX_STRING_LENGTH}")
+    return value
+
+
+def _string_data(value: str) -> str:
+    if not value:
+        raise PydanticCustomError(
+            "tritonwatch", "must not be empty (leave it out for random strings)"
+        )
+    return value
+
+
+StringLength = Annotated[int, AfterValidator(_string_length)]
+StringData = Annotated[str, AfterValidator(_string_data)]
+
+
 class CanaryConfig(Section):
     enabled: bool = True
     rate: Rate = 1.0
     distribution: Literal["constant", "poisson"] = "constant"
     """Gaps between sends: fixed (``1/rate``) or exponential (Poisson arrivals)."""
     data: Literal["random", "zero"] = "random"
-    """How inputs without a sample file are filled."""
+    """How numeric inputs without a sample file are filled."""
+    string_length: StringLength = DEFAULT_STRING_LENGTH
+    """BYTES inputs without a sample file: each element a random string this long
+    (letters, digits, space, ``.?!``), as perf_analyzer's ``--string-length``."""
+    string_data: StringData | None = None
+    """BYTES inputs without a sample file: this string in every element instead, as
+    perf_analyzer's ``--string-data``. One value for every BYTES input of the model, so
+    it overrides per model like the other fields; a value per input is a sample file
+    (``inputs.NAME.file``, a ``.json`` list of strings)."""
     protocol: Protocol | None = None
     """``None`` follows the scheme of the target's ``url``."""
     timeout: Duration = 2.0
@@ -227,6 +260,7 @@ class AdvisorConfig(Section):
     network_share: Ratio = 0.5
     network_gap_min_seconds: Duration = 0.010
     rejected_per_second_min: NonNegative = 0.0
+    queue_over_delay_max: Annotated[float, Field(gt=1.0)] = 2.0
     queue_delay_step: Annotated[float, Field(gt=1.0)] = 2.0
     first_queue_delay_microseconds: PositiveInt = 100
 

@@ -1,8 +1,9 @@
 """The status page at ``/``: one server-rendered HTML page, no JavaScript.
 
-Per target and model: readiness, the canary's quantiles against the budget, the
-latency breakdown and bottleneck, SLO state, active recommendations, recent
-experiment verdicts, and the last sweep's curve as inline SVG. The page only reads
+Per target and model: readiness, the canary's quantiles against the budget, its last
+error (the reason, when it fails), the latency breakdown and bottleneck, SLO state,
+active recommendations, recent experiment verdicts, and the last sweep's curve as
+inline SVG. The page only reads
 a :class:`StatusSnapshot`; the daemon assembles one per request.
 """
 
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from html import escape
 
 from tritonwatch import __version__
+from tritonwatch.probe.canary_stats import LastError
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,8 @@ class ModelStatus:
     recommendations: Sequence[AdviceLine] = ()
     experiments: Sequence[VerdictLine] = ()
     sweep_svg: str | None = None
+    last_error: LastError | None = None
+    """The canary's most recent failed request, whatever came after it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +75,35 @@ section.model{border:1px solid #ccc;border-radius:6px;padding:.8em 1em;margin:1e
 table{border-collapse:collapse;margin:.4em 0}td,th{padding:.2em .7em;border-bottom:1px solid #eee;text-align:left}
 .ok{color:#1a7f37}.breach{color:#b42318;font-weight:bold}.muted{color:#777}
 .badge{display:inline-block;padding:0 .5em;border-radius:4px;background:#eef}
+.last-error{background:#fff4f2;border-left:3px solid #b42318;padding:.2em .6em;word-break:break-word}
 """
 
 
 def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1e3:.1f} ms"
+
+
+def utc_time(wall_time: float) -> str:
+    """Unix seconds as the log lines write them (ISO 8601, UTC), to the second."""
+    return datetime.fromtimestamp(wall_time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ago(seconds: float) -> str:
+    """``4 s``, ``3 min``, ``2 h``: how long ago, as a person reads it."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
+
+
+def _last_error(last: LastError) -> str:
+    stamp = utc_time(last.wall_time)
+    return (
+        f'<p class="last-error">last canary error <time datetime="{stamp}">{stamp}</time> '
+        f"({ago(last.age_seconds)} ago): <b>{escape(last.outcome)}</b> — "
+        f'<code class="error">{escape(last.error or "(no message)")}</code></p>'
+    )
 
 
 def _model_section(status: ModelStatus) -> str:
@@ -91,6 +120,8 @@ def _model_section(status: ModelStatus) -> str:
         + ", ".join(f"{escape(k)} {v}" for k, v in sorted(status.outcomes.items()) if v)
         + "</p>",
     ]
+    if status.last_error is not None:
+        parts.append(_last_error(status.last_error))
     if status.breakdown:
         cells = "".join(
             f"<td>{escape(stage)}<br>{_ms(value)}</td>" for stage, value in status.breakdown.items()

@@ -291,7 +291,7 @@ def _scrape_health(states: list[TargetState]) -> Iterator[Metric]:
     failures = CounterMetricFamily(
         "tritonwatch_scrape_failures",
         "Scrapes of the source that failed, by outcome "
-        "(timeout, connection_error, http_error, too_large, bad_response).",
+        "(timeout, connection_error, http_error, grpc_error, too_large, bad_response).",
         labels=["target", "source", "outcome"],
     )
     for state in states:

@@ -20,11 +20,19 @@ from typing import Any
 from tritonclient.utils import InferenceServerException
 
 from tritonwatch.client_tls import ClientTLS
-from tritonwatch.config.schema import Config, InputOverride
+from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, Config, InputOverride
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import CanaryResult, Outcome
+from tritonwatch.probe.canary_failures import Failure, FailureLog
 from tritonwatch.probe.canary_stats import CanaryStats
-from tritonwatch.probe.clients import InferenceClient, classify_error
+from tritonwatch.probe.clients import (
+    BINARY_TENSOR_EXTENSION,
+    InferenceClient,
+    classify_error,
+    error_text,
+    http_status,
+    is_refused_connection,
+)
 from tritonwatch.probe.infer_response import ResponseDecodeError, check_outputs
 from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
 
@@ -33,7 +41,6 @@ METADATA_RETRY_MIN_SECONDS = 1.0
 METADATA_RETRY_MAX_SECONDS = 10.0
 """As the breaker's probe period: a server back up sees the canary within 10 s, whether it
 was down at start or went down later (under the default 15 s scrape interval)."""
-_BINARY_REFUSED_STATUSES = {"400", "415", "422"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +59,9 @@ class CanaryPlan:
     max_in_flight: int
     data: str
     inputs: dict[str, InputOverride] = field(default_factory=dict)
+    string_length: int = DEFAULT_STRING_LENGTH
+    string_data: str | None = None
+    """BYTES inputs without a sample file: random strings of ``string_length``, or this."""
     tls: ClientTLS | None = None
     """The target's TLS settings, used when the URL the protocol picks is secure."""
 
@@ -122,6 +132,8 @@ def canary_plans(config: Config) -> list[CanaryPlan]:
                     max_in_flight=canary.max_in_flight,
                     data=canary.data,
                     inputs=dict(canary.inputs),
+                    string_length=canary.string_length,
+                    string_data=canary.string_data,
                     tls=target.client_tls,
                 )
             )
@@ -146,7 +158,9 @@ class ModelCanary:
         self._random = random.Random(seed)  # noqa: S311 - scheduling jitter, not secrets
         self._clock = clock
         self._slots = asyncio.Semaphore(plan.max_in_flight)
-        self._binary = plan.protocol == "http"
+        self._binary = False
+        """Binary tensors (Triton's extension) or JSON: see :meth:`choose_tensor_format`."""
+        self._failure_log = FailureLog(plan.target, plan.model, plan.protocol, clock=clock)
         self._tensors: list[Tensor] = []
         self._outputs: list[str] = []
         self._pending: set[asyncio.Task[None]] = set()
@@ -185,8 +199,9 @@ class ModelCanary:
         try:
             specs = input_specs(plan.model, metadata, config)
             self._tensors = build_inputs(
-                plan.model, specs, plan.inputs, "zero" if plan.data == "zero" else "random"
-            )
+                plan.model, specs, plan.inputs, "zero" if plan.data == "zero" else "random",
+                string_length=plan.string_length, string_data=plan.string_data,
+            )  # fmt: skip
         except PayloadError as error:
             _log.error(
                 "canary_payload_error",
@@ -199,6 +214,43 @@ class ModelCanary:
         self._outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
         return True
 
+    async def choose_tensor_format(self) -> None:
+        """HTTP: binary tensors when the server's own metadata (``GET /v2``) lists the
+        ``binary_tensor_data`` extension, JSON tensors otherwise.
+
+        Asked, not guessed from errors: Seldon MLServer answers a binary body with 500,
+        which no status rule tells from a broken model. Without ``/v2`` (a proxy that
+        blocks it, a broken server) JSON is the fallback: the one form the KServe v2
+        protocol has every server read.
+        """
+        plan = self.plan
+        if plan.protocol != "http":
+            return
+        try:
+            async with asyncio.timeout(plan.timeout):
+                extensions = await self._client.extensions()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # any failure: fall back, never stop the canary
+            self._binary = False
+            _log.warning(
+                "canary_server_metadata_unavailable",
+                target=plan.target,
+                model=plan.model,
+                outcome=str(classify_error(error, plan.protocol)),
+                error=error_text(error, timeout=plan.timeout),
+                tensors="json",
+            )
+            return
+        self._binary = BINARY_TENSOR_EXTENSION in extensions
+
+    @property
+    def tensor_format(self) -> str:
+        """``binary`` or ``json`` (HTTP); ``grpc`` for the gRPC canary, which has one form."""
+        if self.plan.protocol != "http":
+            return "grpc"
+        return "binary" if self._binary else "json"
+
     def _gap(self) -> float:
         mean = 1.0 / self.plan.rate
         return self._random.expovariate(self.plan.rate) if self.plan.poisson else mean
@@ -207,12 +259,14 @@ class ModelCanary:
         """Prepares, then sends on schedule forever (until the task is cancelled)."""
         if not await self.prepare():
             return
+        await self.choose_tensor_format()
         _log.info(
             "canary_started",
             target=self.plan.target,
             model=self.plan.model,
             rate=self.plan.rate,
             protocol=self.plan.protocol,
+            tensors=self.tensor_format,
         )
         loop = asyncio.get_running_loop()
         next_send = loop.time() + self._random.uniform(0, 1.0 / self.plan.rate)
@@ -231,23 +285,32 @@ class ModelCanary:
         finally:
             for task in list(self._pending):
                 task.cancel()
+            self._failure_log.flush()
 
     async def _one(self, intended: float) -> None:
         loop = asyncio.get_running_loop()
         plan = self.plan
         deadline = intended + plan.timeout
-        outcome, error_text = Outcome.SUCCESS, ""
+        outcome, text = Outcome.SUCCESS, ""
         try:
             async with asyncio.timeout_at(deadline):
                 async with self._slots:
                     result = await self._infer(max(0.001, deadline - loop.time()))
             check_outputs(result, self._outputs)
-        except ResponseDecodeError as error:  # it answered, but not with what was asked
-            outcome, error_text = Outcome.BAD_RESPONSE, str(error)[:200]
         except asyncio.CancelledError:
             raise
         except Exception as error:  # every failure is an outcome, never a crash
-            outcome, error_text = classify_error(error, plan.protocol), str(error)[:200]
+            # (a ResponseDecodeError too: it answered, but not with what was asked)
+            outcome = (
+                Outcome.BAD_RESPONSE
+                if isinstance(error, ResponseDecodeError)
+                else classify_error(error, plan.protocol)
+            )
+            text = error_text(error, timeout=plan.timeout)
+            if not is_refused_connection(error):
+                status = http_status(error) if plan.protocol == "http" else None
+                self._failure_log.failed(Failure(outcome, text, status))
+        self._failure_log.tick()
         elapsed = loop.time() - intended
         latency: float | None = elapsed
         if outcome == Outcome.TIMEOUT:
@@ -257,7 +320,7 @@ class ModelCanary:
         self._trip_or_reset(outcome, loop.time())
         self._stats.record(
             CanaryResult(
-                plan.target, plan.model, plan.protocol, self._clock(), outcome, latency, error_text
+                plan.target, plan.model, plan.protocol, self._clock(), outcome, latency, text
             )
         )
 
@@ -292,23 +355,9 @@ class ModelCanary:
 
     async def _infer(self, timeout: float) -> Any:
         plan = self.plan
-        try:
-            return await self._client.infer(
-                plan.model, plan.version, self._tensors, binary=self._binary, timeout=timeout
-            )
-        except InferenceServerException as error:
-            if not (self._binary and str(error.status()) in _BINARY_REFUSED_STATUSES):
-                raise
-            # A KServe v2 server without Triton's binary tensor extension: try JSON
-            # tensors, and keep them if the server accepts them.
-            result = await self._client.infer(
-                plan.model, plan.version, self._tensors, binary=False, timeout=timeout
-            )
-            self._binary = False
-            _log.info(
-                "canary_binary_tensors_refused_using_json", target=plan.target, model=plan.model
-            )
-            return result
+        return await self._client.infer(
+            plan.model, plan.version, self._tensors, binary=self._binary, timeout=timeout
+        )
 
 
 async def run_canaries(canaries: Sequence[ModelCanary]) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections import Counter, deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from tritonwatch.analysis.quantiles import DEFAULT_QUANTILES, quantiles
 from tritonwatch.observations import CanaryResult, Outcome
@@ -32,6 +33,21 @@ def latency_buckets(thresholds: Iterable[float]) -> tuple[float, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class LastError:
+    """The most recent failed request of a series: what a person asks first when the
+    availability SLO burns ("failing how, and since when?")."""
+
+    outcome: str
+    error: str
+    at: float
+    """Monotonic seconds, as :attr:`CanaryResult.at`."""
+    wall_time: float
+    """Unix seconds when it was recorded, for display next to log timestamps."""
+    age_seconds: float = 0.0
+    """How long before the snapshot it happened (set by :meth:`CanaryStats.snapshot`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class SeriesSnapshot:
     target: str
     model: str
@@ -43,10 +59,12 @@ class SeriesSnapshot:
     latency_count: int
     window_quantiles: dict[str, dict[float, float]]
     """window name → quantile → seconds (empty when the window holds no sample)."""
+    last_error: LastError | None = None
+    """The latest failure (any outcome but success), kept until a newer one."""
 
 
 class _Series:
-    __slots__ = ("bucket_hits", "count", "outcomes", "recent", "total")
+    __slots__ = ("bucket_hits", "count", "last_error", "outcomes", "recent", "total")
 
     def __init__(self, buckets: int) -> None:
         self.outcomes: Counter[str] = Counter()
@@ -54,13 +72,19 @@ class _Series:
         self.total = 0.0
         self.count = 0
         self.recent: deque[tuple[float, float]] = deque()
+        self.last_error: LastError | None = None
 
 
 class CanaryStats:
     """Thread-safe accumulation of :class:`CanaryResult` s."""
 
-    def __init__(self, buckets: Sequence[float] = DEFAULT_BUCKETS) -> None:
+    def __init__(
+        self,
+        buckets: Sequence[float] = DEFAULT_BUCKETS,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self._lock = threading.Lock()
+        self._wall_clock = wall_clock
         self._buckets = tuple(buckets)
         self._series: dict[SeriesKey, _Series] = {}
         self._open_circuits: set[SeriesKey] = set()
@@ -104,6 +128,10 @@ class CanaryStats:
             if series is None:  # a canary removed by a reload finishing late
                 return
             series.outcomes[result.outcome] += 1
+            if result.outcome != Outcome.SUCCESS:
+                series.last_error = LastError(
+                    str(result.outcome), result.error, result.at, self._wall_clock()
+                )
             latency = result.latency_seconds
             if latency is None:
                 return
@@ -130,11 +158,19 @@ class CanaryStats:
         """Every series as of monotonic time ``now``, sorted by key."""
         with self._lock:
             raw = [
-                (key, dict(s.outcomes), list(s.bucket_hits), s.total, s.count, list(s.recent))
+                (
+                    key,
+                    dict(s.outcomes),
+                    list(s.bucket_hits),
+                    s.total,
+                    s.count,
+                    list(s.recent),
+                    s.last_error,
+                )
                 for key, s in sorted(self._series.items())
             ]
         snapshots = []
-        for (target, model, protocol), outcomes, hits, total, count, recent in raw:
+        for (target, model, protocol), outcomes, hits, total, count, recent, last in raw:
             cumulative, running = [], 0
             for hit in hits:
                 running += hit
@@ -145,9 +181,18 @@ class CanaryStats:
             }
             for outcome in Outcome:
                 outcomes.setdefault(str(outcome), 0)
+            aged = None if last is None else replace(last, age_seconds=max(0.0, now - last.at))
             snapshots.append(
                 SeriesSnapshot(
-                    target, model, protocol, outcomes, tuple(cumulative), total, count, windows
+                    target,
+                    model,
+                    protocol,
+                    outcomes,
+                    tuple(cumulative),
+                    total,
+                    count,
+                    windows,
+                    aged,
                 )
             )
         return snapshots

@@ -90,7 +90,7 @@ def decode_http_infer_response(
     Raises:
         ResponseDecodeError: naming what is wrong.
     """
-    body = _decompressed(body, content_encoding)
+    body = decompressed(body, content_encoding)
     if header_length is None:
         header, binary = body, b""
     else:
@@ -140,22 +140,44 @@ def _http_output(entry: object, binary: bytes, offset: int) -> tuple[str, Any, i
     return name, _reshaped(name, array, shape), offset
 
 
-def _decompressed(body: bytes, content_encoding: str | None) -> bytes:
+def decompressed(body: bytes, content_encoding: str | None, limit: int | None = None) -> bytes:
+    """``body`` as sent, inflated per its ``Content-Encoding`` (gzip, deflate or none).
+
+    The HTTP client must hand over the body exactly as it came off the wire (its own
+    decompression off): inflating here, once, is what holds a compressed answer to
+    ``limit`` bytes (:data:`MAX_DECOMPRESSED_BYTES` unless given), so a gzip bomb is a
+    ``bad_response`` and not an out-of-memory daemon.
+
+    Raises:
+        ResponseDecodeError: an unknown encoding, a corrupt or truncated stream, junk
+            after it, or more than ``limit`` bytes once inflated.
+    """
+    limit = MAX_DECOMPRESSED_BYTES if limit is None else limit
     encoding = (content_encoding or "identity").strip().lower()
     if encoding == "identity":
         return body
     if encoding not in _WBITS:
-        raise ResponseDecodeError(f"unsupported Content-Encoding {content_encoding!r}")
+        raise ResponseDecodeError(f"unsupported Content-Encoding {content_encoding!r:.40}")
     inflater = zlib.decompressobj(_WBITS[encoding])
     try:
-        data = inflater.decompress(body, MAX_DECOMPRESSED_BYTES)
+        data = inflater.decompress(body, limit)
     except zlib.error as error:
         raise ResponseDecodeError(f"the {encoding} body is corrupt: {error}") from None
-    if inflater.unconsumed_tail:
-        raise ResponseDecodeError(f"the {encoding} body inflates past 1 GiB")
+    if inflater.unconsumed_tail:  # it stopped at the limit with input left to inflate
+        raise ResponseDecodeError(
+            f"the {encoding} body inflates past {_size(limit)}, the most an answer may be"
+        )
     if not inflater.eof or inflater.unused_data:
         raise ResponseDecodeError(f"the {encoding} body is truncated or followed by junk")
     return data
+
+
+def _size(count: int) -> str:
+    """1 GiB, 512 KiB, 100 bytes: a byte count as a person reads it."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if count >= 1 << shift and count % (1 << shift) == 0:
+            return f"{count >> shift} {unit}"
+    return f"{count} bytes"
 
 
 def _header_length(value: str | int, body_size: int) -> int:

@@ -3,9 +3,17 @@
 Triton's metadata shapes include the batch dimension as -1 when the model batches;
 its config ``dims`` do not. With the config we know which -1 is the batch (we send
 batch 1); without it (a plain KServe v2 server) a leading -1 is taken as the batch.
-Any other -1 needs a ``canary.inputs.NAME.shape`` override, and a BYTES input needs
-a sample file: otherwise :class:`PayloadError` says which model and input.
-Arrays are built once and reused for every request.
+Any other -1 needs a ``canary.inputs.NAME.shape`` override: otherwise
+:class:`PayloadError` says which model and input. Arrays are built once and reused
+for every request.
+
+BYTES inputs are filled as perf_analyzer fills them: every element its own random
+string of ``string_length`` characters (``--string-length``, default 128) drawn from
+perf_analyzer's character set (letters, digits, space and ``.?!``, so tokenizers and
+JSON encoders take them), or every element the one given ``string_data``
+(``--string-data``). Unlike perf_analyzer the strings come from the seeded generator,
+so the same config sends the same strings on every run. A sample file wins over both.
+``data: zero`` zeroes numeric inputs only, as perf_analyzer's ``--zero-input`` does.
 """
 
 from __future__ import annotations
@@ -19,13 +27,16 @@ from typing import Any, Literal
 import numpy as np
 from tritonclient.utils import triton_to_np_dtype
 
-from tritonwatch.config.schema import InputOverride
+from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, InputOverride
 
 DataMode = Literal["random", "zero"]
 TRITON_DATATYPES = frozenset(
     {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
      "FP16", "FP32", "FP64", "BF16", "BYTES"}
 )  # fmt: skip
+STRING_CHARACTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ1234567890 .?!"
+"""perf_analyzer's alphabet for random strings (``character_set`` in its perf_utils.h)."""
+_STRING_CODES = np.frombuffer(STRING_CHARACTERS.encode("ascii"), dtype=np.uint8)
 
 
 class PayloadError(Exception):
@@ -113,19 +124,42 @@ def _fill(
     )
 
 
+def _strings(
+    shape: Sequence[int], length: int, data: str | None, rng: np.random.Generator
+) -> np.ndarray[Any, Any]:
+    """A BYTES tensor: ``data`` (UTF-8) in every element, else a random string each."""
+    count = int(np.prod(shape, dtype=np.int64))
+    if data is not None:
+        values = [data.encode()] * count
+    else:
+        codes = _STRING_CODES[rng.integers(0, len(_STRING_CODES), size=(count, length))]
+        values = [row.tobytes() for row in codes]
+    array = np.empty(count, dtype=np.object_)
+    array[:] = values
+    return array.reshape(shape)
+
+
 def build_inputs(
     model: str,
     specs: Sequence[TensorSpec],
     overrides: Mapping[str, InputOverride],
     mode: DataMode = "random",
     seed: int = 0,
+    *,
+    string_length: int = DEFAULT_STRING_LENGTH,
+    string_data: str | None = None,
 ) -> list[Tensor]:
     """Concrete tensors for every input of ``model``.
 
+    Args:
+        string_length: characters of each random string in a BYTES input.
+        string_data: sent in every element of every BYTES input instead (then
+            ``string_length`` is unused), as perf_analyzer's ``--string-data``.
+
     Raises:
-        PayloadError: an input with a dynamic dim and no shape override, a BYTES input
-            without a sample file, an override for an input the model does not have,
-            or a sample whose shape contradicts the model.
+        PayloadError: an input with a dynamic dim and no shape override, an override
+            for an input the model does not have, or a sample whose shape contradicts
+            the model.
     """
     known = {spec.name for spec in specs}
     for name in overrides:
@@ -146,16 +180,14 @@ def build_inputs(
                 raise PayloadError(
                     model, spec.name, f"sample shape {list(data.shape)} does not fit {list(shape)}"
                 )
-        elif spec.datatype == "BYTES":
-            raise PayloadError(
-                model, spec.name, "a BYTES input needs sample data (canary.inputs.NAME.file)"
-            )
         elif any(d < 0 for d in shape):
             raise PayloadError(
                 model,
                 spec.name,
                 f"shape {list(spec.shape)} has a dynamic dim; set canary.inputs.{spec.name}.shape",
             )
+        elif spec.datatype == "BYTES":
+            data = _strings(shape, string_length, string_data, rng)
         else:
             data = _fill(spec, shape, mode, rng)
         tensors.append(Tensor(spec.name, spec.datatype, data))

@@ -23,7 +23,7 @@ from tritonwatch.analysis.knee import CurvePoint, Knee, find_knee, operating_poi
 from tritonwatch.analysis.quantiles import nearest_rank
 from tritonwatch.analysis.stability import MAX_WINDOWS, STABILITY_WINDOWS, WindowResult, is_stable
 from tritonwatch.client_tls import ClientTLS
-from tritonwatch.config.schema import InputOverride
+from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, InputOverride
 from tritonwatch.probe.clients import normalise_grpc_json, sync_client
 from tritonwatch.probe.load.pool import Worker, cut_all, start_workers, stop_workers
 from tritonwatch.probe.load.spec import LoadMode, LoadSpec, grpc_load_spec, http_load_spec
@@ -56,6 +56,10 @@ class SweepSettings:
     """In rate mode: how many requests may be outstanding at once."""
     inputs: dict[str, InputOverride] = field(default_factory=dict)
     data: Literal["random", "zero"] = "random"
+    string_length: int = DEFAULT_STRING_LENGTH
+    string_data: str | None = None
+    """BYTES inputs: random strings of ``string_length``, or this in every element
+    (perf_analyzer's ``--string-length`` and ``--string-data``)."""
     tls: ClientTLS | None = None
     """CA and client certificate for ``https://``/``grpcs://`` URLs."""
 
@@ -123,6 +127,8 @@ def prepare_tensors(settings: SweepSettings) -> tuple[list[Tensor], int]:
         input_specs(settings.model, metadata, config),
         settings.inputs,
         settings.data,
+        string_length=settings.string_length,
+        string_data=settings.string_data,
     )
     batching = int(config.get("max_batch_size", 0)) > 0
     batch = int(tensors[0].data.shape[0]) if batching and tensors[0].data.ndim else 1

@@ -61,6 +61,8 @@ def sweep_plans(config: Config) -> list[SweepPlan]:
                 max_processes=1,  # the daemon stays one process; `tritonwatch sweep` scales out
                 inputs=dict(canary.inputs),
                 data=canary.data,
+                string_length=canary.string_length,
+                string_data=canary.string_data,
                 tls=target.client_tls,
             )
             plans.append(SweepPlan(target.name, model.name, sweep.interval, settings))

@@ -2,10 +2,12 @@
 
 ``triton_families`` is the table of Triton's ``nv_*`` families, ``triton_text`` reads
 a page into a record, ``triton_deltas`` turns two records into rates, ``triton_stats``
-and ``triton_config`` read the statistics and model-config APIs, and ``fetch`` is the
-bounded GET they all go through. ``target_scraper`` runs one target's scrape cycle
-(with the breakdown and bottleneck findings of ``analysis.breakdown``) into a
-``target_state``, and ``collection`` keeps one scraper per configured target.
-``nvml_collector`` (with ``nvml_fake`` for hosts without a GPU) samples local GPUs,
-which ``gpu_metrics`` exports together with the GPUs Triton reports.
+and ``triton_config`` read the statistics and model-config APIs, which
+``model_apis`` asks over HTTP or, for a target configured by its gRPC endpoint, over
+gRPC, and ``fetch`` is the bounded GET every HTTP scrape goes through.
+``target_scraper`` runs one target's scrape cycle (with the breakdown and bottleneck
+findings of ``analysis.breakdown``) into a ``target_state``, and ``collection`` keeps
+one scraper per configured target. ``nvml_collector`` (with ``nvml_fake`` for hosts
+without a GPU) samples local GPUs, which ``gpu_metrics`` exports together with the
+GPUs Triton reports.
 """

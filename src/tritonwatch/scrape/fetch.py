@@ -29,12 +29,15 @@ _ERRNO_TEXT = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
 
 
 class FetchStatus(StrEnum):
-    """How a fetch ended; also logged as ``outcome``."""
+    """How a fetch (or a gRPC read of the statistics or config API) ended; also logged
+    as ``outcome`` and exported as the failures' ``outcome`` label."""
 
     SUCCESS = "success"
     TIMEOUT = "timeout"
     CONNECTION_ERROR = "connection_error"
     HTTP_ERROR = "http_error"
+    GRPC_ERROR = "grpc_error"
+    """The server answered a gRPC call with an error status (the canary's word too)."""
     TOO_LARGE = "too_large"
     BAD_RESPONSE = "bad_response"
 

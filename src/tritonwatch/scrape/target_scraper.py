@@ -6,16 +6,18 @@ scrape interval:
 1. ``GET metrics_url`` → parse → rates against the previous good scrape (counter resets
    handled), for the configured models only.
 2. The canary's end-to-end mean over the same window (from its cumulative totals).
-3. ``GET {http}/v2/models/{m}/stats`` per model → per-size batch execution rates.
-4. ``GET {http}/v2/models/{m}/config`` per model, on the first cycle and every
-   ``config_every``-th → a typed snapshot; a difference from the last one is logged
-   (``model_config_changed``, with every changed field old → new) and queued for
-   consumers (:meth:`drain_config_changes`).
+3. The statistics API per model → per-size batch execution rates.
+4. The config API per model, on the first cycle and every ``config_every``-th → a
+   typed snapshot; a difference from the last one is logged (``model_config_changed``,
+   with every changed field old → new) and queued for consumers
+   (:meth:`drain_config_changes`).
 5. Per model: the latency breakdown and the bottleneck finding.
 
-The statistics and config APIs are always asked over HTTP at the target's
-``effective_http_url`` — which exists for gRPC targets too (Triton serves both
-protocols) — so one client library and one code path serve every target.
+The statistics and config APIs are asked in the protocol the target is configured by
+(:mod:`~tritonwatch.scrape.model_apis`): over gRPC for a ``grpc(s)://`` ``url`` without
+an ``http_url`` — the HTTP port of such a target is only a guess, and often closed —
+and over HTTP (``GET {http}/v2/models/{m}/stats``, ``…/config``) otherwise. Both
+answer in the HTTP answer's shape, so the rest of the cycle is one code path.
 
 The whole cycle shares one deadline, ``timeout`` after it starts (the config refuses a
 timeout not under the interval), so a slow server can never make a job overrun its
@@ -25,8 +27,8 @@ exported self-monitoring metrics, and nothing the server does raises.
 
 A server that lacks the statistics or config API (answers 400, 404, 405 or 501 with a
 body that is not Triton's ``{"error": ...}``, which Triton uses for a model it does not
-know) gets that feature switched off after one log line, and asked again about once an
-hour in case the server was upgraded.
+know; or gRPC ``UNIMPLEMENTED``) gets that feature switched off after one log line, and
+asked again about once an hour in case the server was upgraded.
 
 Threads: the scheduler runs one cycle of a target at a time (a lock makes sure), and
 the exporter reads :meth:`state` from other threads; state is published as one
@@ -35,13 +37,11 @@ immutable :class:`~tritonwatch.scrape.target_state.TargetState`.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import requests
 
@@ -63,6 +63,7 @@ from tritonwatch.observations import (
     TritonScrape,
 )
 from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, FetchResult, FetchStatus, fetch
+from tritonwatch.scrape.model_apis import ApiAnswer, ModelApis, model_apis_for
 from tritonwatch.scrape.model_selection import select_models
 from tritonwatch.scrape.target_state import (
     ModelState,
@@ -88,40 +89,24 @@ DEFAULT_CONFIG_EVERY = 4
 UNSUPPORTED_RECHECK_CYCLES = 240
 """Ask a switched-off API again after this many cycles (an hour at 15 s)."""
 MAX_QUEUED_CONFIG_CHANGES = 256
-_LACKS_API = frozenset({400, 404, 405, 501})
 _OPTIONAL_APIS = (Source.STATS, Source.CONFIG)
-
-
-def _triton_error(body: bytes) -> bool:
-    """True for Triton's error body ``{"error": "..."}``: the API exists, the request failed."""
-    try:
-        document = json.loads(body)
-    except ValueError:
-        return False
-    return isinstance(document, dict) and isinstance(document.get("error"), str)
 
 
 class _OptionalApi:
     """The statistics or config API of one target: on until the server shows it lacks it."""
 
-    def __init__(self, target: str, source: Source) -> None:
+    def __init__(self, target: str, source: Source, protocol: str) -> None:
         self.target = target
         self.source = source
+        self.protocol = protocol
         self.off_since: int | None = None
         self.reported = False
 
     def wanted(self, cycle: int) -> bool:
         return self.off_since is None or cycle - self.off_since >= UNSUPPORTED_RECHECK_CYCLES
 
-    @staticmethod
-    def lacks_api(result: FetchResult) -> bool:
-        return (
-            result.status is FetchStatus.HTTP_ERROR
-            and result.http_status in _LACKS_API
-            and not _triton_error(result.body)
-        )
-
-    def switch_off(self, cycle: int, result: FetchResult) -> None:
+    def switch_off(self, cycle: int, evidence: Mapping[str, Any]) -> None:
+        """``evidence``: what showed the API missing, as log fields (``http_status``…)."""
         self.off_since = cycle
         if not self.reported:
             self.reported = True
@@ -129,7 +114,8 @@ class _OptionalApi:
                 "scrape_feature_unsupported",
                 target=self.target,
                 source=str(self.source),
-                http_status=result.http_status,
+                protocol=self.protocol,
+                **evidence,
                 retry_after_cycles=UNSUPPORTED_RECHECK_CYCLES,
             )
 
@@ -139,12 +125,12 @@ class _OptionalApi:
         self.off_since, self.reported = None, False
 
 
-def _combined(source: Source, results: list[tuple[str, FetchResult]]) -> SourceOutcome:
+def _combined(source: Source, answers: Sequence[tuple[str, ApiAnswer]]) -> SourceOutcome:
     """One outcome for a source's per-model requests: the first failure, the total time."""
-    duration = sum(result.duration_seconds for _, result in results)
-    for model, result in results:
-        if not result.ok:
-            return SourceOutcome(source, result.status, duration, f"{model}: {result.error}")
+    duration = sum(answer.duration_seconds for _, answer in answers)
+    for model, answer in answers:
+        if not answer.ok:
+            return SourceOutcome(source, answer.status, duration, f"{model}: {answer.error}")
     return SourceOutcome(source, FetchStatus.SUCCESS, duration)
 
 
@@ -156,7 +142,8 @@ class TargetScraper:
         timeout: seconds one whole cycle may take.
         clock: monotonic seconds, stamped on records and used for rates.
         session: the HTTP session to use (tests pass their own); by default one of its
-            own, closed by :meth:`close`.
+            own, closed by :meth:`close`. The statistics and config APIs of a gRPC
+            target do not use it (:func:`~tritonwatch.scrape.model_apis.model_apis_for`).
         canary_totals: the canary's cumulative latency totals, for ``network_client``.
         thresholds: bottleneck thresholds by model name (default thresholds otherwise).
         config_every: poll the config API on every ``config_every``-th cycle.
@@ -191,6 +178,7 @@ class TargetScraper:
         self._config_every = config_every
         self._max_bytes = max_bytes
         self._keys = {model.name: ModelKey(model.name, model.version) for model in target.models}
+        self._model_apis: ModelApis = model_apis_for(target, self._session, clock, max_bytes)
         # Cycle state: only the thread running a cycle touches it, under _cycle_lock.
         self._cycle_lock = threading.Lock()
         self._cycle = 0
@@ -200,7 +188,10 @@ class TargetScraper:
         self._previous_bad_lines = 0
         self._configs: dict[str, ModelConfigSnapshot] = {}
         self._bottlenecks: dict[str, BottleneckKind] = {}
-        self._apis = {source: _OptionalApi(target.name, source) for source in _OPTIONAL_APIS}
+        protocol = self._model_apis.protocol
+        self._apis = {
+            source: _OptionalApi(target.name, source, protocol) for source in _OPTIONAL_APIS
+        }
         self._last: dict[Source, SourceOutcome] = {}
         self._bad_lines_total = 0
         self._failures: Counter[tuple[Source, FetchStatus]] = Counter()
@@ -232,7 +223,9 @@ class TargetScraper:
         return changes
 
     def close(self) -> None:
-        """Releases the HTTP session (when it is the scraper's own)."""
+        """Releases the gRPC client (if any) and the HTTP session (when it is the
+        scraper's own)."""
+        self._model_apis.close()
         if self._owns_session:
             self._session.close()
 
@@ -339,13 +332,6 @@ class TargetScraper:
                 means[name] = seconds / count
         return means
 
-    def _model_url(self, key: ModelKey, endpoint: str) -> str:
-        base = self.target.effective_http_url.rstrip("/")
-        path = f"{base}/v2/models/{quote(key.model, safe='')}"
-        if key.version:
-            path += f"/versions/{quote(key.version, safe='')}"
-        return f"{path}/{endpoint}"
-
     def _read_models(
         self,
         source: Source,
@@ -353,7 +339,7 @@ class TargetScraper:
         deadline: float,
         parse: Callable[[Any, ModelKey, float], _T],
     ) -> tuple[dict[str, _T], SourceOutcome | None]:
-        """GETs one API for each of ``names`` and parses the JSON answers.
+        """Asks one API for each of ``names`` and parses the answers.
 
         Returns:
             The parsed records by model, and the source's outcome (None when the API is
@@ -363,25 +349,24 @@ class TargetScraper:
         if not names or not api.wanted(self._cycle):
             return {}, None
         parsed: dict[str, _T] = {}
-        results: list[tuple[str, FetchResult]] = []
+        answers: list[tuple[str, ApiAnswer]] = []
         for name in names:
             key = self._keys[name]
-            # The source's name is the endpoint's: v2/models/{m}/stats, …/config.
-            result = self._get(self._model_url(key, source.value), deadline)
-            if api.lacks_api(result):
-                api.switch_off(self._cycle, result)
+            answer = self._model_apis.read(source, key, deadline)
+            if answer.missing_api is not None:
+                api.switch_off(self._cycle, answer.missing_api)
                 self._last.pop(source, None)
                 return {}, None
-            if result.ok:
+            if answer.ok:
                 try:
-                    parsed[name] = parse(json.loads(result.body), key, self._clock())
+                    parsed[name] = parse(answer.document, key, self._clock())
                 except ValueError as error:
-                    result = FetchResult(
-                        FetchStatus.BAD_RESPONSE, result.duration_seconds, 200, b"", str(error)
+                    answer = ApiAnswer(
+                        FetchStatus.BAD_RESPONSE, answer.duration_seconds, error=str(error)
                     )
-            results.append((name, result))
+            answers.append((name, answer))
         api.answered()
-        return parsed, _combined(source, results)
+        return parsed, _combined(source, answers)
 
     def _read_statistics(
         self, deadline: float

@@ -5,9 +5,9 @@ batcher applies Triton's rule (``DynamicBatchScheduler::GetDynamicBatch``): send
 when a preferred batch size is reachable, when the batch cannot grow (it is full, or
 the next request would overflow ``max_batch_size``), or when the oldest request has
 waited ``max_queue_delay_microseconds``; otherwise wait for that deadline or the next
-arrival. Without ``dynamic_batching`` each request executes alone. Because batches form
-only when an instance is free, requests pile up while all instances are busy — so the
-batch size grows with load, as it does in Triton.
+arrival. Without ``dynamic_batching`` (or without a batch dimension) each request
+executes alone. Because batches form only when an instance is free, requests pile up
+while all instances are busy — so the batch size grows with load, as it does in Triton.
 
 An execution of ``n`` inferences sleeps through compute_input, runs compute_infer on the
 instance's shared GPU (``GpuScheduler``), and sleeps through compute_output; every
@@ -222,7 +222,7 @@ class ModelRuntime:
                 (request.batch_size for request in queue),
                 loop.time() - queue[0].arrival,
                 max_batch_size=self.spec.max_batch_size,
-                batching=self.spec.dynamic_batching,
+                batching=self.spec.dynamic_batching if self.spec.max_batch_size > 0 else None,
             )
             if decision.take:
                 batch = [queue.popleft() for _ in range(decision.take)]

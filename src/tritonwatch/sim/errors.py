@@ -40,10 +40,12 @@ class ErrorCode(enum.Enum):
 class SimError(Exception):
     """A request failed; the frontends turn it into Triton's error response."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, detail: str = "") -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.detail = detail
+        """The cause a server logs where Triton tells the client less (a failed load)."""
 
 
 def unknown_model(name: str, version: str = "") -> SimError:
@@ -57,8 +59,20 @@ def unknown_model(name: str, version: str = "") -> SimError:
 
 
 def unavailable_model(name: str) -> SimError:
-    """The error Triton returns for a known model that is not loaded."""
+    """The error Triton returns for a known model that is not loaded (NOT_FOUND, like an
+    unknown one: real Triton 2.51 answers 404 over HTTP and NOT_FOUND over gRPC)."""
     return SimError(
-        ErrorCode.UNAVAILABLE,
+        ErrorCode.NOT_FOUND,
         f"Request for unknown model: '{name}' has no available versions",
     )
+
+
+def statistics_unavailable(name: str, version: str = "") -> SimError:
+    """The statistics extension's own answer for a model (version) it cannot report:
+    INVALID_ARG (400), unlike the other model endpoints' 404."""
+    if version:
+        return SimError(
+            ErrorCode.INVALID_ARG,
+            f"requested model version is not available for model '{name}'",
+        )
+    return SimError(ErrorCode.INVALID_ARG, f"requested model '{name}' is not available")

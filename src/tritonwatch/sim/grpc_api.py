@@ -21,13 +21,13 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
 from tritonwatch.kserve import GRPC_TYPED_CONTENTS
+from tritonwatch.sim import model_config
 from tritonwatch.sim.core import SimCore
 from tritonwatch.sim.errors import ErrorCode, SimError
 from tritonwatch.sim.http_api import EXTENSIONS, SERVER_NAME, SERVER_VERSION
 from tritonwatch.sim.tensors import (
     BY_WIRE,
-    Array,
-    decode_binary,
+    RequestInput,
     encode_binary,
     serialize_bytes,
     wire_type,
@@ -55,10 +55,16 @@ def _rpc(
     return wrapper
 
 
-def _typed_input(tensor: Any) -> bytes:
+def _typed_input(tensor: Any, model: str) -> bytes:
+    """The typed ``contents`` of a tensor as raw bytes (Triton converts them too)."""
+    if not tensor.HasField("contents"):
+        raise SimError(
+            ErrorCode.INVALID_ARG,
+            f"unable to find data for input tensor '{tensor.name}' for model '{model}' in request.",
+        )
     field = GRPC_TYPED_CONTENTS.get(tensor.datatype)
-    if field is None:
-        raise SimError(ErrorCode.INVALID_ARG, f"input '{tensor.name}' has no data")
+    if field is None:  # an unknown datatype: the model's data-type check refuses it
+        return b""
     values = list(getattr(tensor.contents, field))
     if tensor.datatype == "BYTES":
         array = np.empty(len(values), dtype=np.object_)
@@ -122,7 +128,9 @@ class TritonGrpcService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
     async def RepositoryModelLoad(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         parameters = request.parameters
         if any(key.startswith("file:") for key in parameters):
-            raise SimError(ErrorCode.UNSUPPORTED, "the simulator does not accept model files")
+            raise model_config.load_failed(
+                request.model_name, "the simulator does not accept model files"
+            )
         config = parameters["config"].string_param if "config" in parameters else None
         self._repository.load(request.model_name, config)
         return pb.RepositoryModelLoadResponse()
@@ -134,30 +142,36 @@ class TritonGrpcService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
 
     @_rpc
     async def ModelInfer(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        spec = self._repository.runtime(request.model_name, request.model_version).spec
         raw = request.raw_input_contents
-        if raw and len(raw) != len(request.inputs):
+        inputs = []
+        for index, tensor in enumerate(request.inputs):
+            if "shared_memory_region" in tensor.parameters:  # none can be registered here
+                region = tensor.parameters["shared_memory_region"].string_param
+                raise SimError(
+                    ErrorCode.NOT_FOUND, f"Unable to find shared memory region: '{region}'"
+                )
+            data = raw[index] if index < len(raw) else _typed_input(tensor, spec.name)
+            inputs.append(RequestInput(tensor.name, tensor.datatype, tuple(tensor.shape), raw=data))
+        if any("classification" in output.parameters for output in request.outputs):
             raise SimError(
                 ErrorCode.INVALID_ARG,
-                f"expected {len(request.inputs)} raw_input_contents, got {len(raw)}",
+                "the simulator does not support the classification extension",
             )
-        inputs: dict[str, tuple[str, Array]] = {}
-        for index, tensor in enumerate(request.inputs):
-            data = raw[index] if raw else _typed_input(tensor)
-            array = decode_binary(tensor.name, tensor.datatype, list(tensor.shape), data)
-            inputs[tensor.name] = (tensor.datatype, array)
-        outcome = await self._repository.infer(request.model_name, request.model_version, inputs)
+        names = [output.name for output in request.outputs]
+        outcome = await self._repository.infer(
+            request.model_name,
+            request.model_version,
+            inputs,
+            outputs=names,
+            request_id=request.id,
+        )
         spec = outcome.spec
         known = {tensor.name: tensor for tensor in spec.output}
-        names = [output.name for output in request.outputs] or list(known)
         reply = pb.ModelInferResponse(
             model_name=spec.name, model_version=spec.version_label, id=request.id
         )
-        for name in names:
-            if name not in known:
-                raise SimError(
-                    ErrorCode.INVALID_ARG,
-                    f"unexpected inference output '{name}' for model '{spec.name}'",
-                )
+        for name in names or list(known):
             datatype = wire_type(known[name].data_type)
             array = outcome.outputs[name]
             reply.outputs.add(name=name, datatype=datatype, shape=list(array.shape))

@@ -4,7 +4,8 @@ Routes follow ``docs/protocol/*.md`` of the Triton server: health, server and mo
 metadata, model configuration, inference with JSON tensors and the binary tensor
 extension (``Inference-Header-Content-Length`` splits the JSON header from the raw
 tensors that follow it), statistics, and the model repository extension. Errors are
-``{"error": "..."}`` with Triton's status codes.
+``{"error": "..."}`` with the status codes and content types real Triton (2.51) answers
+with; ``tests/sim/test_differential_real_triton.py`` holds them to it.
 """
 
 from __future__ import annotations
@@ -19,47 +20,68 @@ from aiohttp import web
 
 from tritonwatch.sim import model_config
 from tritonwatch.sim.admin import add_admin_routes
+from tritonwatch.sim.compression import chosen_encoding, compress
 from tritonwatch.sim.core import SimCore
 from tritonwatch.sim.errors import ErrorCode, SimError
+from tritonwatch.sim.http_infer import HEADER_LENGTH, encode_response, parse_request, split_body
 from tritonwatch.sim.metrics import MALFORMED_TAIL
-from tritonwatch.sim.repository import InferOutcome
-from tritonwatch.sim.tensors import (
-    Array,
-    decode_binary,
-    decode_json,
-    encode_binary,
-    encode_json,
-    wire_type,
-)
 
 _log = structlog.get_logger(component="sim")
 SERVER_NAME = "triton"
-SERVER_VERSION = "2.73.0"
+SERVER_VERSION = "2.51.0"
+"""The release the simulator is held to (tests/sim/test_differential_real_triton.py)."""
 EXTENSIONS = (
+    "classification",
+    "sequence",
     "model_repository",
     "model_repository(unload_dependents)",
     "schedule_policy",
     "model_configuration",
+    "system_shared_memory",
+    "cuda_shared_memory",
     "binary_tensor_data",
     "parameters",
     "statistics",
+    "trace",
+    "logging",
 )
-HEADER_LENGTH = "Inference-Header-Content-Length"
+"""Triton's list, in its order. Triton prints the extensions its build has, not what a
+server can do at the moment (a CPU-only server lists ``cuda_shared_memory``); the
+simulator answers the same list, and docs/simulator.md says which it only refuses."""
 MAX_BODY_BYTES = 256 * 2**20
+JSON = "application/json"
+TEXT = "text/plain"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _dumps(document: Any) -> str:
-    return json.dumps(document, separators=(",", ":"))
+def _dumps(document: Any) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode()
 
 
 def _json(document: Any, status: int = 200) -> web.Response:
-    return web.Response(text=_dumps(document), status=status, content_type="application/json")
+    return web.Response(body=_dumps(document), status=status, headers={"Content-Type": JSON})
 
 
-def error_response(error: SimError) -> web.Response:
+def _empty(content_type: str = TEXT) -> web.Response:
+    """Triton's empty 200: text/plain for health and readiness, JSON for load/unload."""
+    return web.Response(status=200, headers={"Content-Type": content_type})
+
+
+def error_response(error: SimError, content_type: str = JSON) -> web.Response:
     """Triton's error body with the status its HTTP frontend uses for the code."""
-    return _json({"error": error.message}, status=error.code.http_status)
+    return web.Response(
+        body=_dumps({"error": error.message}),
+        status=error.code.http_status,
+        headers={"Content-Type": content_type},
+    )
+
+
+class _LookupError(Exception):
+    """A model lookup failed before the request was read: Triton answers text/plain."""
+
+    def __init__(self, error: SimError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 def _version(request: web.Request) -> str:
@@ -67,6 +89,8 @@ def _version(request: web.Request) -> str:
 
 
 async def _read_json(request: web.Request) -> dict[str, Any]:
+    """A request body as Triton reads it: empty is ``{}``, a non-object has no members,
+    and JSON that does not parse is INTERNAL (500)."""
     body = await request.read()
     if not body.strip():
         return {}
@@ -74,11 +98,13 @@ async def _read_json(request: web.Request) -> dict[str, Any]:
         document = json.loads(body)
     except ValueError as error:
         raise SimError(
-            ErrorCode.INVALID_ARG, f"failed to parse the request JSON buffer: {error}"
+            ErrorCode.INTERNAL, f"failed to parse the request JSON buffer: {error}"
         ) from None
-    if not isinstance(document, dict):
-        raise SimError(ErrorCode.INVALID_ARG, "the request JSON must be an object")
-    return document
+    return document if isinstance(document, dict) else {}
+
+
+def _internal(message: str) -> SimError:
+    return SimError(ErrorCode.INTERNAL, message)
 
 
 class TritonHttpApi:
@@ -114,10 +140,10 @@ class TritonHttpApi:
         ]
 
     async def live(self, _: web.Request) -> web.Response:
-        return web.Response(status=200)
+        return _empty()
 
     async def ready(self, _: web.Request) -> web.Response:
-        return web.Response(status=200)
+        return _empty()
 
     async def server_metadata(self, _: web.Request) -> web.Response:
         return _json(
@@ -128,8 +154,13 @@ class TritonHttpApi:
         return _json(self._repository.metadata(request.match_info["model"], _version(request)))
 
     async def model_ready(self, request: web.Request) -> web.Response:
-        self._repository.runtime(request.match_info["model"], _version(request))
-        return web.Response(status=200)
+        """200 when ready; otherwise Triton's 400 "Model version not ready", whatever the
+        reason (unknown model, unknown version, unloaded)."""
+        try:
+            self._repository.runtime(request.match_info["model"], _version(request))
+        except SimError:
+            raise _LookupError(SimError(ErrorCode.INVALID_ARG, "Model version not ready")) from None
+        return _empty()
 
     async def model_config(self, request: web.Request) -> web.Response:
         config = self._repository.config(request.match_info["model"], _version(request))
@@ -141,149 +172,71 @@ class TritonHttpApi:
 
     async def repository_index(self, request: web.Request) -> web.Response:
         document = await _read_json(request)
-        return _json(self._repository.index(ready_only=bool(document.get("ready", False))))
+        ready = document.get("ready", False)
+        if not isinstance(ready, bool):
+            raise _internal("attempt to access JSON non-boolean as boolean")
+        return _json(self._repository.index(ready_only=ready))
 
     async def load(self, request: web.Request) -> web.Response:
+        name = request.match_info["model"]
         document = await _read_json(request)
-        parameters = document.get("parameters") or {}
+        parameters = document.get("parameters", {})
         if not isinstance(parameters, dict):
-            raise _invalid("'parameters' must be an object")
+            raise _internal("attempt to get members for non-object")
+        for key, value in parameters.items():
+            if not isinstance(value, str):
+                raise _internal("attempt to access JSON non-string as string")
+            if key != "config" and not key.startswith("file:"):
+                raise _internal("unexpected error on creating Triton parameter")
         if any(key.startswith("file:") for key in parameters):
-            raise SimError(ErrorCode.UNSUPPORTED, "the simulator does not accept model files")
-        config = parameters.get("config")
-        if config is not None and not isinstance(config, str):
-            raise SimError(ErrorCode.INVALID_ARG, "parameter 'config' must be a JSON string")
-        self._repository.load(request.match_info["model"], config)
-        return web.Response(status=200)
+            raise model_config.load_failed(name, "the simulator does not accept model files")
+        self._repository.load(name, parameters.get("config"))
+        return _empty(JSON)
 
     async def unload(self, request: web.Request) -> web.Response:
         await _read_json(request)
         self._repository.unload(request.match_info["model"])
-        return web.Response(status=200)
+        return _empty(JSON)
 
     async def infer(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        header_length = request.headers.get(HEADER_LENGTH)
-        if header_length is None:
-            header, binary = body, memoryview(b"")
-        else:
-            if not header_length.isdigit() or int(header_length) > len(body):
-                raise SimError(
-                    ErrorCode.INVALID_ARG,
-                    f"{HEADER_LENGTH} must be a byte count within the body, got: {header_length!r}",
-                )
-            split = int(header_length)
-            header, binary = body[:split], memoryview(body)[split:]
-        document = _infer_document(header)
-        inputs = _decode_inputs(document["inputs"], binary)
+        name, version = request.match_info["model"], _version(request)
+        try:
+            spec = self._repository.runtime(name, version).spec
+        except SimError as error:
+            raise _LookupError(error) from None
+        header, binary = split_body(await request.read(), request.headers.get(HEADER_LENGTH))
+        parsed = parse_request(header, binary, spec.name)
         outcome = await self._repository.infer(
-            request.match_info["model"], _version(request), inputs
+            name,
+            version,
+            parsed.inputs,
+            outputs=[output for output, _ in parsed.outputs],
+            request_id=parsed.request_id,
         )
-        response = _encode_outputs(document, outcome)
+        body, json_length = encode_response(parsed, outcome)
+        headers = {"Content-Type": JSON if json_length is None else "application/octet-stream"}
+        if json_length is not None:
+            headers[HEADER_LENGTH] = str(json_length)
+        encoding = chosen_encoding(request.headers.get("Accept-Encoding"))
+        if encoding != "identity":
+            body = compress(body, encoding)
+            headers["Content-Encoding"] = encoding
         if outcome.network_delay_s > 0:
             await asyncio.sleep(outcome.network_delay_s)
-        return response
+        return web.Response(body=body, headers=headers)
 
 
-def _invalid(message: str) -> SimError:
-    return SimError(ErrorCode.INVALID_ARG, message)
-
-
-def _infer_document(header: bytes) -> dict[str, Any]:
-    """Parses and shape-checks the JSON part of an inference request."""
-    try:
-        document = json.loads(header)
-    except ValueError as error:
-        raise _invalid(f"failed to parse the request JSON buffer: {error}") from None
-    if not isinstance(document, dict):
-        raise _invalid("the inference request must be a JSON object")
-    inputs = document.setdefault("inputs", [])
-    if not isinstance(inputs, list) or not all(isinstance(t, dict) for t in inputs):
-        raise _invalid("'inputs' must be a list of tensor objects")
-    for tensor in inputs:
-        shape = tensor.get("shape")
-        if not (
-            isinstance(tensor.get("name"), str)
-            and isinstance(tensor.get("datatype"), str)
-            and isinstance(shape, list)
-            and all(isinstance(dim, int) and dim >= 0 for dim in shape)
-        ):
-            raise _invalid("each input needs a 'name', a 'datatype' and a 'shape' of counts")
-        parameters = tensor.setdefault("parameters", {})
-        size = parameters.get("binary_data_size") if isinstance(parameters, dict) else None
-        if not isinstance(parameters, dict) or not (
-            size is None or (isinstance(size, int) and size >= 0)
-        ):
-            raise _invalid(f"invalid 'parameters' of input '{tensor['name']}'")
-    outputs = document.get("outputs") or []
-    if not isinstance(outputs, list) or not all(
-        isinstance(o, dict) and isinstance(o.get("name"), str) for o in outputs
-    ):
-        raise _invalid("'outputs' must be a list of objects with a 'name'")
-    if not isinstance(document.get("parameters") or {}, dict):
-        raise _invalid("'parameters' must be an object")
-    return document
-
-
-def _decode_inputs(
-    tensors: list[dict[str, Any]], binary: memoryview
-) -> dict[str, tuple[str, Array]]:
-    inputs: dict[str, tuple[str, Array]] = {}
-    offset = 0
-    for tensor in tensors:
-        name, datatype, shape = tensor["name"], tensor["datatype"], tensor["shape"]
-        size = tensor["parameters"].get("binary_data_size")
-        if size is not None:
-            if offset + size > len(binary):
-                raise _invalid(f"unexpected end of binary data for input '{name}'")
-            array = decode_binary(name, datatype, shape, binary[offset : offset + size])
-            offset += size
-        else:
-            array = decode_json(name, datatype, shape, tensor.get("data"))
-        inputs[name] = (datatype, array)
-    return inputs
-
-
-def _encode_outputs(document: dict[str, Any], outcome: InferOutcome) -> web.Response:
-    spec = outcome.spec
-    binary_default = bool((document.get("parameters") or {}).get("binary_data_output", False))
-    requested = document.get("outputs")
-    known = {tensor.name: tensor for tensor in spec.output}
-    if requested:
-        selection = []
-        for item in requested:
-            if item.get("name") not in known:
-                raise SimError(
-                    ErrorCode.INVALID_ARG,
-                    f"unexpected inference output '{item.get('name')}' for model '{spec.name}'",
-                )
-            flag = (item.get("parameters") or {}).get("binary_data", binary_default)
-            selection.append((item["name"], bool(flag)))
-    else:
-        selection = [(name, binary_default) for name in known]
-    outputs, chunks = [], []
-    for name, binary in selection:
-        datatype = wire_type(known[name].data_type)
-        array = outcome.outputs[name]
-        entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": list(array.shape)}
-        if binary:
-            raw = encode_binary(datatype, array)
-            entry["parameters"] = {"binary_data_size": len(raw)}
-            chunks.append(raw)
-        else:
-            entry["data"] = encode_json(datatype, array)
-        outputs.append(entry)
-    reply: dict[str, Any] = {"model_name": spec.name, "model_version": spec.version_label}
-    if "id" in document:
-        reply["id"] = document["id"]
-    reply["outputs"] = outputs
-    text = _dumps(reply).encode()
-    if not chunks:
-        return web.Response(body=text, content_type="application/json")
+def _route_error(error: web.HTTPException, path: str) -> web.Response:
+    """Triton's answers for a path it has no route for, or a method a route lacks."""
+    if isinstance(error, web.HTTPMethodNotAllowed):
+        content_type = TEXT if path.endswith("/infer") else JSON
+        return web.Response(
+            body=_dumps({"error": "Method Not Allowed"}),
+            status=405,
+            headers={"Content-Type": content_type},
+        )
     return web.Response(
-        body=b"".join((text, *chunks)),
-        headers={HEADER_LENGTH: str(len(text))},
-        content_type="application/octet-stream",
+        body=_dumps({"error": "Not Found"}), status=404, headers={"Content-Type": TEXT}
     )
 
 
@@ -298,6 +251,12 @@ def build_api_app(core: SimCore) -> web.Application:
             return await handler(request)
         except SimError as error:
             return error_response(error)
+        except _LookupError as lookup:
+            return error_response(lookup.error, TEXT)
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as error:
+            if request.path.startswith("/sim/"):
+                raise
+            return _route_error(error, request.path)
         except web.HTTPException:
             raise
         except Exception as error:  # a simulator bug: answer as Triton would, and log it
@@ -310,10 +269,25 @@ def build_api_app(core: SimCore) -> web.Application:
     return app
 
 
-def build_metrics_app(core: SimCore) -> web.Application:
-    """The application served on the metrics port: ``GET /metrics``."""
+METRICS_CONTENT_TYPE = "text/plain; charset=utf-8"
+"""What Triton's metrics endpoint sends (no ``version=0.0.4``)."""
 
-    async def metrics(_: web.Request) -> web.Response:
+
+def build_metrics_app(core: SimCore) -> web.Application:
+    """The application served on the metrics port, answering as Triton's does: the
+    exposition on ``GET /metrics`` (and ``/metrics/``), an empty 200 on any other path,
+    405 for any other method."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        if request.method != "GET":
+            return web.Response(
+                body=_dumps({"error": "Method Not Allowed"}),
+                status=405,
+                reason="Not Allowed",
+                headers={"Content-Type": TEXT},
+            )
+        if request.path not in ("/metrics", "/metrics/"):
+            return web.Response(status=200, headers={"Content-Type": METRICS_CONTENT_TYPE})
         now = core.loop.time()
         delay = core.faults.metrics_delay(now)
         if delay > 0:
@@ -321,11 +295,8 @@ def build_metrics_app(core: SimCore) -> web.Application:
         text = core.render_metrics()
         if core.faults.metrics_malformed(core.loop.time()):
             text += MALFORMED_TAIL
-        return web.Response(
-            body=text.encode(),
-            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
-        )
+        return web.Response(body=text.encode(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
     app = web.Application()
-    app.add_routes([web.get("/metrics", metrics)])
+    app.add_routes([web.route("*", "/{tail:.*}", metrics)])
     return app

@@ -19,7 +19,7 @@ import numpy as np
 from tritonwatch.sim.core import SimCore
 from tritonwatch.sim.errors import SimError
 from tritonwatch.sim.models import ModelSpec
-from tritonwatch.sim.tensors import BY_CONFIG, Array, wire_type
+from tritonwatch.sim.tensors import BY_CONFIG, Array, RequestInput, wire_type
 
 T = TypeVar("T")
 
@@ -63,9 +63,15 @@ async def over_one_interval(core: SimCore, load: Awaitable[T]) -> T:
     return result
 
 
-async def _one(
-    core: SimCore, model: str, inputs: dict[str, tuple[str, Array]], result: LoadResult
-) -> None:
+def as_request(inputs: dict[str, tuple[str, Array]]) -> list[RequestInput]:
+    """``example_inputs`` as the request tensors ``ModelRepository.infer`` takes."""
+    return [
+        RequestInput(name, datatype, tuple(array.shape), array=array)
+        for name, (datatype, array) in inputs.items()
+    ]
+
+
+async def _one(core: SimCore, model: str, inputs: list[RequestInput], result: LoadResult) -> None:
     started = core.loop.time()
     try:
         await core.repository.infer(model, "", inputs)
@@ -78,9 +84,9 @@ async def _one(
 
 def _prepare(
     core: SimCore, model: str, batch_size: int
-) -> tuple[dict[str, tuple[str, Array]], LoadResult, asyncio.AbstractEventLoop, float]:
+) -> tuple[list[RequestInput], LoadResult, asyncio.AbstractEventLoop, float]:
     """Inputs for ``model``, an empty result, the loop, and the start time."""
-    inputs = example_inputs(core.repository.slot(model).spec, batch_size)
+    inputs = as_request(example_inputs(core.repository.slot(model).spec, batch_size))
     return inputs, LoadResult(), core.loop, core.loop.time()
 
 

@@ -54,7 +54,12 @@ _DURATION_HELP = {
     for stage, (what, cached) in _STAGE_TEXT.items()
 }
 _SUMMARY_HELP = {
-    stage: f"Summary of {what} in microseconds {cached}"
+    # Real Triton (2.51) words the three compute summaries like the counters.
+    stage: (
+        f"Summary of {what} in microseconds {cached}"
+        if stage in ("request", "queue")
+        else _DURATION_HELP[stage]
+    )
     for stage, (what, cached) in _STAGE_TEXT.items()
 }
 _GPU_GAUGES: tuple[tuple[str, str, str, Callable[[SharedGpu, GpuSample], float]], ...] = (

@@ -57,16 +57,26 @@ def build_config(spec: ModelSpec) -> Any:
         batching.max_queue_delay_microseconds = spec.dynamic_batching.max_queue_delay_microseconds
     group = spec.instance_group
     config.instance_group.add(
-        name=f"{spec.name}_0",
+        name=group.name or f"{spec.name}_0",
         kind=group.kind,
         count=group.count,
         gpus=list(group.gpus) if group.kind == "KIND_GPU" else [],
     )
+    for key, value in spec.parameters.items():
+        config.parameters[key].string_value = value
     return normalize(config)
 
 
+DEFAULT_MODEL_FILENAMES = {"python": "model.py", "onnxruntime": "model.onnx"}
+"""What a backend's auto-complete puts in ``default_model_filename`` (real Triton 2.51 for
+the Python backend; a published ONNX Runtime config, tests/fixtures/triton_config)."""
+
+
 def normalize(config: Any) -> Any:
-    """Fills the defaults Triton's auto-complete adds, as a loaded config shows them."""
+    """Fills the defaults Triton's auto-complete and normalisation add, as a loaded config
+    shows them: the version policy, pinned memory, ``preferred_batch_size`` =
+    ``[max_batch_size]`` when dynamic batching names none, the backend's default model
+    file, and instance-group names (``<model>_<index>``)."""
     if not config.HasField("version_policy"):
         config.version_policy.latest.num_versions = 1
     optimization = config.optimization
@@ -74,6 +84,14 @@ def normalize(config: Any) -> Any:
         optimization.input_pinned_memory.enable = True
     if not optimization.HasField("output_pinned_memory"):
         optimization.output_pinned_memory.enable = True
+    if (
+        config.HasField("dynamic_batching")
+        and not config.dynamic_batching.preferred_batch_size
+        and config.max_batch_size > 0
+    ):
+        config.dynamic_batching.preferred_batch_size.append(config.max_batch_size)
+    if not config.default_model_filename:
+        config.default_model_filename = DEFAULT_MODEL_FILENAMES.get(config.backend, "")
     for index, group in enumerate(config.instance_group):
         if not group.name:
             group.name = f"{config.name}_{index}"
@@ -116,40 +134,64 @@ def _convert_single(field: FieldDescriptor, value: Any) -> Any:
     return value
 
 
-def _load_error(name: str, reason: str) -> SimError:
-    return SimError(ErrorCode.INVALID_ARG, f"failed to load '{name}', {reason}")
+def load_failed(name: str, reason: str) -> SimError:
+    """Triton's answer to a load it refuses while polling the repository: INTERNAL with a
+    fixed message; the cause goes to the server log only (``detail``)."""
+    return SimError(
+        ErrorCode.INTERNAL,
+        f"failed to load '{name}', failed to poll from model repository",
+        detail=reason,
+    )
 
 
 def parse_override(name: str, text: str) -> Any:
     """Parses the ``config`` parameter of a load request (the whole config as JSON).
 
     Raises:
-        SimError: INVALID_ARG when the JSON is not a ModelConfig or names another model.
+        SimError: INTERNAL (Triton's "failed to poll" answer) when the JSON is not a
+            ModelConfig or names another model.
     """
     config = ModelConfig()
     try:
         json_format.Parse(text, config)
     except json_format.ParseError as error:
-        raise _load_error(name, f"failed to parse the provided config: {error}") from None
+        raise load_failed(name, f"Invalid config override: {error}") from None
     if not config.name:
         config.name = name
     if config.name != name:
-        raise _load_error(
-            name, f"the provided config names model '{config.name}', expected '{name}'"
+        raise load_failed(
+            name,
+            f"unexpected directory name '{name}' for model '{config.name}', "
+            "directory name must equal model name",
         )
     return normalize(config)
+
+
+def add_implicit_instance_group(config: Any, base: ModelSpec) -> None:
+    """Gives a config without ``instance_group`` the one Triton adds: one instance named
+    after the model, of the kind (and on the GPUs) the model's own set gives it."""
+    if config.instance_group:
+        return
+    group = base.instance_group
+    config.instance_group.add(
+        name=config.name,
+        kind=group.kind,
+        count=1,
+        gpus=list(group.gpus) if group.kind == "KIND_GPU" else [],
+    )
 
 
 def spec_from_config(base: ModelSpec, config: Any) -> ModelSpec:
     """The simulated model a configuration describes, keeping ``base``'s cost model.
 
     Raises:
-        SimError: INVALID_ARG when the configuration is one the simulator cannot run.
+        SimError: INTERNAL (Triton's "failed to poll" answer) when the configuration is
+            invalid or one the simulator cannot run; ``detail`` says why.
     """
     if len(config.instance_group) > 1:
-        raise _load_error(base.name, "the simulator runs one instance_group per model")
+        raise load_failed(base.name, "the simulator runs one instance_group per model")
     if config.HasField("sequence_batching") or config.HasField("ensemble_scheduling"):
-        raise _load_error(base.name, "the simulator supports only the dynamic batcher")
+        raise load_failed(base.name, "the simulator supports only the dynamic batcher")
     update: dict[str, Any] = base.model_dump()
     update["max_batch_size"] = config.max_batch_size
     update["platform"] = config.platform
@@ -166,19 +208,22 @@ def spec_from_config(base: ModelSpec, config: Any) -> ModelSpec:
         group = config.instance_group[0]
         kind = model_config_pb2.ModelInstanceGroup.Kind.Name(group.kind)
         update["instance_group"] = {
+            # the default name stays implicit, so a printed config loads back unchanged
+            "name": None if group.name in ("", f"{config.name}_0") else group.name,
             "count": group.count or 1,
             "kind": "KIND_CPU" if kind == "KIND_CPU" else "KIND_GPU",
             "gpus": list(group.gpus) or list(base.instance_group.gpus),
         }
     update["input"] = [_tensor(tensor) for tensor in config.input]
     update["output"] = [_tensor(tensor) for tensor in config.output]
+    update["parameters"] = {key: value.string_value for key, value in config.parameters.items()}
     try:
         return ModelSpec.model_validate(update)
     except ValidationError as error:
         details = "; ".join(
             f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
         )
-        raise _load_error(base.name, f"invalid model configuration: {details}") from None
+        raise load_failed(base.name, f"invalid model configuration: {details}") from None
 
 
 def _tensor(tensor: Any) -> dict[str, Any]:

@@ -96,6 +96,9 @@ class DynamicBatchingSpec(_Frozen):
 class InstanceGroupSpec(_Frozen):
     """Triton's ``instance_group``: ``count`` instances on each listed GPU (or on the CPU)."""
 
+    name: str | None = Field(default=None, min_length=1)
+    """As Triton names it: ``<model>_0`` unless given. A ``config.pbtxt`` without any
+    ``instance_group`` gets one named after the model: write ``name: <model>`` for that."""
     count: int = Field(default=1, ge=1)
     kind: Literal["KIND_GPU", "KIND_CPU"] = "KIND_GPU"
     gpus: tuple[Annotated[int, Field(ge=0)], ...] = (0,)
@@ -145,13 +148,14 @@ class ModelSpec(_Frozen):
     timing: TimingSpec = TimingSpec()
     gpu_occupancy: OccupancySpec = OccupancySpec()
     memory_per_instance: Bytes = 512 * 2**20
+    parameters: dict[str, str] = Field(default_factory=dict)
+    """The config's ``parameters`` (each a ``string_value``), shown in the configuration
+    as Triton shows a backend's parameters; the simulator itself does not read them."""
 
     @model_validator(mode="after")
     def _check_consistency(self) -> ModelSpec:
         batching = self.dynamic_batching
-        if batching is not None:
-            if self.max_batch_size == 0:
-                raise ValueError("dynamic_batching needs max_batch_size > 0, got: 0")
+        if batching is not None:  # with max_batch_size 0 it runs every request alone
             too_big = [size for size in batching.preferred_batch_size if size > self.max_batch_size]
             if too_big:
                 raise ValueError(

@@ -14,22 +14,30 @@ lets the old one finish what it holds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import structlog
 
 from tritonwatch.sim import model_config
 from tritonwatch.sim.batcher import ModelRuntime
-from tritonwatch.sim.errors import ErrorCode, SimError, unavailable_model, unknown_model
+from tritonwatch.sim.errors import (
+    ErrorCode,
+    SimError,
+    statistics_unavailable,
+    unavailable_model,
+    unknown_model,
+)
 from tritonwatch.sim.faults import FaultBook
 from tritonwatch.sim.gpu import GpuScheduler, OutOfGpuMemoryError
-from tritonwatch.sim.models import ModelSet, ModelSpec, TensorSpec
+from tritonwatch.sim.models import ModelSet, ModelSpec
 from tritonwatch.sim.scenarios import ScenarioContext, ScenarioEffect, get_scenario
 from tritonwatch.sim.stats import Ledger, ModelSeries
-from tritonwatch.sim.tensors import Array, check_inputs
+from tritonwatch.sim.tensors import Array, RequestInput, prepare_inputs
 
+_log = structlog.get_logger(component="sim")
 DRAIN_TIMEOUT_S = 30.0
 _ERROR_REASONS = {
     "REJECTED": (ErrorCode.UNAVAILABLE, "Exceeds maximum queue size"),
@@ -127,9 +135,12 @@ class ModelRepository:
         return self._slots[name].config
 
     def statistics(self, name: str = "", version: str = "") -> dict[str, Any]:
-        """``GET v2/models[/{m}[/versions/{v}]]/stats``."""
+        """``GET v2/models[/{m}[/versions/{v}]]/stats`` (its own INVALID_ARG errors)."""
         if name:
-            runtime = self.runtime(name, version)
+            try:
+                runtime = self.runtime(name, version)
+            except SimError:
+                raise statistics_unavailable(name, version) from None
             return {"model_stats": [runtime.stats.stats_json(name, runtime.spec.version_label)]}
         return {
             "model_stats": [
@@ -140,9 +151,10 @@ class ModelRepository:
         }
 
     def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
-        """``POST v2/repository/index``: every model with its state."""
+        """``POST v2/repository/index``: every model with its state, by name (Triton lists
+        its repository folder sorted)."""
         entries = []
-        for name, slot in self._slots.items():
+        for name, slot in sorted(self._slots.items()):
             if slot.runtime is not None:
                 entries.append({"name": name, "version": slot.spec.version_label, "state": "READY"})
             elif not ready_only:
@@ -159,37 +171,39 @@ class ModelRepository:
     # -- inference --------------------------------------------------------------------
 
     async def infer(
-        self, name: str, version: str, inputs: Mapping[str, tuple[str, Array]]
+        self,
+        name: str,
+        version: str,
+        inputs: Sequence[RequestInput],
+        *,
+        outputs: Sequence[str] = (),
+        request_id: str = "",
     ) -> InferOutcome:
         """Runs one request through the model's batcher.
 
         Args:
             name: model name.
             version: requested version ("" for the loaded one).
-            inputs: input name → (wire data type, decoded array).
+            inputs: the input tensors as the request states them.
+            outputs: the output names the request asks for (checked like Triton).
+            request_id: the request's ``id``, named in Triton's error messages.
 
         Raises:
-            SimError: unknown model, invalid input, or an injected failure.
+            SimError: unknown model, invalid input, or an injected failure. As in Triton,
+                a request refused by validation is counted nowhere.
         """
         arrival = self._loop.time()
         runtime = self.runtime(name, version)
         spec = runtime.spec
-        try:
-            batch_size = check_inputs(
-                spec, {key: (datatype, array.shape) for key, (datatype, array) in inputs.items()}
-            )
-        except SimError:
-            runtime.record_failure("OTHER", self._loop.time() - arrival)
-            raise
+        batch_size, arrays = prepare_inputs(spec, inputs, outputs, request_id)
         reason = self._faults.failure_reason(name, arrival)
         if reason is not None and reason != "BACKEND":
             runtime.record_failure(reason, self._loop.time() - arrival)
             code, message = _ERROR_REASONS[reason]
             raise SimError(code, message)
-        arrays = {key: array for key, (_, array) in inputs.items()}
         future = runtime.submit(arrays, batch_size, arrival, doomed=reason == "BACKEND")
-        outputs = await future
-        return InferOutcome(spec, outputs, spec.timing.network_delay / 1e6)
+        result = await future
+        return InferOutcome(spec, result, spec.timing.network_delay / 1e6)
 
     # -- loading ----------------------------------------------------------------------
 
@@ -300,61 +314,52 @@ class ModelRepository:
 
     def _require_explicit_mode(self) -> None:
         if self.model_control_mode != "explicit":
-            raise SimError(
-                ErrorCode.INVALID_ARG,
+            raise SimError(  # 503 from real Triton 2.51 in modes none and poll
+                ErrorCode.UNAVAILABLE,
                 "explicit model load / unload is not allowed if polling is enabled",
             )
 
     def load(self, name: str, config_text: str | None) -> None:
         """``POST v2/repository/models/{m}/load`` with an optional configuration override.
 
+        As in Triton, a model outside the repository (here: the model set) cannot be
+        loaded, a load without a configuration leaves a loaded model as it is (override
+        included), and a refused configuration leaves the loaded model serving.
+
         Raises:
-            SimError: unknown model without a configuration, bad configuration, or no
-                room on the GPU.
+            SimError: INTERNAL with Triton's "failed to poll" message for an unknown model
+                or a bad configuration (the cause is logged), or no room on the GPU.
         """
         self._require_explicit_mode()
+        try:
+            self._load(name, config_text)
+        except SimError as error:
+            if error.detail:
+                _log.warning("load refused", model=name, reason=error.detail)
+            raise
+
+    def _load(self, name: str, config_text: str | None) -> None:
         slot = self._slots.get(name)
+        if slot is None:
+            raise model_config.load_failed(name, f"no model '{name}' in the model set")
         if config_text is None:
-            if slot is None:
-                raise SimError(
-                    ErrorCode.INVALID_ARG,
-                    f"failed to load '{name}', failed to poll from model repository",
-                )
             if slot.runtime is None:
                 self._apply_scenario(slot, slot.scenario)
                 self._refresh_background()
             return
         config = model_config.parse_override(name, config_text)
-        if slot is None:
-            slot = self._new_slot(name, config)
+        model_config.add_implicit_instance_group(config, slot.effect.spec)
         spec = model_config.spec_from_config(slot.effect.spec, config)
         self._install(slot, spec, config)
         self._refresh_background()
 
-    def _new_slot(self, name: str, config: Any) -> ModelSlot:
-        placeholder = TensorSpec(name="INPUT0", data_type="TYPE_FP32", dims=(1,))
-        base = model_config.spec_from_config(
-            ModelSpec(name=name, input=(placeholder,), output=(placeholder,)), config
-        )
-        slot = ModelSlot(
-            base=base,
-            scenario="healthy",
-            effect=ScenarioEffect(base),
-            spec=base,
-            config=config,
-            series=ModelSeries(name, base.version_label),
-        )
-        self._slots[name] = slot
-        return slot
-
     def unload(self, name: str) -> None:
-        """``POST v2/repository/models/{m}/unload``: new requests fail, queued ones finish."""
+        """``POST v2/repository/models/{m}/unload``: new requests fail, queued ones finish.
+        Unloading a model that is unknown or not loaded succeeds, as in Triton."""
         self._require_explicit_mode()
         slot = self._slots.get(name)
         if slot is None:
-            raise SimError(
-                ErrorCode.INVALID_ARG, f"failed to unload '{name}', no version is available"
-            )
+            return
         if slot.runtime is not None:
             self._retire(slot.runtime)
             slot.runtime = None

@@ -16,7 +16,7 @@ from tritonwatch.cli_flags import add_flag
 from tritonwatch.probe.payload import PayloadError
 from tritonwatch.probe.sweep import SweepSettings
 from tritonwatch.production_guard import add_production_flags, production_refusal
-from tritonwatch.sweep_cli import parse_levels, seconds_flag
+from tritonwatch.sweep_cli import add_string_flags, parse_levels, seconds_flag
 from tritonwatch.tls_flags import add_tls_flags, tls_from, tls_problem
 from tritonwatch.tune.repository import NotExplicitModeError, TuneError, changed, to_pbtxt
 from tritonwatch.tune.tuner import TuneInterruptedError, Tuner, TuneResult
@@ -41,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_flag(tune, "--metrics-url", default=None,
              help="Triton's /metrics for GPU use (default: --url host, port 8002)")  # fmt: skip
     add_flag(tune, "--json", type=Path, default=None, help="write the history and configs as JSON")
+    add_string_flags(tune)
     add_production_flags(tune)
     add_tls_flags(tune)
     tune.set_defaults(handler=run_tune_command)
@@ -105,19 +106,24 @@ def _json(result: TuneResult) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def sweep_settings_from(args: argparse.Namespace) -> SweepSettings:
+    """The sweep each tuning step runs, from ``tune``'s flags."""
+    protocol: Literal["http", "grpc"] = "grpc" if args.url.startswith("grpc") else "http"
+    return SweepSettings(
+        url=args.url, model=args.model, protocol=protocol,
+        levels=parse_levels(args.concurrency, integers=True), budget_p95=args.budget_p95,
+        window_seconds=args.measurement_interval, max_windows=args.max_windows,
+        string_length=args.string_length, string_data=args.string_data, tls=tls_from(args),
+    )  # fmt: skip
+
+
 def run_tune_command(args: argparse.Namespace) -> int:
     console = Console()
     refusal = production_refusal(args) or tls_problem(args)
     if refusal is not None:
         console.print(f"[red]tune: {refusal}[/red]")
         return EXIT_REFUSED
-    protocol: Literal["http", "grpc"] = "grpc" if args.url.startswith("grpc") else "http"
-    settings = SweepSettings(
-        url=args.url, model=args.model, protocol=protocol,
-        levels=parse_levels(args.concurrency, integers=True), budget_p95=args.budget_p95,
-        window_seconds=args.measurement_interval, max_windows=args.max_windows,
-        tls=tls_from(args),
-    )  # fmt: skip
+    settings = sweep_settings_from(args)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
