@@ -16,13 +16,8 @@ returns its FP32 input ``INPUT0`` ([-1, 16]) as ``OUTPUT0``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
-import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -30,11 +25,11 @@ from typing import Any
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from server_process import ServerProcess
 from support import REPO, free_port
 
 MODELS = REPO / "tests" / "mlserver_models"
 ECHO_MODEL = "echo"
-START_TIMEOUT_SECONDS = 60.0
 
 
 def mlserver_home() -> Path:
@@ -46,22 +41,22 @@ def mlserver_binary() -> Path:
     return mlserver_home() / "venv" / "bin" / "mlserver"
 
 
-class RealMLServer:
+class RealMLServer(ServerProcess):
     """One ``mlserver start`` process; ``start()`` returns once the echo model is ready."""
 
+    name = "mlserver"
+    start_timeout_seconds = 60.0
+    stop_timeout_seconds = 15.0
+    json_content_type = True
+
     def __init__(self, workdir: Path, *, repository: Path = MODELS) -> None:
+        super().__init__(free_port(), workdir / "mlserver.log")
         self.workdir = workdir
         """Its working directory: MLServer reads ``.env`` and writes ``.metrics`` there."""
         self.repository = repository
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
-        self.log_path = workdir / "mlserver.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        self.grpc_port, self.metrics_port = free_port(), free_port()
 
     # -- addresses ------------------------------------------------------------------------
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
     @property
     def grpc_url(self) -> str:
         return f"grpc://127.0.0.1:{self.grpc_port}"
@@ -90,28 +85,9 @@ class RealMLServer:
             MLSERVER_METRICS_DIR=str(self.workdir / "metrics"),
             MLSERVER_ENVIRONMENTS_DIR=str(self.workdir / "envs"),
         )
-        log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            [str(binary), "start", str(self.repository)],
-            cwd=self.workdir,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        self.launch(
+            [str(binary), "start", str(self.repository)], self._ready, env=env, cwd=self.workdir
         )
-        log.close()
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not self._ready():
-            if self.process.poll() is not None:
-                raise AssertionError(
-                    f"mlserver exited ({self.process.returncode}):\n{self.log_tail()}"
-                )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(
-                    f"mlserver not ready in {START_TIMEOUT_SECONDS}s:\n{self.log_tail()}"
-                )
-            time.sleep(0.2)
         return self
 
     def _ready(self) -> bool:
@@ -126,44 +102,7 @@ class RealMLServer:
         except OSError:
             return False
 
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-        with contextlib.suppress(ProcessLookupError):  # children left by a server gone first
-            os.killpg(self.process.pid, signal.SIGKILL)
-
-    def log_tail(self, lines: int = 60) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
     # -- the HTTP API -----------------------------------------------------------------------
-    def request(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
-    ) -> tuple[int, bytes]:
-        """One HTTP call to the server; returns (status, body) for any status."""
-        data = (
-            None
-            if body is None
-            else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        )
-        request = urllib.request.Request(
-            self.http_url + path,
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json", **(headers or {})},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read()
-
     def json(self, path: str) -> dict[str, Any]:
         status, body = self.request("GET", path)
         assert status == 200, (status, body)

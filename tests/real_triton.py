@@ -11,25 +11,20 @@ override, and unload models through the repository API as ``tritonwatch tune`` d
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from server_process import ServerProcess
 from support import REPO, free_port
 
 MODELS = REPO / "tests" / "triton_models"
 ALL_MODELS = tuple(
     sorted(path.name for path in MODELS.iterdir() if (path / "config.pbtxt").is_file())
 )
-START_TIMEOUT_SECONDS = 90.0
 
 
 def triton_home() -> Path:
@@ -45,8 +40,10 @@ def perf_analyzer_binary() -> Path:
     return triton_home() / "bin" / "perf_analyzer"
 
 
-class RealTriton:
+class RealTriton(ServerProcess):
     """One ``tritonserver`` process; ``start()`` returns once every model is READY."""
+
+    name = "tritonserver"
 
     def __init__(
         self,
@@ -56,18 +53,14 @@ class RealTriton:
         extra_args: Sequence[str] = (),
         log_path: Path | None = None,
     ) -> None:
+        http_port = free_port()
+        super().__init__(http_port, log_path or Path(f"/tmp/tritonwatch-triton-{http_port}.log"))
         self.models = tuple(models)
         self.repository = repository
         self.extra_args = tuple(extra_args)
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
-        self.log_path = log_path or Path(f"/tmp/tritonwatch-real-triton-{self.http_port}.log")
-        self.process: subprocess.Popen[bytes] | None = None
+        self.grpc_port, self.metrics_port = free_port(), free_port()
 
     # -- addresses ------------------------------------------------------------------------
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
     @property
     def grpc_url(self) -> str:
         return f"grpc://127.0.0.1:{self.grpc_port}"
@@ -100,23 +93,7 @@ class RealTriton:
             "--log-verbose=0",
             *self.extra_args,
         ]
-        log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        log.close()
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not self._all_ready():
-            if self.process.poll() is not None:
-                raise AssertionError(
-                    f"tritonserver exited ({self.process.returncode}):\n{self.log_tail()}"
-                )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(
-                    f"tritonserver not ready in {START_TIMEOUT_SECONDS}s:\n{self.log_tail()}"
-                )
-            time.sleep(0.2)
+        self.launch(command, self._all_ready)
         return self
 
     def _all_ready(self) -> bool:
@@ -128,42 +105,7 @@ class RealTriton:
         except OSError:
             return False
 
-    def stop(self) -> None:
-        """Stops the server and its Python-backend stubs (one process group)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-        with contextlib.suppress(ProcessLookupError):  # stubs left by a server gone first
-            os.killpg(self.process.pid, signal.SIGKILL)
-
-    def log_tail(self, lines: int = 40) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
     # -- the HTTP API -----------------------------------------------------------------------
-    def request(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
-    ) -> tuple[int, bytes]:
-        """One HTTP call to the server; returns (status, body) for any status."""
-        data = (
-            None
-            if body is None
-            else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        )
-        request = urllib.request.Request(
-            self.http_url + path, data=data, method=method, headers=headers or {}
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read()
-
     def config(self, model: str) -> dict[str, Any]:
         status, body = self.request("GET", f"/v2/models/{model}/config")
         assert status == 200, body

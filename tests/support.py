@@ -16,6 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import requests
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 TRITONWATCH = str(BIN / "tritonwatch")
@@ -182,3 +184,19 @@ class ReadyEndpoint:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class RefusedHttp(requests.adapters.BaseAdapter):
+    """Mounted on a ``requests`` session's URL prefix: every request there is refused
+    (as on a port nothing listens on), and its URL remembered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> Any:
+        self.asked.append(str(request.url))
+        raise requests.ConnectionError("Connection refused (nothing on the guessed port)")
+
+    def close(self) -> None:
+        pass

@@ -29,7 +29,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2, service_pb2
 
-_INT64_TYPES = frozenset(
+INT64_TYPES = frozenset(
     {
         FieldDescriptor.TYPE_INT64,
         FieldDescriptor.TYPE_UINT64,
@@ -38,6 +38,7 @@ _INT64_TYPES = frozenset(
         FieldDescriptor.TYPE_SFIXED64,
     }
 )
+"""Protobuf's 64-bit integer types, which its JSON form prints as strings."""
 
 ANSWER_TYPES: tuple[type[Message], ...] = (
     service_pb2.ModelConfigResponse,
@@ -69,7 +70,7 @@ def _map_value(field: FieldDescriptor) -> FieldDescriptor | None:
 def _value(value: Any, field: FieldDescriptor) -> Any:
     if field.type == FieldDescriptor.TYPE_MESSAGE and isinstance(value, dict):
         return _numbers(value, field.message_type)
-    if field.type in _INT64_TYPES and isinstance(value, str):
+    if field.type in INT64_TYPES and isinstance(value, str):
         return int(value)
     return value
 

@@ -22,7 +22,7 @@ from structlog.testing import capture_logs
 from stub_server import Route, StubServer
 from tritonclient.grpc import service_pb2_grpc
 
-from support import fixtures_dir
+from support import RefusedHttp, fixtures_dir
 from tls_support import Pki, make_pki
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config.schema import TargetConfig
@@ -34,21 +34,6 @@ from tritonwatch.scrape.target_state import Source
 from tritonwatch.sim.server import GrpcTLS, Simulator
 
 pytestmark = pytest.mark.e2e
-
-
-class RefusedHttp(requests.adapters.BaseAdapter):
-    """Mounted on a URL prefix: every request there is refused, and remembered."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.asked: list[str] = []
-
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> Any:
-        self.asked.append(str(request.url))
-        raise requests.ConnectionError("Connection refused (nothing on the guessed port)")
-
-    def close(self) -> None:
-        pass
 
 
 class ScriptedTriton(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]

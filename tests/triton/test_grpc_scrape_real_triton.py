@@ -21,7 +21,7 @@ import requests
 import tritonclient.grpc as grpcclient
 
 from real_triton import RealTriton
-from support import DaemonProcess, sample_value, wait_until
+from support import DaemonProcess, RefusedHttp, sample_value, wait_until
 from tls_support import Pki, make_pki
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import ModelKey, ModelStatistics
@@ -34,21 +34,6 @@ from tritonwatch.scrape.triton_stats import parse_model_statistics
 pytestmark = pytest.mark.e2e
 
 MODELS = ("slow_queue", "batching")
-
-
-class RefusedHttp(requests.adapters.BaseAdapter):
-    """Mounted on the target's guessed HTTP endpoint: refuses, and remembers, every call."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.asked: list[str] = []
-
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> Any:
-        self.asked.append(str(request.url))
-        raise requests.ConnectionError("Connection refused (nothing on the guessed port)")
-
-    def close(self) -> None:
-        pass
 
 
 def grpc_target(server: RealTriton, *models: str, **extra: Any) -> TargetConfig:

@@ -21,21 +21,12 @@ from google.protobuf.descriptor import (
 from pydantic import ValidationError
 from tritonclient.grpc import model_config_pb2
 
+from tritonwatch.grpc_json import INT64_TYPES
 from tritonwatch.sim.errors import ErrorCode, SimError
 from tritonwatch.sim.models import ModelSpec
 from tritonwatch.sim.tensors import wire_type
 
 ModelConfig = model_config_pb2.ModelConfig
-
-_INT64_TYPES = frozenset(
-    {
-        FieldDescriptor.TYPE_INT64,
-        FieldDescriptor.TYPE_UINT64,
-        FieldDescriptor.TYPE_SINT64,
-        FieldDescriptor.TYPE_FIXED64,
-        FieldDescriptor.TYPE_SFIXED64,
-    }
-)
 
 
 def build_config(spec: ModelSpec) -> Any:
@@ -129,7 +120,7 @@ def _convert(field: FieldDescriptor, value: Any) -> Any:
 def _convert_single(field: FieldDescriptor, value: Any) -> Any:
     if field.message_type is not None:
         return _in_declaration_order(field.message_type, value)
-    if field.type in _INT64_TYPES:
+    if field.type in INT64_TYPES:
         return int(value)
     return value
 
