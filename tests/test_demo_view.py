@@ -5,7 +5,13 @@ from __future__ import annotations
 from rich.console import Console
 
 from tritonwatch.demo_view import ERROR_CHARACTERS, demo_screen
-from tritonwatch.export.status_page import AdviceLine, ModelStatus, SloLine, StatusSnapshot
+from tritonwatch.export.status_page import (
+    AdviceLine,
+    ClientShare,
+    ModelStatus,
+    SloLine,
+    StatusSnapshot,
+)
 from tritonwatch.probe.canary_stats import LastError
 
 
@@ -61,3 +67,30 @@ def test_a_long_last_error_is_cut_not_wrapped_over_the_table() -> None:
     row = next(line for line in console.export_text().splitlines() if "│ t/m " in line)
     prefix = "bad_response 3 min ago: "
     assert f"{prefix}{'x' * (ERROR_CHARACTERS - 1 - len(prefix))}… " in row
+
+
+def test_table_shows_what_the_client_and_network_add() -> None:
+    """Breaks if the live view loses the client+net column (end to end minus Triton's
+    mean, and its share), invents one before Triton's statistics, or still repeats it
+    as a breakdown stage."""
+    share = ClientShare(server_seconds=0.0036, queue_seconds=0.0003, compute_seconds=0.00325,
+                        server_other_seconds=0.00005, end_to_end_seconds=0.0054)  # fmt: skip
+    snapshot = StatusSnapshot([
+        ModelStatus("real", "batching", "grpc", True, 0.01, {"p95": 0.006}, {"success": 90},
+                    breakdown={"queue": 0.0003, "compute_infer": 0.0029, "network_client": 0.0018},
+                    client_share=share),
+        ModelStatus("real", "fresh", "grpc", True, 0.01, {"p95": 0.006}, {"success": 3}),
+    ])  # fmt: skip
+    console = Console(record=True, width=400)
+    console.print(demo_screen(snapshot, "http://127.0.0.1:9849"))
+    text = console.export_text()
+    lines = [
+        line.replace("┃", "│").split("│")
+        for line in text.splitlines()
+        if "│" in line or "┃" in line
+    ]
+    rows = {cells[1].strip(): cells for cells in lines}
+    column = [cell.strip() for cell in rows["target/model"]].index("client+net ms")
+    assert rows["real/batching"][column].strip() == "1.8 33%"  # 5.4 - 3.6 ms: a third
+    assert rows["real/fresh"][column].strip() == "–"
+    assert "net=" not in text

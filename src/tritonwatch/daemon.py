@@ -28,6 +28,7 @@ from tritonwatch.export.http_server import ExporterServer, HealthReport, exporte
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
 from tritonwatch.export.status_page import (
     AdviceLine,
+    ClientShare,
     ModelStatus,
     SloLine,
     StatusSnapshot,
@@ -429,6 +430,7 @@ class Daemon:
                     ],
                     experiments=verdicts.get(key, [])[-5:],
                     last_error=series.last_error,
+                    client_share=ClientShare.of(breakdown),
                 )
             )
         return StatusSnapshot(statuses, self.health().healthy)

@@ -15,8 +15,8 @@ _SHORT = {
     "compute_infer": "infer",
     "compute_output": "out",
     "server_other": "other",
-    "network_client": "net",
 }
+"""The server's stages; ``network_client`` has its own column (client+net), as measured."""
 
 
 ERROR_CHARACTERS = 120
@@ -25,6 +25,17 @@ ERROR_CHARACTERS = 120
 
 def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def _client_network(model: ModelStatus) -> str:
+    """``0.5 12%``: what the client and network add to Triton's mean over the last scrape
+    window, and its share of the end-to-end mean; ``–`` before Triton's statistics."""
+    share = model.client_share
+    residual = share.client_network_seconds if share is not None else None
+    if share is None or residual is None:
+        return "–"
+    ratio = share.client_network_ratio
+    return _ms(residual) + ("" if ratio is None else f" {ratio:.0%}")
 
 
 def _last_error(model: ModelStatus) -> Text:
@@ -40,11 +51,12 @@ def _last_error(model: ModelStatus) -> Text:
 
 
 def status_table(snapshot: StatusSnapshot) -> Table:
-    """One row per model: quantiles against the budget, breakdown, SLOs, advice, and the
-    canary's last error (why it fails, when it does)."""
+    """One row per model: quantiles against the budget, Triton's breakdown, what the
+    client and network add to it, SLOs, advice, and the canary's last error (why it
+    fails, when it does)."""
     table = Table(title="tritonwatch — per model", expand=True)
     for column in ("target/model", "p50 ms", "p95 ms", "p99 ms", "budget ms", "state",
-                   "requests", "breakdown (ms)", "SLO burn", "recommendation",
+                   "requests", "breakdown (ms)", "client+net ms", "SLO burn", "recommendation",
                    "last error"):  # fmt: skip
         table.add_column(column)
     for model in snapshot.models:
@@ -52,7 +64,7 @@ def status_table(snapshot: StatusSnapshot) -> Table:
         state = "no data" if p95 is None else ("ok" if p95 <= model.budget_seconds else "BREACH")
         style = {"ok": "green", "BREACH": "bold red"}.get(state, "dim")
         stages = (model.breakdown or {}).items()
-        breakdown = " ".join(f"{_SHORT.get(s, s)}={v * 1e3:.1f}" for s, v in stages) or "–"
+        breakdown = " ".join(f"{_SHORT[s]}={v * 1e3:.1f}" for s, v in stages if s in _SHORT) or "–"
         if model.bottleneck:
             breakdown += escape(f" [{model.bottleneck}]")  # brackets are rich markup otherwise
         burns = (
@@ -70,7 +82,8 @@ def status_table(snapshot: StatusSnapshot) -> Table:
         table.add_row(
             f"{model.target}/{model.model}", _ms(model.quantiles.get("p50")), _ms(p95),
             _ms(model.quantiles.get("p99")), _ms(model.budget_seconds), Text(state, style=style),
-            str(sum(model.outcomes.values())), breakdown, burns, advice, _last_error(model),
+            str(sum(model.outcomes.values())), breakdown, _client_network(model), burns, advice,
+            _last_error(model),
         )  # fmt: skip
     return table
 

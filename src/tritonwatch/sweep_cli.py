@@ -19,7 +19,7 @@ from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, MAX_STRING_LENGTH, 
 from tritonwatch.config.units import parse_duration
 from tritonwatch.probe.payload import PayloadError
 from tritonwatch.probe.sweep import SweepResult, SweepRunner, SweepSettings
-from tritonwatch.probe.sweep_report import to_csv, to_json, write_plot
+from tritonwatch.probe.sweep_report import client_network_seconds, to_csv, to_json, write_plot
 from tritonwatch.production_guard import add_production_flags, production_refusal
 from tritonwatch.tls_flags import add_tls_flags, tls_from, tls_problem
 
@@ -165,6 +165,8 @@ def settings_from(args: argparse.Namespace) -> SweepSettings:
 
 
 def result_table(result: SweepResult) -> Table:
+    """One row per step; client+net ms is the client's mean minus Triton's mean request
+    time over the step: what the network, serialisation and this client add."""
     settings = result.settings
     table = Table(title=f"{settings.model} over {settings.protocol}")
     first = "rate/s" if settings.mode == "rate" else "concurrency"
@@ -178,7 +180,8 @@ def result_table(result: SweepResult) -> Table:
             f"{sum(v for k, v in server.stage_seconds.items() if k != 'queue') * 1e3:.2f}"
             if server else "-"
         )  # fmt: skip
-        residual = f"{(step.latency['avg'] - server.request_seconds) * 1e3:.2f}" if server else "-"
+        client_network = client_network_seconds(step)  # the JSON's client_network_seconds
+        residual = "-" if client_network is None else f"{client_network * 1e3:.2f}"
         notes = []
         if result.knee and step.level == result.knee.concurrency:
             notes.append("knee")

@@ -112,3 +112,78 @@ def test_status_page_shows_why_the_canary_fails_on_real_triton(
     assert stamp is not None
     assert failed["timestamp"][:16] <= stamp.group(1)  # at or after the first failure's line
     assert "last-error" not in batching
+
+
+def _breakdown_metrics(text: str) -> dict[str, float | None]:
+    """Triton's mean request time and each breakdown stage of ``real/batching``."""
+    model = [("target", "real"), ("model", "batching")]
+    values = {
+        stage: sample_value(text, "tritonwatch_model_latency_breakdown_seconds",
+                            [*model, ("stage", stage)])
+        for stage in ("queue", "compute_input", "compute_infer", "compute_output",
+                      "server_other", "network_client")
+    }  # fmt: skip
+    values["server"] = sample_value(text, "tritonwatch_model_server_latency_seconds", model)
+    return values
+
+
+def _ms_after(label: str, line: str) -> float:
+    match = re.search(rf"{label} (?:<b[^>]*>)?(-?\d+\.\d\d) ms", line)
+    assert match is not None, f"no {label!r} in {line!r}"
+    return float(match.group(1))
+
+
+def test_status_page_says_what_the_client_adds_on_real_triton(
+    tmp_path: Path, real_triton: RealTriton
+) -> None:
+    """Breaks if the page's "client end to end = server + client & network" line is
+    missing, does not add up, or disagrees with what the daemon exports for the same
+    window (tritonwatch_model_latency_breakdown_seconds, the server latency gauge)."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "canary: {rate: 20/s}\nscrape: {interval: 4s, timeout: 2s}\nsweep: {enabled: false}\n"
+        f"targets: [{{name: real, url: '{real_triton.grpc_url}',"
+        f" metrics_url: '{real_triton.metrics_url}', models: [{{name: batching}}]}}]\n"
+    )
+    daemon = DaemonProcess(config)
+    try:
+        wait_until(
+            lambda: _breakdown_metrics(http_get(f"{daemon.url}/metrics")[1])["network_client"]
+            is not None, 30, "a breakdown with the canary's mean",
+        )  # fmt: skip
+        for _ in range(5):  # the page and /metrics must show the same scrape window
+            before = _breakdown_metrics(http_get(f"{daemon.url}/metrics")[1])
+            dom = _chromium(tmp_path, "--dump-dom", f"{daemon.url}/")
+            after = _breakdown_metrics(http_get(f"{daemon.url}/metrics")[1])
+            if before == after:
+                break
+        else:
+            pytest.fail("every page load straddled a scrape")
+    finally:
+        assert daemon.stop() == 0
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    match = re.search(r'<p class="client-share"[^>]*>.*?</p>', dom.stdout, re.S)
+    assert match is not None, "no client-share line on the page"
+    line = match.group(0)
+    exact = dict(re.findall(r'data-([a-z-]+)-seconds="([^"]+)"', line))
+    end_to_end, server = float(exact["end-to-end"]), float(exact["server"])
+    residual = float(exact["client-network"])
+    assert server == pytest.approx(after["server"], rel=1e-9)
+    assert end_to_end == pytest.approx(server + residual, rel=1e-9)
+    exported = after["network_client"]
+    assert exported == pytest.approx(max(0.0, residual), rel=1e-9, abs=1e-12)  # clamped there
+    if residual < 0:
+        assert "covers every client" in line  # shown as measured, and why
+    shown = {label: _ms_after(label, line) for label in
+             ("client end to end", "server", "queue", "compute", "client &amp; network")}  # fmt: skip
+    assert shown["client end to end"] == pytest.approx(end_to_end * 1e3, abs=0.0051)
+    assert shown["client end to end"] == pytest.approx(
+        shown["server"] + shown["client &amp; network"], abs=0.0101
+    )  # each is rounded to 0.01 ms
+    assert shown["client &amp; network"] == pytest.approx(residual * 1e3, abs=0.0051)
+    assert shown["queue"] == pytest.approx(after["queue"] * 1e3, abs=0.0051)
+    compute = sum(after[s] or 0.0 for s in ("compute_input", "compute_infer", "compute_output"))
+    assert shown["compute"] == pytest.approx(compute * 1e3, abs=0.0051)
+    percent = re.search(r'class="client-network">-?\d+\.\d\d ms \((-?\d+)%\)', line)
+    assert percent is not None
+    assert int(percent.group(1)) == round(residual / end_to_end * 100)

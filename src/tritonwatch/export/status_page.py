@@ -1,7 +1,8 @@
 """The status page at ``/``: one server-rendered HTML page, no JavaScript.
 
 Per target and model: readiness, the canary's quantiles against the budget, its last
-error (the reason, when it fails), the latency breakdown and bottleneck, SLO state,
+error (the reason, when it fails), what the client and network add to Triton's own
+time (:class:`ClientShare`), the latency breakdown and bottleneck, SLO state,
 active recommendations, recent experiment verdicts, and the last sweep's curve as
 inline SVG. The page only reads
 a :class:`StatusSnapshot`; the daemon assembles one per request.
@@ -13,9 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
+from typing import TYPE_CHECKING
 
 from tritonwatch import __version__
 from tritonwatch.probe.canary_stats import LastError
+
+if TYPE_CHECKING:
+    from tritonwatch.analysis.breakdown import LatencyBreakdown
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,56 @@ class VerdictLine:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientShare:
+    """One scrape window's canary mean split into Triton's time and the client's own.
+
+    Both means cover the same window (the scrape interval), so ``end to end = server +
+    client & network`` holds exactly. The residual is kept *as measured*: Triton's mean
+    covers every client's requests, the canary's only its own, so on a busy server with
+    larger requests it can come out negative (the exported ``network_client`` stage is
+    clamped at 0; this is not, so the sum still adds up and the reader sees why).
+    """
+
+    server_seconds: float
+    """Triton's mean request time (``tritonwatch_model_server_latency_seconds``)."""
+    queue_seconds: float
+    compute_seconds: float
+    """compute_input + compute_infer + compute_output."""
+    server_other_seconds: float
+    end_to_end_seconds: float | None
+    """The canary's mean over the window; None when it sent nothing (paused, off)."""
+
+    @classmethod
+    def of(cls, breakdown: LatencyBreakdown | None) -> ClientShare | None:
+        """From the scrape's breakdown; None before Triton's statistics have a window."""
+        if breakdown is None:
+            return None
+        compute = breakdown.compute_input + breakdown.compute_infer + breakdown.compute_output
+        return cls(
+            breakdown.server_seconds,
+            breakdown.queue,
+            compute,
+            breakdown.server_other,
+            breakdown.end_to_end_seconds,
+        )
+
+    @property
+    def client_network_seconds(self) -> float | None:
+        """End to end minus server: network, serialisation and the client itself."""
+        if self.end_to_end_seconds is None:
+            return None
+        return self.end_to_end_seconds - self.server_seconds
+
+    @property
+    def client_network_ratio(self) -> float | None:
+        """The residual's share of the end-to-end mean."""
+        residual = self.client_network_seconds
+        if residual is None or self.end_to_end_seconds is None or self.end_to_end_seconds <= 0:
+            return None
+        return residual / self.end_to_end_seconds
+
+
+@dataclass(frozen=True, slots=True)
 class ModelStatus:
     target: str
     model: str
@@ -61,6 +116,8 @@ class ModelStatus:
     sweep_svg: str | None = None
     last_error: LastError | None = None
     """The canary's most recent failed request, whatever came after it."""
+    client_share: ClientShare | None = None
+    """End to end = server + client & network over the last scrape window."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +138,42 @@ table{border-collapse:collapse;margin:.4em 0}td,th{padding:.2em .7em;border-bott
 
 def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1e3:.1f} ms"
+
+
+def _ms2(seconds: float | None) -> str:
+    """Two decimals: the client's share of a 2 ms model is a few tenths of a millisecond."""
+    return "–" if seconds is None else f"{seconds * 1e3:.2f} ms"
+
+
+def _client_share(share: ClientShare | None) -> str:
+    """``client end to end X = server Y (queue, compute, other) + client & network Z (N %)``,
+    with the exact seconds as data attributes for scripts (and the browser test)."""
+    if share is None:
+        return (
+            '<p class="client-share">client end to end – = server – + client &amp; network – '
+            '<span class="muted">(no Triton statistics yet)</span></p>'
+        )
+    residual, ratio = share.client_network_seconds, share.client_network_ratio
+    data = f' data-server-seconds="{share.server_seconds!r}"'
+    if share.end_to_end_seconds is not None and residual is not None:
+        data += (
+            f' data-end-to-end-seconds="{share.end_to_end_seconds!r}"'
+            f' data-client-network-seconds="{residual!r}"'
+        )
+    percent = "" if ratio is None else f" ({ratio:.0%})"
+    if residual is None:
+        note = "no canary requests in the window"
+    elif residual < 0:
+        note = "as measured: Triton's mean covers every client's requests, not only the canary's"
+    else:
+        note = "means over the last scrape interval"
+    return (
+        f'<p class="client-share"{data}>client end to end <b>{_ms2(share.end_to_end_seconds)}</b>'
+        f" = server {_ms2(share.server_seconds)} (queue {_ms2(share.queue_seconds)}, compute "
+        f"{_ms2(share.compute_seconds)}, other {_ms2(share.server_other_seconds)}) + client "
+        f'&amp; network <b class="client-network">{_ms2(residual)}{percent}</b> '
+        f'<span class="muted">({escape(note)})</span></p>'
+    )
 
 
 def utc_time(wall_time: float) -> str:
@@ -122,6 +215,7 @@ def _model_section(status: ModelStatus) -> str:
     ]
     if status.last_error is not None:
         parts.append(_last_error(status.last_error))
+    parts.append(_client_share(status.client_share))
     if status.breakdown:
         cells = "".join(
             f"<td>{escape(stage)}<br>{_ms(value)}</td>" for stage, value in status.breakdown.items()

@@ -22,16 +22,48 @@ PERF_ANALYZER_COLUMNS = (
 )  # fmt: skip
 
 
-def _us(seconds: float) -> int:
-    return round(seconds * 1e6)
+def _ns(seconds: float) -> int:
+    """Whole nanoseconds, the unit perf_analyzer (and Triton's statistics) count in."""
+    return round(seconds * 1e9)
+
+
+def _us(nanoseconds: int) -> int:
+    """perf_analyzer's integer division: 1999 ns is 1 µs, not 2."""
+    return max(0, nanoseconds) // 1000
+
+
+def client_network_seconds(step: StepResult) -> float | None:
+    """What the client and the network add to the step's mean latency: the client's
+    mean minus Triton's mean request time from the statistics deltas of the same step.
+
+    As measured (it can be slightly negative when the two means cover slightly different
+    spans); None without server statistics or without a completed request. Unlike
+    the CSV's Network+Server Send/Recv, it leaves out Triton's time outside its stage
+    timers (``request_seconds`` minus queue and compute), which is the server's.
+    """
+    if step.server is None or not step.requests:
+        return None
+    return step.latency["avg"] - step.server.request_seconds
+
+
+def client_network_share(step: StepResult) -> float | None:
+    """:func:`client_network_seconds` over the client's mean latency."""
+    residual = client_network_seconds(step)
+    mean = step.latency["avg"]
+    return residual / mean if residual is not None and mean > 0 else None
 
 
 def to_csv(result: SweepResult) -> str:
-    """perf_analyzer's ``-f`` format: microseconds, rows by increasing inferences/s.
+    """perf_analyzer's ``-f`` format, column for column and as it computes them.
 
-    We send pre-encoded requests and do not decode answers on the hot path, so
-    Client Send and Client Recv are 0; the network, serialisation and client time
-    all land in Network+Server Send/Recv, as the residual of the server's stages.
+    Microseconds truncated from whole nanoseconds; Inferences/Second and a rate level
+    as C++ streams a double (six significant digits); rows by increasing inferences/s.
+    Network+Server Send/Recv is perf_analyzer's "network misc": the client's mean
+    latency minus Client Send and Recv minus the server's queue and compute means,
+    clamped at 0, so it holds Triton's time outside its stage timers too. We send
+    pre-encoded requests and do not decode answers on the hot path, so Client Send and
+    Client Recv are 0 (perf_analyzer measures its (un)marshalling there, about 10 µs
+    each on gRPC) and that time lands in Network+Server Send/Recv.
     """
     first = "Request Rate" if result.settings.mode == "rate" else "Concurrency"
     out = io.StringIO()
@@ -39,11 +71,12 @@ def to_csv(result: SweepResult) -> str:
     writer.writerow((first, *PERF_ANALYZER_COLUMNS))
     for step in sorted(result.steps, key=lambda s: s.inferences_per_second):
         stages = step.server.stage_seconds if step.server else dict.fromkeys(STAGES, 0.0)
-        residual = max(0.0, step.latency["avg"] - sum(stages.values()))
+        stage_ns = {stage: _ns(stages[stage]) for stage in STAGES}
+        network_misc = _ns(step.latency["avg"]) - sum(stage_ns.values())
         writer.writerow(
-            (f"{step.level:g}", f"{step.inferences_per_second:.1f}", 0, _us(residual),
-             *(_us(stages[s]) for s in STAGES), 0,
-             *(_us(step.latency[p]) for p in ("p50", "p90", "p95", "p99")))
+            (f"{step.level:g}", f"{step.inferences_per_second:.6g}", 0, _us(network_misc),
+             *(_us(stage_ns[s]) for s in STAGES), 0,
+             *(_us(_ns(step.latency[p])) for p in ("p50", "p90", "p95", "p99")))
         )  # fmt: skip
     return out.getvalue()
 
@@ -65,6 +98,8 @@ def to_json(result: SweepResult) -> dict[str, Any]:
 def _step_json(step: StepResult) -> dict[str, Any]:
     data = asdict(step)
     data.pop("latency_samples")  # thousands of numbers; the quantiles say it
+    data["client_network_seconds"] = client_network_seconds(step)
+    data["client_network_share"] = client_network_share(step)
     return data
 
 
@@ -124,6 +159,10 @@ def render_svg(result: SweepResult) -> str:
         parts.append(
             f'<text x="{x(step.level):.1f}" y="{_HEIGHT - _BOTTOM + 15}" text-anchor="middle">{step.level:g}</text>'
         )
+        parts.append(
+            f'<circle class="step" cx="{x(step.level):.1f}" cy="{y_latency(step.p95):.1f}" r="4" '
+            f'fill="firebrick"><title>{_step_tooltip(step)}</title></circle>'
+        )
     if budget:
         yb = y_latency(budget)
         parts.append(
@@ -150,6 +189,19 @@ def render_svg(result: SweepResult) -> str:
         )
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
+
+
+def _step_tooltip(step: StepResult) -> str:
+    """What a point says on hover: the step's numbers and what the client adds."""
+    text = (
+        f"{step.level:g}: {step.inferences_per_second:.1f} infer/s, p95 {step.p95 * 1e3:.2f} ms, "
+        f"mean {step.latency['avg'] * 1e3:.2f} ms"
+    )
+    residual, share = client_network_seconds(step), client_network_share(step)
+    if step.server is not None and residual is not None:
+        text += f" = server {step.server.request_seconds * 1e3:.2f} ms + client+net {residual * 1e3:.2f} ms"
+        text += "" if share is None else f" ({share:.0%})"
+    return text
 
 
 def write_plot(result: SweepResult, path: Path) -> None:
