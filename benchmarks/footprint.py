@@ -15,7 +15,15 @@ in percent of one core; RSS is the median and the maximum of the samples. The
 daemon does real work the exporter does not (20 canaries, Triton scrapes, SLOs), so
 the ratio says what that work costs, not which program is leaner per se.
 
-    python benchmarks/footprint.py [--duration 300] [--quick]
+``--target triton`` does the same against a real ``tritonserver`` 2.51 (the one
+``make test`` installs in ``.triton``) serving 20 copies of ``tests/triton_models/batching``
+(the 2 ms model, one CPU instance each: 20 Python-backend stub processes, about 1 GiB
+between them) under the names ``batching_00`` … ``batching_19``. The simulator
+(``--target sim``, the default) answers faster and costs less to start; the real server
+is the one whose /metrics, statistics and config the daemon parses in production.
+``--rss-after-import`` also reports what ``import tritonwatch.cli`` alone costs.
+
+    python benchmarks/footprint.py [--target sim|triton] [--duration 300] [--quick]
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,8 +46,10 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from harness import Footprint, ProcSample, footprint, read_proc
+from harness import Footprint, ProcSample, footprint, read_proc, rss_bytes
 
+from real_triton import MODELS as TRITON_MODELS
+from real_triton import RealTriton
 from sim_process import SimProcess
 from support import DaemonProcess, free_port, wait_until
 from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
@@ -48,6 +59,8 @@ NODE_EXPORTER = "prometheus-node-exporter"
 SCRAPE_INTERVAL_S = 15.0
 MODELS = 20
 GPUS = 4
+TRITON_MODEL = "batching"
+"""The real-Triton mode's model: FP32 [16], 2 ms + 0.2 ms per row (the "2–5 ms model")."""
 
 
 def model_set(count: int = MODELS) -> ModelSet:
@@ -63,6 +76,43 @@ def model_set(count: int = MODELS) -> ModelSet:
         models.append(model)
     gpus = [{"uuid": f"GPU-51a7c0de-0000-4000-8000-0000000000{i:02x}"} for i in range(GPUS)]
     return parse_model_set({"gpus": gpus, "models": models}, source="<footprint>")
+
+
+def triton_repository(root: Path, count: int = MODELS) -> list[str]:
+    """``count`` copies of the batching model under ``root``, named ``batching_NN``.
+
+    Each copy gets its own ``1/model.py`` (the test models link theirs to
+    ``../../identity.py``, which a copy elsewhere would not find) and keeps the config
+    file as it is: it names no model, so the directory name is the model's name.
+    """
+    source = TRITON_MODELS / TRITON_MODEL
+    names = []
+    for index in range(count):
+        name = f"{TRITON_MODEL}_{index:02d}"
+        version = root / name / "1"
+        version.mkdir(parents=True)
+        shutil.copyfile(source / "config.pbtxt", root / name / "config.pbtxt")
+        shutil.copyfile((source / "1" / "model.py").resolve(), version / "model.py")
+        names.append(name)
+    return names
+
+
+@contextlib.contextmanager
+def target_server(kind: str, tmp: Path) -> Iterator[tuple[str, str, list[str]]]:
+    """(HTTP URL, metrics URL, model names) of a running simulator or real Triton."""
+    if kind == "triton":
+        names = triton_repository(tmp / "models")
+        server = RealTriton(names, repository=tmp / "models", log_path=tmp / "triton.log")
+        server.start_timeout_seconds = 180.0  # 20 Python-backend stubs start one by one
+        server.start()
+        try:
+            yield server.http_url, server.metrics_url, names
+        finally:
+            server.stop()
+        return
+    sets = model_set()
+    with SimProcess(models=sets) as sim:
+        yield sim.http_url, sim.metrics_url, [model.name for model in sets.models]
 
 
 def daemon_config(http_url: str, metrics_url: str, names: list[str]) -> str:
@@ -155,16 +205,23 @@ def _canary_outcomes(metrics: str) -> tuple[float, float]:
 
 
 def measure(
-    duration: float = 300.0, warm_up: float = 15.0, sample_every: float = 2.0
+    duration: float = 300.0,
+    warm_up: float = 15.0,
+    sample_every: float = 2.0,
+    target: str = "sim",
 ) -> FootprintResult:
-    """Runs both side by side for ``warm_up`` + ``duration`` seconds; see the module doc."""
+    """Runs both side by side for ``warm_up`` + ``duration`` seconds; see the module doc.
+
+    ``target``: ``sim`` (the simulator, 20 models) or ``triton`` (real tritonserver,
+    20 copies of the batching model)."""
     if shutil.which(NODE_EXPORTER) is None:
         raise RuntimeError(f"{NODE_EXPORTER} is missing: apt-get install {NODE_EXPORTER}")
-    sets = model_set()
-    names = [model.name for model in sets.models]
-    with tempfile.TemporaryDirectory() as tmp, SimProcess(models=sets) as sim:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        target_server(target, Path(tmp)) as (http_url, metrics_url, names),
+    ):
         config = Path(tmp) / "footprint.yaml"
-        config.write_text(daemon_config(sim.http_url, sim.metrics_url, names))
+        config.write_text(daemon_config(http_url, metrics_url, names))
         exporter_port = free_port()
         exporter = start_node_exporter(exporter_port)
         daemon: DaemonProcess | None = None
@@ -207,15 +264,32 @@ def measure(
             exporter.wait(timeout=10)
 
 
+def rss_after_import(module: str = "tritonwatch.cli") -> int:
+    """VmRSS in bytes of a fresh interpreter that has imported ``module`` and nothing
+    else: the floor under the daemon's RSS before it has done anything."""
+    code = f"import {module}, pathlib; print(pathlib.Path('/proc/self/status').read_text())"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    return rss_bytes(done.stdout)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", choices=["sim", "triton"], default="sim")
     parser.add_argument("--duration", type=float, default=300.0, help="measured seconds")
     parser.add_argument("--quick", action="store_true", help="30 s instead of --duration")
     parser.add_argument("--warm-up", type=float, default=15.0)
     parser.add_argument("--sample-every", type=float, default=2.0)
     args = parser.parse_args()
-    result = measure(30.0 if args.quick else args.duration, args.warm_up, args.sample_every)
-    print(f"{MODELS} models, default intervals, {result.daemon.seconds:.0f} s measured")
+    print(f"RSS after `import tritonwatch.cli`: {rss_after_import() / 2**20:.1f} MiB")
+    result = measure(
+        30.0 if args.quick else args.duration, args.warm_up, args.sample_every, args.target
+    )
+    print(
+        f"{MODELS} models on {args.target}, default intervals, "
+        f"{result.daemon.seconds:.0f} s measured"
+    )
     print("process | CPU % of one core | RSS median MiB | RSS max MiB | /metrics bytes")
     for name, value, size in (
         ("tritonwatch run", result.daemon, result.daemon_scrape_bytes),

@@ -3,11 +3,16 @@
 Every flag also reads a ``TRITONWATCH_…`` environment variable (see
 :mod:`tritonwatch.cli_flags`). Config problems print the same lines everywhere and
 exit with status 2, never with a traceback.
+
+The tools (``simulate``, ``sweep``, ``tune``, ``rules``) are imported only by a parser
+that offers them: they pull in gRPC, ``tritonclient.http`` with gevent and ``rich``,
+tens of MiB that an always-on ``tritonwatch run`` never uses (issue 15's footprint).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import queue
 import signal
@@ -18,16 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from tritonwatch import __version__, sweep_cli
+from tritonwatch import __version__
 from tritonwatch.cli_flags import add_flag
 from tritonwatch.config import Config, ConfigError, load_config
 from tritonwatch.config.checks import cross_field_problems
 from tritonwatch.daemon import Daemon
 from tritonwatch.fleet import Shard
 from tritonwatch.logs import configure_logging, get_logger
-from tritonwatch.rules import cli as rules_cli
-from tritonwatch.sim import cli as simulate
-from tritonwatch.tune import cli as tune_cli
 
 EXIT_OK = 0
 EXIT_CONFIG_ERROR = 2
@@ -35,6 +37,8 @@ SHUTDOWN_BUDGET_SECONDS = 4.0
 """SIGTERM must end the process within 5 s; this leaves a second of margin."""
 
 Command = Literal["stop", "reload"]
+CORE_COMMANDS = ("run", "check-config", "demo")
+"""The commands :func:`main` can parse without importing the tools."""
 
 
 def _summary(source: str, config: Config) -> str:
@@ -107,6 +111,7 @@ def _run(args: argparse.Namespace) -> int:
         log.error("start_failed", error=str(error))
         daemon.stop()
         return 1
+    _freeze_start_up_objects()
     while (command := commands.get()) != "stop":
         if command == "reload":
             daemon.reload()
@@ -114,6 +119,14 @@ def _run(args: argparse.Namespace) -> int:
     daemon.stop()
     _exit_within(deadline, log)
     return EXIT_OK
+
+
+def _freeze_start_up_objects() -> None:
+    """Moves what start-up made (modules, classes, the config: ~10⁵ objects that live
+    as long as the process) out of the garbage collector's sight, so its periodic full
+    passes only walk what the daemon allocates while running (issue 15's CPU)."""
+    gc.collect()
+    gc.freeze()
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -141,8 +154,15 @@ def _exit_within(deadline: float, log: object) -> None:
         os._exit(EXIT_OK)
 
 
-def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentParser:
-    """The full command-line parser; ``environ`` replaces ``os.environ`` for flag defaults."""
+def build_parser(
+    environ: dict[str, str] | None = None, *, tools: bool = True
+) -> argparse.ArgumentParser:
+    """The full command-line parser; ``environ`` replaces ``os.environ`` for flag defaults.
+
+    ``tools=False`` leaves the tool commands out (and their imports): :func:`main` asks
+    for that when the command line is one of :data:`CORE_COMMANDS`, which parse the same
+    either way.
+    """
     parser = argparse.ArgumentParser(
         prog="tritonwatch",
         description="Keeps Triton Inference Server deployments inside their latency budget.",
@@ -195,16 +215,29 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
     )
     demo.set_defaults(handler=_demo)
 
+    if tools:
+        _register_tools(commands)
+    return parser
+
+
+def _register_tools(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``simulate``, ``sweep``, ``tune``, ``rules``: imported here, on demand (heavy)."""
+    from tritonwatch import sweep_cli  # noqa: PLC0415 - heavy; only for the tools
+    from tritonwatch.rules import cli as rules_cli  # noqa: PLC0415
+    from tritonwatch.sim import cli as simulate  # noqa: PLC0415
+    from tritonwatch.tune import cli as tune_cli  # noqa: PLC0415
+
     simulate.register(commands)
     sweep_cli.register(commands)
     tune_cli.register(commands)
     rules_cli.register(commands)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tritonwatch`` console script."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    core = bool(words) and words[0] in CORE_COMMANDS
+    args = build_parser(tools=not core).parse_args(words)
     if args.command == "check-config":
         args.file = args.file or args.config_flag
     status: int = args.handler(args)

@@ -14,10 +14,10 @@ import threading
 from collections.abc import Iterable, MutableMapping
 from typing import Any, Literal, TextIO
 
-import structlog
 from pydantic import SecretStr
 
 from tritonwatch.config.schema import Config
+from tritonwatch.structlog_lean import console_renderer, structlog
 
 LogFormat = Literal["auto", "json", "console"]
 REDACTED = "[redacted]"
@@ -101,9 +101,7 @@ def configure_logging(
     """
     out = stream if stream is not None else sys.stdout
     use_console = log_format == "console" or (log_format == "auto" and out.isatty())
-    renderer: Any = (
-        structlog.dev.ConsoleRenderer() if use_console else structlog.processors.JSONRenderer()
-    )
+    renderer: Any = console_renderer() if use_console else structlog.processors.JSONRenderer()
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

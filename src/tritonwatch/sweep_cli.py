@@ -209,8 +209,10 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     runner = SweepRunner(settings, stop)
+    # Redrawn once per window, not by rich's 10 Hz refresh thread: that thread holds
+    # the GIL the in-process load worker needs, and showed up in its latency tail.
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[state]}"),
-                  console=console, transient=True) as progress:  # fmt: skip
+                  console=console, transient=True, auto_refresh=False) as progress:  # fmt: skip
         task = progress.add_task(
             "sweep", total=len(settings.levels) * settings.max_windows, state=""
         )
@@ -219,7 +221,9 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             index = settings.levels.index(level)
             done = index * settings.max_windows + (settings.max_windows if stable else windows)
             state = "stable" if stable else f"window {windows}/{settings.max_windows}"
-            progress.update(task, completed=done, description=f"level {level:g}", state=state)
+            progress.update(
+                task, completed=done, description=f"level {level:g}", state=state, refresh=True
+            )
 
         try:
             result = runner.run(on_window)

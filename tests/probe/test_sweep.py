@@ -9,19 +9,21 @@ import subprocess
 import time
 from array import array
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from sim_process import SimProcess
-from support import TRITONWATCH
+from support import TRITONWATCH, free_port, wait_until
 from tritonwatch.analysis.stability import WindowResult
 from tritonwatch.cli import build_parser
 from tritonwatch.config import parse_config
+from tritonwatch.probe.load.grpc_callbacks import CallbackGrpcLoad
 from tritonwatch.probe.load.pool import cut_all, split_concurrency, start_workers, stop_workers
-from tritonwatch.probe.load.spec import http_load_spec
-from tritonwatch.probe.load.worker import WindowSamples
-from tritonwatch.probe.payload import TensorSpec, build_inputs
+from tritonwatch.probe.load.spec import LoadSpec, grpc_load_spec, http_load_spec
+from tritonwatch.probe.load.worker import CALLBACK_MAX_CONCURRENCY, WindowSamples, uses_callbacks
+from tritonwatch.probe.payload import Tensor, TensorSpec, build_inputs
 from tritonwatch.probe.sweep import SweepRunner, SweepSettings, _result, _step_result
 from tritonwatch.probe.sweep_report import PERF_ANALYZER_COLUMNS, render_svg, to_csv, to_json
 from tritonwatch.probe.sweep_schedule import sweep_plans
@@ -210,6 +212,65 @@ def test_two_worker_processes_share_the_load(sim: SimProcess) -> None:
     assert len(window.latencies) > 100
     assert window.errors == 0
     assert window.cpu_seconds > 0
+
+
+def _simple_tensors() -> list[Tensor]:
+    return build_inputs(
+        "simple",
+        [TensorSpec("INPUT0", "INT32", (1, 16)), TensorSpec("INPUT1", "INT32", (1, 16))],
+        {},
+    )
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("concurrency", [1, CALLBACK_MAX_CONCURRENCY + 4])
+def test_grpc_closed_loop_measures_on_callbacks_and_on_aio(
+    sim: SimProcess, concurrency: int
+) -> None:
+    """Breaks if either gRPC closed-loop engine (callbacks at low concurrency, grpc.aio
+    above) stops keeping requests in flight, recording them or handing windows over."""
+    spec = grpc_load_spec(f"grpc://{sim.grpc_url}", "simple", "", _simple_tensors(),
+                          mode="concurrency", concurrency=concurrency)  # fmt: skip
+    assert uses_callbacks(spec) is (concurrency <= CALLBACK_MAX_CONCURRENCY)
+    workers = start_workers(spec, processes=1)
+    try:
+        time.sleep(0.3)
+        cut_all(workers)
+        time.sleep(1.0)
+        window = cut_all(workers)
+    finally:
+        stop_workers(workers)
+    # 4 ms per request, two instances: about 250/s at concurrency 1, so even a starved
+    # host records dozens in the second; none faster than the model can answer.
+    assert len(window.latencies) > 20
+    assert (window.errors, window.timeouts) == (0, 0)
+    assert min(window.latencies) >= 0.004
+    assert 0.9 < window.wall_seconds < 5.0
+
+
+def test_only_low_concurrency_grpc_closed_loop_uses_callbacks() -> None:
+    """Breaks if HTTP, open-loop or high-concurrency gRPC load moves off its engine."""
+    grpc = LoadSpec("grpc", "127.0.0.1", 1, b"", "concurrency", 1)
+    assert uses_callbacks(grpc)
+    assert not uses_callbacks(replace(grpc, concurrency=CALLBACK_MAX_CONCURRENCY + 1))
+    assert not uses_callbacks(replace(grpc, mode="rate", rate=10.0))
+    assert not uses_callbacks(replace(grpc, protocol="http"))
+
+
+def test_callback_grpc_load_counts_failures_and_stops() -> None:
+    """Breaks if a failed callback request is lost or raised instead of counted, if the
+    chain stops after a failure, or if stop hangs."""
+    spec = LoadSpec("grpc", "127.0.0.1", free_port(), b"", "concurrency", 2, timeout=1.0)
+    failures: list[bool] = []
+    load = CallbackGrpcLoad(spec, lambda latency, timed_out: failures.append(latency is None))
+    load.start()
+    try:
+        wait_until(lambda: len(failures) >= 4, 10.0, "failures recorded and retried")
+    finally:
+        started = time.monotonic()
+        load.stop(timeout=5.0)
+    assert all(failures)
+    assert time.monotonic() - started < 5.0
 
 
 def test_a_step_stopped_before_its_first_window_reports_nothing_measured() -> None:
