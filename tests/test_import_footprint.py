@@ -20,7 +20,7 @@ NEVER_IN_RUN = ("rich", "pygments", "matplotlib", "grpc", "tritonclient.grpc", "
                 "tritonwatch.tune", "tritonwatch.sweep_cli")  # fmt: skip
 """Heavy packages no part of ``tritonwatch run`` uses (only the tools and the demo do)."""
 SWEEP_AND_CANARY_CHAIN = ("gevent", "geventhttpclient", "tritonclient.http")
-"""Still imported today, through modules other engineers own (see the xfail reasons)."""
+"""tritonclient.http and the gevent it pulls in: imported on use by the sweep's encoder only."""
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -58,15 +58,8 @@ def test_run_parses_the_same_without_the_tools() -> None:
     assert vars(full) == vars(core)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="still imported by modules owned elsewhere: probe/load/encoded.py:14 "
-    "(`import tritonclient.http` at module level, reached from daemon.py via "
-    "export/sweep_metrics.py → probe/sweep_schedule.py → probe/sweep.py:28-29 → "
-    "probe/load/pool.py, spec.py). Remove this mark once it is imported on use.",
-)
 def test_the_daemon_does_not_import_gevent_or_tritonclient_http() -> None:
-    """Fails (as an unexpected pass, then for real) when gevent's import chain changes."""
+    """Breaks if a module-level import brings gevent back (tritonclient.http, ~5 MiB)."""
     loaded = _loaded_after("import tritonwatch.daemon")
     assert sorted(name for name in SWEEP_AND_CANARY_CHAIN if name in loaded) == []
 

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
-import tritonclient.http as httpclient
-
 from tritonwatch.probe.payload import Tensor
 
 
@@ -29,6 +27,10 @@ def encode_http_infer(
     url: str, model: str, version: str, tensors: Sequence[Tensor]
 ) -> EncodedHttpInfer:
     """The keep-alive HTTP/1.1 request ``tritonclient.http`` would send for ``tensors``."""
+    # On use: tritonclient.http brings gevent (~5 MiB), which a daemon without a sweep
+    # never needs (tests/test_import_footprint.py).
+    import tritonclient.http as httpclient  # noqa: PLC0415
+
     inputs = []
     for tensor in tensors:
         infer_input = httpclient.InferInput(tensor.name, list(tensor.data.shape), tensor.datatype)
