@@ -25,6 +25,7 @@ from tritonwatch.logs import get_logger
 from tritonwatch.observations import CanaryResult, Outcome
 from tritonwatch.probe.canary_failures import Failure, FailureLog
 from tritonwatch.probe.canary_stats import CanaryStats
+from tritonwatch.probe.canary_timing import LEAD_SECONDS, sleep_until
 from tritonwatch.probe.clients import (
     BINARY_TENSOR_EXTENSION,
     InferenceClient,
@@ -272,7 +273,9 @@ class ModelCanary:
         next_send = loop.time() + self._random.uniform(0, 1.0 / self.plan.rate)
         try:
             while True:
-                await asyncio.sleep(max(0.0, next_send - loop.time()))
+                # The request's task starts early and waits for its send time itself
+                # (canary_timing: the loop and the OS wake late, its spin absorbs that).
+                await asyncio.sleep(max(0.0, next_send - LEAD_SECONDS - loop.time()))
                 if not self.paused and self._breaker_allows(loop.time()):
                     task = asyncio.create_task(self._one(next_send))
                     self._pending.add(task)
@@ -288,14 +291,19 @@ class ModelCanary:
             self._failure_log.flush()
 
     async def _one(self, intended: float) -> None:
+        """One request, latency from ``intended`` to its answer's last byte (or to the
+        failure, or the timeout), however long it waited for a slot."""
         loop = asyncio.get_running_loop()
+        await sleep_until(intended)
         plan = self.plan
         deadline = intended + plan.timeout
         outcome, text = Outcome.SUCCESS, ""
+        finished: float | None = None
         try:
             async with asyncio.timeout_at(deadline):
                 async with self._slots:
                     result = await self._infer(max(0.001, deadline - loop.time()))
+            finished = _received_at(result)
             check_outputs(result, self._outputs)
         except asyncio.CancelledError:
             raise
@@ -311,7 +319,7 @@ class ModelCanary:
                 status = http_status(error) if plan.protocol == "http" else None
                 self._failure_log.failed(Failure(outcome, text, status))
         self._failure_log.tick()
-        elapsed = loop.time() - intended
+        elapsed = (finished if finished is not None else loop.time()) - intended
         latency: float | None = elapsed
         if outcome == Outcome.TIMEOUT:
             latency = plan.timeout
@@ -358,6 +366,13 @@ class ModelCanary:
         return await self._client.infer(
             plan.model, plan.version, self._tensors, binary=self._binary, timeout=timeout
         )
+
+
+def _received_at(result: Any) -> float | None:
+    """When the answer's last byte arrived, if its client says (ours do: the decoding
+    that follows is client CPU, which perf_analyzer does not count either)."""
+    received = getattr(result, "received_at", None)
+    return received if isinstance(received, float) else None
 
 
 async def run_canaries(canaries: Sequence[ModelCanary]) -> None:

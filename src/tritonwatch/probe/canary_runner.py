@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.logs import get_logger
+from tritonwatch.probe import canary_timing
 from tritonwatch.probe.canary import CanaryPlan, ModelCanary, run_canaries
 from tritonwatch.probe.canary_stats import CanaryStats
 from tritonwatch.probe.clients import InferenceClient, client_for
@@ -37,7 +38,7 @@ class CanaryRunner:
 
     def __init__(self, stats: CanaryStats) -> None:
         self.stats = stats
-        self._loop = asyncio.new_event_loop()
+        self._loop = canary_timing.new_event_loop()  # sub-millisecond timers
         self._thread = threading.Thread(target=self._loop.run_forever, name="canary", daemon=True)
         self._main: asyncio.Task[None] | None = None
         self._canaries: list[ModelCanary] = []

@@ -39,6 +39,9 @@ class InferResponse:
     """Every output of one answer, decoded; ``as_numpy`` as on tritonclient's results."""
 
     outputs: Mapping[str, np.ndarray[Any, Any]]
+    received_at: float | None = None
+    """The event loop's time when the answer's last byte arrived, set by the canary's
+    clients: the end of the request's latency (decoding after it is our own CPU)."""
 
     def as_numpy(self, name: str) -> np.ndarray[Any, Any] | None:
         return self.outputs.get(name)

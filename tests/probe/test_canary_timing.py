@@ -1,0 +1,129 @@
+"""When the canary sends and what its latency spans: from the intended send time (never
+earlier), to the answer's last byte (not to the end of decoding it)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+
+from tritonwatch.observations import Outcome
+from tritonwatch.probe import canary_timing
+from tritonwatch.probe.canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary_runner import CanaryRunner
+from tritonwatch.probe.canary_stats import CanaryStats
+from tritonwatch.probe.infer_response import InferResponse
+from tritonwatch.probe.payload import Tensor
+from tritonwatch.sim import precise_loop
+
+PLAN = CanaryPlan("t", "m", "", "http", "http://127.0.0.1:9", "", 10.0, False, 5.0, 1, "zero")
+DECODE_SECONDS = 0.05
+T = TypeVar("T")
+
+
+class StampingClient:
+    """Answers after ``wait`` seconds, stamped then, and spends ``DECODE_SECONDS`` of CPU
+    after the stamp as a slow decoder would; keeps the loop time of every call."""
+
+    protocol = "http"
+
+    def __init__(self, wait: float = 0.01) -> None:
+        self.wait = wait
+        self.called_at: list[float] = []
+        self.received: list[float] = []
+
+    async def infer(
+        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        self.called_at.append(loop.time())
+        await asyncio.sleep(self.wait)
+        received = loop.time()
+        self.received.append(received)
+        time.sleep(DECODE_SECONDS)  # decoding: client CPU after the last byte
+        return InferResponse({"y": np.zeros(1, dtype=np.float32)}, received_at=received)
+
+
+def _run(main: Coroutine[Any, Any, T]) -> T:
+    """``main`` on the canary's own kind of loop, closed afterwards."""
+    with asyncio.Runner(loop_factory=canary_timing.new_event_loop) as runner:
+        return runner.run(main)
+
+
+def _canary(client: StampingClient, stats: CanaryStats) -> ModelCanary:
+    stats.declare([PLAN.key])
+    canary = ModelCanary(PLAN, client, stats)  # type: ignore[arg-type]
+    canary._outputs = ["y"]
+    return canary
+
+
+def test_latency_runs_from_the_intended_time_to_the_last_byte() -> None:
+    """Breaks if decoding the answer counts as latency (perf_analyzer does not count it),
+    or if latency stops counting from the intended send time."""
+    client, stats = StampingClient(), CanaryStats()
+
+    async def main() -> float:
+        canary = _canary(client, stats)
+        intended = asyncio.get_running_loop().time() + 0.02
+        await canary._one(intended)
+        return intended
+
+    intended = _run(main())
+    (latency,) = stats.samples_between("t", "m", 0, float("inf"))
+    assert latency == client.received[0] - intended
+    assert latency < DECODE_SECONDS  # the decoder's time is not in it
+    assert client.called_at[0] >= intended  # never sent before its time
+
+
+def test_a_request_waiting_for_a_slot_counts_from_its_intended_time() -> None:
+    """Breaks if the canary reintroduces coordinated omission: a request held back by a
+    slow answer (one slot) must carry the wait in its latency."""
+    client, stats = StampingClient(wait=0.2), CanaryStats()
+
+    async def main() -> list[float]:
+        canary = _canary(client, stats)
+        now = asyncio.get_running_loop().time()
+        intended = [now + 0.01, now + 0.02]
+        await asyncio.gather(*(canary._one(at) for at in intended))
+        return intended
+
+    intended = _run(main())
+    latencies = sorted(stats.samples_between("t", "m", 0, float("inf")))
+    assert latencies[1] == client.received[1] - intended[1]
+    assert latencies[1] >= 0.2 + 0.2 - 0.01  # its own answer and the one before it
+    snap = stats.snapshot(time.monotonic())[0]
+    assert snap.outcomes[Outcome.SUCCESS] == 2
+
+
+def test_sleep_until_never_returns_early() -> None:
+    """Breaks if the spin ends before the send time (the canary would send early and
+    under-report), for deadlines inside and beyond the spin."""
+
+    async def main() -> list[tuple[float, float]]:
+        loop = asyncio.get_running_loop()
+        seen = []
+        for ahead in (0.0, 1e-4, canary_timing.SPIN_SECONDS, 0.002, 0.01):
+            when = loop.time() + ahead
+            await canary_timing.sleep_until(when)
+            seen.append((when, loop.time()))
+        return seen
+
+    for when, woke in _run(main()):
+        assert woke >= when
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the precise selector is Linux-only")
+def test_the_runner_loop_has_the_precise_selector() -> None:
+    """Breaks if the canary's loop goes back to the default selector, whose waits CPython
+    rounds up to the next millisecond (0.75 ms added to a median canary latency)."""
+    runner = CanaryRunner(CanaryStats())
+    try:
+        selector = runner._loop._selector  # type: ignore[attr-defined]
+        assert isinstance(selector, precise_loop.PreciseEpollSelector)
+    finally:
+        runner.stop()
