@@ -31,6 +31,7 @@ from tritonwatch.probe.infer_response import (
     decompressed,
     http_status_error,
 )
+from tritonwatch.probe.load.encoded import grpc_infer_request
 from tritonwatch.probe.payload import Tensor
 
 _UNSUPPORTED_HTTP = {"404", "400", "501"}
@@ -397,26 +398,6 @@ class GrpcInferenceClient:
 
     async def close(self) -> None:
         await self._client.close()
-
-
-def grpc_infer_request(model: str, version: str, tensors: Sequence[Tensor]) -> bytes:
-    """The serialized ``ModelInferRequest`` ``tritonclient.grpc`` would send for ``tensors``
-    (its own builder: the wire format is exactly the client's)."""
-    import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
-    from tritonclient.grpc._utils import _get_inference_request  # noqa: PLC0415
-
-    inputs = []
-    for tensor in tensors:
-        infer_input = grpcclient.InferInput(tensor.name, list(tensor.data.shape), tensor.datatype)
-        infer_input.set_data_from_numpy(tensor.data)
-        inputs.append(infer_input)
-    request = _get_inference_request(
-        model_name=model, inputs=inputs, model_version=version, request_id="", outputs=None,
-        sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None,
-        parameters=None,
-    )  # fmt: skip
-    encoded: bytes = request.SerializeToString()
-    return encoded
 
 
 def normalise_grpc_json(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Infer requests encoded once, with tritonclient as the reference encoder.
+"""Infer requests encoded once (HTTP and gRPC), with tritonclient as the reference encoder.
 
 ``tritonclient.http``'s own ``generate_request_body`` builds the binary-tensor body
 (JSON header plus raw bytes) and ``parse_response_body`` reads answers, so the wire
@@ -54,3 +54,23 @@ def encode_http_infer(
         headers.append(f"Inference-Header-Content-Length: {json_size}")
     head = ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1")
     return EncodedHttpInfer(host, port, head + (body if isinstance(body, bytes) else body.encode()))
+
+
+def grpc_infer_request(model: str, version: str, tensors: Sequence[Tensor]) -> bytes:
+    """The serialized ``ModelInferRequest`` ``tritonclient.grpc`` would send for ``tensors``
+    (its own builder: the wire format is exactly the client's)."""
+    import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
+    from tritonclient.grpc._utils import _get_inference_request  # noqa: PLC0415
+
+    inputs = []
+    for tensor in tensors:
+        infer_input = grpcclient.InferInput(tensor.name, list(tensor.data.shape), tensor.datatype)
+        infer_input.set_data_from_numpy(tensor.data)
+        inputs.append(infer_input)
+    request = _get_inference_request(
+        model_name=model, inputs=inputs, model_version=version, request_id="", outputs=None,
+        sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None,
+        parameters=None,
+    )  # fmt: skip
+    encoded: bytes = request.SerializeToString()
+    return encoded

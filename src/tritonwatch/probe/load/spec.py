@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tritonwatch.client_tls import ClientTLS, tls_for
-from tritonwatch.probe.load.encoded import encode_http_infer
+from tritonwatch.probe.load.encoded import encode_http_infer, grpc_infer_request
 from tritonwatch.probe.payload import Tensor
 
 LoadMode = Literal["concurrency", "rate"]
@@ -66,26 +66,14 @@ def grpc_load_spec(
     timeout: float = 30.0,
     tls: ClientTLS | None = None,
 ) -> LoadSpec:
-    import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
-    from tritonclient.grpc._utils import _get_inference_request  # noqa: PLC0415
-
-    inputs = []
-    for tensor in tensors:
-        infer_input = grpcclient.InferInput(tensor.name, list(tensor.data.shape), tensor.datatype)
-        infer_input.set_data_from_numpy(tensor.data)
-        inputs.append(infer_input)
-    request = _get_inference_request(
-        model_name=model, inputs=inputs, model_version=version, request_id="", outputs=None,
-        sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None,
-        parameters=None,
-    )  # fmt: skip
+    request = grpc_infer_request(model, version, tensors)
     address = url.partition("://")[2]
     host, _, port = address.rstrip("/").rpartition(":")
     return LoadSpec(
         "grpc",
         host.strip("[]"),
         int(port),
-        request.SerializeToString(),
+        request,
         mode,
         concurrency,
         rate,
