@@ -63,23 +63,18 @@ BOUNDARIES: list[tuple[Check, dict[str, Any], dict[str, Any]]] = [
     ),
     (
         lower_queue_delay,
-        {"p95_seconds": 0.050 + TINY, "queue_seconds": 0.005, "max_queue_delay_microseconds": 5000},
-        {"p95_seconds": 0.050, "queue_seconds": 0.005, "max_queue_delay_microseconds": 5000},
+        {"p95_seconds": 0.050 + TINY, "queue_seconds": 0.005},
+        {"p95_seconds": 0.050, "queue_seconds": 0.005},
     ),
     (
         lower_queue_delay,
-        {"p95_seconds": 0.06, "queue_seconds": 0.005, "max_queue_delay_microseconds": 5000},
-        {"p95_seconds": 0.06, "queue_seconds": 0.005 - TINY, "max_queue_delay_microseconds": 5000},
+        {"p95_seconds": 0.06, "queue_seconds": 0.005},
+        {"p95_seconds": 0.06, "queue_seconds": 0.005 - TINY},
     ),
     (
         lower_queue_delay,
-        {"p95_seconds": 0.06, "queue_seconds": 0.005, "max_queue_delay_microseconds": 5000},
+        {"p95_seconds": 0.06, "queue_seconds": 0.005},
         {"p95_seconds": 0.06, "queue_seconds": 0.005, "max_queue_delay_microseconds": 0},
-    ),
-    (  # a queue more than twice the delay is not the timer's: an instance is short
-        lower_queue_delay,
-        {"p95_seconds": 0.06, "queue_seconds": 0.010, "max_queue_delay_microseconds": 5000},
-        {"p95_seconds": 0.06, "queue_seconds": 0.010 + TINY, "max_queue_delay_microseconds": 5000},
     ),
     (
         enable_dynamic_batching,
@@ -178,12 +173,8 @@ def test_every_rule_has_a_boundary_case() -> None:
 
 
 def test_queue_delay_halves_and_doubles() -> None:
-    over = replace(BASE, p95_seconds=0.06, queue_seconds=0.006, max_queue_delay_microseconds=6001)
+    over = replace(BASE, p95_seconds=0.06, queue_seconds=0.006, max_queue_delay_microseconds=1)
     lowered = lower_queue_delay(over, LIMITS)
-    assert lowered is not None
-    assert (lowered.current, lowered.proposed) == (6001, 3000)
-    tiny = replace(over, queue_seconds=2e-6, request_seconds=3e-6, max_queue_delay_microseconds=1)
-    lowered = lower_queue_delay(tiny, LIMITS)
     assert lowered is not None
     assert (lowered.current, lowered.proposed) == (1, 0)
     heavy = replace(BASE, pending_requests=10.0, max_queue_delay_microseconds=300)

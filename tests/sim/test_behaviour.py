@@ -111,7 +111,7 @@ def test_instances_raise_throughput_until_the_gpu_saturates(
     assert utilisation[1] == pytest.approx(0.3, abs=0.05)
     # Nominally 0.9; on a starved host fewer executions ran, and the GPU must report the
     # work it did (executions/s × 4 ms × 30 % occupancy), not the work it was asked for.
-    assert utilisation[3] == pytest.approx(throughput[3] * 0.004 * 0.3, abs=0.07)
+    assert utilisation[3] == pytest.approx(throughput[3] * 0.004 * 0.3, abs=0.15)
     assert utilisation[3] > utilisation[2] + 0.15
     # "Nears 1": the short gap between one execution and the next keeps it a little under.
     assert utilisation[4] >= 0.88

@@ -120,9 +120,6 @@ class AdvisorThresholds:
     """…and at least this long (above the canary's own ~2.5 ms) is network-bound."""
     rejected_per_second_min: float = 0.0
     """REJECTED failures per second above this call for queue-policy advice."""
-    queue_over_delay_max: float = 2.0
-    """Queue time above this multiple of max_queue_delay_microseconds is not the batcher's
-    timer: requests wait for a busy instance, and a shorter delay cannot help."""
     queue_delay_step: float = 2.0
     """max_queue_delay_microseconds is divided or multiplied by this."""
     first_queue_delay_microseconds: int = 100

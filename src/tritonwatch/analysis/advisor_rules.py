@@ -100,18 +100,12 @@ def remove_instance(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
 
 
 def lower_queue_delay(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
-    """p95 over budget because requests wait for batches to fill.
-
-    Only while the queue time is of the delay's size: a queue many times longer than the
-    delay (a starved CPU, an instance short) is not the timer's doing, and halving the
-    delay would only shrink batches."""
+    """p95 over budget because requests wait for batches to fill."""
     delay, p95 = m.max_queue_delay_microseconds, m.p95_seconds
     queue_share = m.share(m.queue_seconds)
     if not m.dynamic_batching or not delay or p95 is None or queue_share is None:
         return None
     if p95 <= m.latency_budget_seconds or queue_share < t.dominant_share:
-        return None
-    if m.queue_seconds is not None and m.queue_seconds > t.queue_over_delay_max * delay / 1e6:
         return None
     proposed = int(delay / t.queue_delay_step)
     return Finding(

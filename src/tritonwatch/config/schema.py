@@ -260,7 +260,6 @@ class AdvisorConfig(Section):
     network_share: Ratio = 0.5
     network_gap_min_seconds: Duration = 0.010
     rejected_per_second_min: NonNegative = 0.0
-    queue_over_delay_max: Annotated[float, Field(gt=1.0)] = 2.0
     queue_delay_step: Annotated[float, Field(gt=1.0)] = 2.0
     first_queue_delay_microseconds: PositiveInt = 100
 
