@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -64,17 +64,6 @@ class ScriptedTriton(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
     def close(self) -> None:
         self.released.set()
         self.server.stop(grace=None)
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(seed=0) as simulator:
-        yield simulator
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 import pytest
@@ -23,17 +23,6 @@ from tritonwatch.sim.server import Simulator
 pytestmark = pytest.mark.e2e
 
 SIMPLE = ModelKey("simple", "")
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(seed=0) as simulator:
-        yield simulator
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 def events(logs: Sequence[MutableMapping[str, Any]], name: str) -> list[MutableMapping[str, Any]]:
