@@ -201,7 +201,7 @@ def test_hanging_triton_times_out_without_piling_up(tmp_path: Path) -> None:
     """Every request accepted and never answered (health, inference, statistics, and a
     /metrics that answers after a minute): timeouts everywhere, while the daemon's
     threads, descriptors and connections to Triton stay bounded."""
-    with Simulator() as sim:
+    with SimProcess() as sim:  # its hung requests pile up in its process, not here
         daemon = DaemonProcess(_config(tmp_path / "c.yaml", sim.http_url, sim.metrics_url))
         recorder = MetricsRecorder(daemon)
         try:

@@ -101,15 +101,18 @@ def test_sweep_finds_the_knee_where_throughput_flattens(sim: SimProcess) -> None
 def test_sweep_stops_at_the_budget_and_reports_its_operating_point(sim: SimProcess) -> None:
     settings = SweepSettings(
         url=f"grpc://{sim.grpc_url}", protocol="grpc", model="simple",
-        levels=(1, 2, 4, 8, 16, 32), window_seconds=0.5, budget_p95=0.015,
+        levels=(1, 2, 4, 8, 16, 32), window_seconds=0.5, budget_p95=0.025,
     )  # fmt: skip
     result = SweepRunner(settings).run()
     assert result.stopped_at_budget
-    assert result.steps[-1].p95 > 0.015
-    assert all(step.p95 <= 0.015 for step in result.steps[:-1])
-    assert result.steps[-1].level <= 8  # 4 in flight on 2 instances of 4 ms is ~12 ms p95
+    assert result.steps[-1].p95 > 0.025
+    assert all(step.p95 <= 0.025 for step in result.steps[:-1])
+    # 16 in flight on 2 instances of 4 ms queue 8 deep: over 32 ms. (The simulator's gRPC
+    # at one in flight takes 6 ms, 11 ms on a loaded host — perf_analyzer sees the same —
+    # so the budget leaves room for level 1.)
+    assert result.steps[-1].level <= 16
     assert result.operating_point is not None
-    assert result.operating_point.p95 <= 0.015
+    assert result.operating_point.p95 <= 0.025
     data = to_json(result)
     assert set(data) == {
         "settings",

@@ -113,9 +113,12 @@ def test_instances_raise_throughput_until_the_gpu_saturates(
     # work it did (executions/s × 4 ms × 30 % occupancy), not the work it was asked for.
     assert utilisation[3] == pytest.approx(throughput[3] * 0.004 * 0.3, abs=0.15)
     assert utilisation[3] > utilisation[2] + 0.15
-    # "Nears 1": the short gap between one execution and the next keeps it a little under.
-    assert utilisation[4] >= 0.88
-    assert utilisation[6] >= 0.88
+    # "Nears 1": 4 and 6 instances ask for more than the GPU has (1.2 and 1.8); what it
+    # reports is again the work done, nearly all of it on a quiet host.
+    for instances in (4, 6):
+        done = min(1.0, throughput[instances] * 0.004 * 0.3)
+        assert utilisation[instances] == pytest.approx(done, abs=0.12)
+        assert utilisation[instances] >= 0.75
 
 
 def test_restart_resets_every_counter(

@@ -50,17 +50,19 @@ def test_latency_spike_multiplies_compute_of_the_named_model(
         models=model_set_with(simple={"timing": DETERMINISTIC_TIMING, "dynamic_batching": None})
     )
     client = httpclient.InferenceServerClient(sim.http_url.removeprefix("http://"))
-    for _ in range(3):
+    for _ in range(10):
         client.infer("simple", simple_inputs(httpclient, ROWS, ROWS))
     baseline = mean_infer_ns(client)
     sim.restart()
     sim.inject_fault(kind="latency_spike", factor=5, model="simple")
-    for _ in range(3):
+    for _ in range(10):
         client.infer("simple", simple_inputs(httpclient, ROWS, ROWS))
     spiked = mean_infer_ns(client)
     client.close()
-    assert baseline == pytest.approx(1.05e6, rel=0.5)
-    assert 3.5 < spiked / baseline < 6.0
+    # A starved host wakes the simulator's timers late, adding about the same to both
+    # means: the baseline is at least the 1.05 ms asked, and ×5 adds 4 × 1.05 ms.
+    assert 1.0e6 <= baseline < 2.5e6
+    assert spiked - baseline == pytest.approx(4 * 1.05e6, rel=0.3)
     state = sim.state()
     assert [(f["kind"], f["factor"], f["model"]) for f in state["faults"]] == [
         ("latency_spike", 5.0, "simple")
