@@ -88,14 +88,21 @@ def goal_seconds(anchor: float) -> float:
 
 
 def run_perf_analyzer(server: RealTriton, protocol: str, rate: float = RATE) -> Side:
-    """perf_analyzer at ``rate`` requests/s; p-values from its CSV (µs) and its
-    request count from the summary it prints."""
+    """perf_analyzer on the real server's :data:`MODEL` at ``rate`` requests/s."""
     url = server.grpc_address if protocol == "grpc" else f"127.0.0.1:{server.http_port}"
+    return perf_analyzer_at(url, MODEL, protocol, rate)
+
+
+def perf_analyzer_at(
+    url: str, model: str, protocol: str, rate: float, input_data: str = "zero"
+) -> Side:
+    """perf_analyzer at ``rate`` requests/s against ``url`` (host:port); p-values from
+    its CSV (µs) and its request count from the summary it prints."""
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "pa.csv"
         command = [
-            str(perf_analyzer_binary()), "-m", MODEL, "-u", url, "-i", protocol,
-            "--input-data", "zero", "--request-rate-range", f"{rate:g}",
+            str(perf_analyzer_binary()), "-m", model, "-u", url, "-i", protocol,
+            "--input-data", input_data, "--request-rate-range", f"{rate:g}",
             "--measurement-interval", str(WINDOW_MS), "-s", STABILITY_PERCENT, "--max-trials", "3",
             "-f", str(csv_path),
         ]  # fmt: skip
