@@ -1,9 +1,10 @@
 """What ``tritonwatch run`` imports: the heavy packages it does not use stay out.
 
 Issue 15's footprint goal (RSS ≤ 60 MiB) is mostly import cost: ``tritonclient.http``
-brings gevent, the tools bring gRPC and ``rich``. These tests read ``sys.modules`` of a
-fresh interpreter, so they hold without timing anything; a module-level import that
-pulls one of these back in fails here, naming the package.
+brings gevent, the tools bring gRPC and ``rich``, ``tritonclient.utils`` brings numpy
+and ``ml_dtypes`` (16 MiB). These tests read ``sys.modules`` of a fresh interpreter, so
+they hold without timing anything; a module-level import that pulls one of these back
+in fails here, naming the package and the chain of our modules that imported it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ NEVER_IN_RUN = ("rich", "pygments", "matplotlib", "grpc", "tritonclient.grpc", "
                 "tritonwatch.tune", "tritonwatch.sweep_cli")  # fmt: skip
 """Heavy packages no part of ``tritonwatch run`` uses (only the tools and the demo do)."""
 SWEEP_AND_CANARY_CHAIN = ("gevent", "geventhttpclient", "tritonclient.http")
-"""tritonclient.http and the gevent it pulls in: imported on use by the sweep's encoder only."""
+"""tritonclient.http and the gevent it pulls in: on use only, by the sweep's and tune's clients."""
+NOT_IN_THE_HTTP_CANARY = ("numpy", "ml_dtypes", "tritonclient")
+"""What the daemon with HTTP canaries never imports: they build and check tensors as bytes
+(probe/datatypes.py); only sample files, gRPC, sweep and tune import these, on use."""
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -78,3 +82,67 @@ def test_json_logging_leaves_rich_out_and_console_logging_brings_it_back() -> No
         "assert type(formatter).__name__ == 'RichTracebackFormatter', formatter"
     )
     assert "rich" in _loaded_after(code)
+
+
+_IMPORTER_SPY = """
+import sys
+FORBIDDEN = {forbidden!r}
+importers = {{}}
+
+
+class Spy:
+    \"\"\"Records, for each forbidden package, our modules on the stack when it is first found.\"\"\"
+
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        if top in FORBIDDEN and top not in importers:
+            frame, chain = sys._getframe(1), []
+            while frame is not None:
+                module = frame.f_globals.get("__name__", "")
+                if module.startswith("tritonwatch") and module not in chain:
+                    chain.append(module)
+                frame = frame.f_back
+            importers[top] = chain[::-1]
+        return None
+
+
+sys.meta_path.insert(0, Spy())
+"""
+
+_HTTP_CANARY = """
+import tritonwatch.cli
+import tritonwatch.daemon
+from tritonwatch.probe.clients import HttpInferenceClient
+from tritonwatch.probe.infer_response import check_outputs, decode_http_infer_response
+from tritonwatch.probe.payload import build_inputs, input_specs
+
+client = HttpInferenceClient("http://127.0.0.1:9")
+models = {
+    "dense": {"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 16]}]},
+    "text": {"inputs": [{"name": "t", "datatype": "BYTES", "shape": [-1, 1]}]},
+}
+for model, metadata in models.items():
+    tensors = build_inputs(model, input_specs(model, metadata, {"max_batch_size": 8}), {})
+    for binary in (True, False):
+        assert client._encode(model, "", tensors, binary).startswith(b"POST /v2/models/")
+header = b'{"outputs":[{"name":"y","datatype":"FP32","shape":[1,2],"parameters":{"binary_data_size":8}}]}'
+check_outputs(decode_http_infer_response(header + bytes(8), len(header)), ["y"])
+text = b'{"outputs":[{"name":"y","datatype":"BYTES","shape":[1,1],"data":["hi"]}]}'
+check_outputs(decode_http_infer_response(text), ["y"])
+import json
+print(json.dumps({"loaded": sorted(m for m in sys.modules if m.partition(".")[0] in FORBIDDEN),
+                  "importers": importers}))
+"""
+
+
+def test_the_http_canary_path_imports_neither_numpy_nor_tritonclient() -> None:
+    """Fails when importing the daemon, or building and checking HTTP canary requests for
+    an FP32 and a BYTES model (binary and JSON tensors), loads numpy, ml_dtypes or any
+    tritonclient module (16 MiB); the message names our modules that imported it."""
+    script = _IMPORTER_SPY.format(forbidden=NOT_IN_THE_HTTP_CANARY) + _HTTP_CANARY
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["importers"] == {}, report
+    assert report["loaded"] == []

@@ -146,3 +146,35 @@ def test_saved_document_is_dense_and_compact(tmp_path: Path) -> None:
     assert series["fine"]["bad"] == [0, 0, 0.5]
     assert series["fine"]["total"] == [3, 0, 3]
     assert series["slo"] == "availability"
+
+
+OLD_STATE_FILE = (
+    '{"format":"tritonwatch-slo-events","version":1,"saved_at":1680000210.0,"series":[{'
+    '"target":"t","model":"m","slo":"availability","source":"canary",'
+    '"fine":{"resolution":60.0,"first":27999990,"bad":[2,0,0,0,0,0,0,0,0,1,1,0,0,0.25],'
+    '"total":[40,0,0,0,0,0,0,0,0,4,10,12.5,0,9]},'
+    '"coarse":{"resolution":3600.0,"first":466666,"bad":[4.25],"total":[75.5]}}]}'
+)
+"""Written by the numpy ring (before issue 15): events 10 min and 55 s before BASE, then
+at BASE + 5 s, + 65 s and + 181 s; saved at BASE + 210 s."""
+
+
+@pytest.mark.parametrize(
+    ("span", "bad", "total"),
+    [(240, 1.75, 33.5), (300, 2.25, 35.5), (3600, 4.25, 75.5), (7 * 86400, 4.25, 75.5)],
+)
+def test_a_state_file_of_the_first_ring_loads_with_the_same_windows(
+    tmp_path: Path, span: float, bad: float, total: float
+) -> None:
+    """Fails when a file the previous daemon wrote no longer loads, or loads into other
+    windows than it answered before it stopped (the numbers are the old ring's)."""
+    path = tmp_path / "s.json"
+    path.write_text(OLD_STATE_FILE)
+    store = SLOEventStore()
+    store.declare([KEY])
+    assert store.load(path) == 1
+    counts = store.counts(KEY, span, BASE + 210)
+    assert (counts.bad, counts.total) == (bad, total)
+    resaved = tmp_path / "again.json"
+    store.save(resaved, 1680000210.0)
+    assert json.loads(resaved.read_text()) == json.loads(OLD_STATE_FILE)

@@ -39,7 +39,7 @@ ANSWER = json.dumps(
         "outputs": [{"name": "y", "datatype": "FP32", "shape": [1, 2], "data": [1.5, 2.5]}],
     }
 ).encode()
-INPUTS = [Tensor("x", "FP32", np.array([[1.5, 2.5]], dtype=np.float32))]
+INPUTS = [Tensor.from_numpy("x", "FP32", np.array([[1.5, 2.5]], dtype=np.float32))]
 
 
 @dataclass

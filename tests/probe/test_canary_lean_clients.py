@@ -1,5 +1,9 @@
 """The canary's lean infer path: bodies encoded once and as tritonclient encodes them,
-HTTP/1.1 keep-alive connections that are reused only after a whole exchange."""
+HTTP/1.1 keep-alive connections that are reused only after a whole exchange.
+
+The requests are built without numpy or tritonclient (probe/datatypes.py); tritonclient
+(fed the same tensors as numpy arrays) is the reference they are held to byte for byte.
+"""
 
 from __future__ import annotations
 
@@ -8,42 +12,125 @@ import json
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2
 
 from tritonwatch.probe.binary_tensors import binary_request_body
-from tritonwatch.probe.clients import EncodedRequests, HttpInferenceClient
-from tritonwatch.probe.payload import Tensor
+from tritonwatch.probe.clients import EncodedRequests, HttpInferenceClient, json_request_body
+from tritonwatch.probe.datatypes import TRITON_DATATYPES
+from tritonwatch.probe.load.encoded import encode_http_infer, grpc_infer_request
+from tritonwatch.probe.payload import DataMode, Tensor, TensorSpec, build_inputs
 
 TENSORS = [
-    Tensor("a", "FP32", np.arange(16, dtype=np.float32).reshape(1, 16)),
-    Tensor("b", "BYTES", np.array([[b"hi", b"\xff\x00", b""]], dtype=np.object_)),
-    Tensor("c", "BF16", np.ones((2,), dtype=ml_dtypes.bfloat16)),
-    Tensor("d", "BOOL", np.array([True, False])),
-    Tensor("e", "INT64", np.array([[1, 2]], dtype=np.int64)),
-    Tensor("f", "FP16", np.zeros((0, 3), dtype=np.float16)),
+    Tensor.from_numpy("a", "FP32", np.arange(16, dtype=np.float32).reshape(1, 16)),
+    Tensor.from_numpy("b", "BYTES", np.array([[b"hi", b"\xff\x00", b""]], dtype=np.object_)),
+    Tensor.from_numpy("c", "BF16", np.ones((2,), dtype=ml_dtypes.bfloat16)),
+    Tensor.from_numpy("d", "BOOL", np.array([True, False])),
+    Tensor.from_numpy("e", "INT64", np.array([[1, 2]], dtype=np.int64)),
+    Tensor.from_numpy("f", "FP16", np.zeros((0, 3), dtype=np.float16)),
 ]
 
 
-@pytest.mark.parametrize("tensors", [TENSORS, TENSORS[:1], TENSORS[1:2], TENSORS[5:]])
-def test_the_binary_body_is_byte_for_byte_tritonclients(tensors: list[Tensor]) -> None:
-    """Breaks if our binary-tensor encoder drifts from tritonclient.http's (header JSON,
-    sizes, BYTES length prefixes, binary outputs asked for)."""
+def _generated(mode: DataMode, **strings: Any) -> list[Tensor]:
+    """What the canary builds for a model with one input of every datatype."""
+    specs = [
+        TensorSpec(f"in_{datatype}", datatype, (1, 3)) for datatype in sorted(TRITON_DATATYPES)
+    ]
+    return build_inputs("m", specs, {}, mode, seed=3, string_length=5, **strings)
+
+
+GENERATED = {
+    "random": _generated("random"),
+    "zero": _generated("zero"),
+    "string_data": _generated("random", string_data="Grüße, Triton?"),
+}
+
+
+def _tritonclient_body(tensors: list[Tensor]) -> tuple[bytes, int | None]:
+    """tritonclient.http's binary request body for the tensors' numpy arrays."""
     inputs = []
     for tensor in tensors:
         infer_input = httpclient.InferInput(tensor.name, list(tensor.data.shape), tensor.datatype)
         infer_input.set_data_from_numpy(tensor.data, binary_data=True)
         inputs.append(infer_input)
     body, header_length = httpclient.InferenceServerClient.generate_request_body(inputs)
+    return bytes(body), header_length
+
+
+ALL_TENSOR_SETS = [TENSORS, TENSORS[:1], TENSORS[1:2], TENSORS[5:], *GENERATED.values()]
+
+
+@pytest.mark.parametrize("tensors", ALL_TENSOR_SETS)
+def test_the_binary_body_is_byte_for_byte_tritonclients(tensors: list[Tensor]) -> None:
+    """Breaks if our binary-tensor encoder drifts from tritonclient.http's (header JSON,
+    sizes, BYTES length prefixes, binary outputs asked for), for given arrays and for
+    the canary's generated data (random, zero and string_data) of every datatype."""
+    body, header_length = _tritonclient_body(tensors)
     ours, headers = binary_request_body(tensors)
-    assert ours == bytes(body)
+    assert ours == body
     assert headers == {
         "Content-Type": "application/octet-stream",
         "Inference-Header-Content-Length": str(header_length),
     }
+
+
+def _numpy_json_body(tensors: list[Tensor]) -> bytes:
+    """The JSON body as the canary wrote it from numpy arrays before it dropped numpy."""
+    inputs = []
+    for tensor in tensors:
+        flat = tensor.data.reshape(-1)
+        if tensor.datatype == "BYTES":
+            data: list[Any] = [item.decode("utf-8") for item in flat]
+        elif tensor.datatype in ("FP16", "BF16"):
+            data = flat.astype("float32").tolist()
+        else:
+            data = flat.tolist()
+        shape = list(tensor.data.shape)
+        inputs.append(
+            {"name": tensor.name, "shape": shape, "datatype": tensor.datatype, "data": data}
+        )
+    return json.dumps({"inputs": inputs}).encode()
+
+
+@pytest.mark.parametrize("tensors", [TENSORS[:1], TENSORS[2:], *GENERATED.values()])
+def test_the_json_body_is_byte_for_byte_what_numpy_wrote(tensors: list[Tensor]) -> None:
+    """Breaks if the JSON tensors (servers without binary_tensor_data) change: a float's
+    digits, FP16/BF16 widened, booleans as numbers, BYTES not as UTF-8 text."""
+    body, headers = json_request_body(tensors)
+    assert body == _numpy_json_body(tensors)
+    assert headers == {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize("tensors", ALL_TENSOR_SETS)
+def test_the_sweeps_http_request_is_byte_for_byte_tritonclients(tensors: list[Tensor]) -> None:
+    """Breaks if the sweep's pre-encoded HTTP request (now the canary's body, without
+    tritonclient.http) differs in one byte from the one tritonclient.http made for it."""
+    body, header_length = _tritonclient_body(tensors)
+    head = (
+        "POST /v2/models/m%20x/versions/2/infer HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n"
+        "Connection: keep-alive\r\nContent-Type: application/octet-stream\r\n"
+        f"Content-Length: {len(body)}\r\nInference-Header-Content-Length: {header_length}"
+        "\r\n\r\n"
+    )
+    encoded = encode_http_infer("http://127.0.0.1:8000", "m x", "2", tensors)
+    assert (encoded.host, encoded.port) == ("127.0.0.1", 8000)
+    assert encoded.payload == head.encode() + body
+
+
+@pytest.mark.parametrize("tensors", ALL_TENSOR_SETS)
+def test_grpc_requests_carry_the_same_bytes_as_http(tensors: list[Tensor]) -> None:
+    """Breaks if the gRPC request (tritonclient.grpc's builder, fed numpy arrays made from
+    the tensors) sends other bytes, shapes or datatypes than the HTTP body does."""
+    request = service_pb2.ModelInferRequest.FromString(grpc_infer_request("m", "", tensors))
+    assert [(i.name, i.datatype, tuple(i.shape)) for i in request.inputs] == [
+        (t.name, t.datatype, t.shape) for t in tensors
+    ]
+    assert list(request.raw_input_contents) == [t.raw for t in tensors]
 
 
 def test_requests_are_encoded_once_per_model_and_again_for_new_tensors() -> None:
@@ -55,11 +142,11 @@ def test_requests_are_encoded_once_per_model_and_again_for_new_tensors() -> None
     def encode(tag: str) -> Callable[[], bytes]:
         return lambda: calls.append(tag) or tag.encode()
 
-    first = [Tensor("x", "FP32", np.zeros(2, dtype=np.float32))]
+    first = [Tensor.from_numpy("x", "FP32", np.zeros(2, dtype=np.float32))]
     assert cache.get(("m", "", True), first, encode("a")) == b"a"
     assert cache.get(("m", "", True), list(first), encode("b")) == b"a"  # same tensors
     assert cache.get(("m", "", False), first, encode("c")) == b"c"  # JSON form: its own
-    rebuilt = [Tensor("x", "FP32", np.zeros(2, dtype=np.float32))]  # equal, not the same
+    rebuilt = [Tensor.from_numpy("x", "FP32", np.zeros(2, dtype=np.float32))]  # equal, not same
     assert cache.get(("m", "", True), rebuilt, encode("d")) == b"d"
     assert calls == ["a", "c", "d"]
 
@@ -172,18 +259,24 @@ def test_an_answer_that_closes_the_connection_is_not_reused() -> None:
     assert connections == [1, 1]
 
 
-def test_the_http_canary_imports_neither_tritonclient_http_nor_aiohttp() -> None:
-    """Breaks if the canary's HTTP path pulls tritonclient.http (gevent, ~30 MiB) or
-    aiohttp back into the daemon."""
+def test_the_http_canary_imports_neither_tritonclient_nor_numpy_nor_aiohttp() -> None:
+    """Breaks if the canary's HTTP path pulls tritonclient (gevent, numpy, ml_dtypes:
+    ~45 MiB together) or aiohttp back into the daemon, building or decoding."""
     code = (
-        "import sys, numpy as np\n"
+        "import sys\n"
         "from tritonwatch.probe import canary_runner\n"
         "from tritonwatch.probe.clients import HttpInferenceClient\n"
-        "from tritonwatch.probe.payload import Tensor\n"
+        "from tritonwatch.probe.infer_response import check_outputs, decode_http_infer_response\n"
+        "from tritonwatch.probe.payload import TensorSpec, build_inputs\n"
         "client = HttpInferenceClient('http://127.0.0.1:9')\n"
-        "client._encode('m', '', [Tensor('x', 'FP32', np.zeros(2, np.float32))], True)\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('tritonclient.http', 'aiohttp',"
-        " 'gevent'))))\n"
+        "tensors = build_inputs('m', [TensorSpec('x', 'BF16', (1, 2))], {})\n"
+        "client._encode('m', '', tensors, True)\n"
+        "client._encode('m', '', tensors, False)\n"
+        'body = b\'{"outputs": [{"name": "y", "datatype": "FP16", "shape": [1],'
+        ' "data": [1.5]}]}\'\n'
+        "check_outputs(decode_http_infer_response(body), ['y'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('tritonclient', 'aiohttp',"
+        " 'gevent', 'numpy', 'ml_dtypes'))))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True

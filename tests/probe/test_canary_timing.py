@@ -107,14 +107,31 @@ def test_sleep_until_never_returns_early() -> None:
     async def main() -> list[tuple[float, float]]:
         loop = asyncio.get_running_loop()
         seen = []
-        for ahead in (0.0, 1e-4, canary_timing.SPIN_SECONDS, 0.002, 0.01):
+        timer = canary_timing.WakeTimer()
+        for ahead in (0.0, 1e-4, canary_timing.SPIN_SECONDS, 0.002, 0.01) * 8:
             when = loop.time() + ahead
-            await canary_timing.sleep_until(when)
+            await timer.sleep_until(when)
             seen.append((when, loop.time()))
         return seen
 
     for when, woke in _run(main()):
         assert woke >= when
+
+
+def test_the_spin_is_as_long_as_recent_lateness_needs() -> None:
+    """Breaks if the spin stops following the loop's recent oversleep (the upper
+    quartile, capped): a fixed 0.3 ms spin per request is CPU a quiet host wastes."""
+    timer = canary_timing.WakeTimer(cap=3e-4)
+    assert timer.spin_seconds == 3e-4  # nothing measured yet: the full spin
+    for lateness in [10e-6] * 24 + [40e-6] * 8:  # a quiet loop, now and then later
+        timer.record(lateness)
+    assert timer.spin_seconds == 40e-6
+    for lateness in [-5e-6] * 32:  # woke early (the clock's resolution): on time
+        timer.record(lateness)
+    assert timer.spin_seconds == 0.0
+    for lateness in [2e-3] * 32:  # a busy host: never more than the cap
+        timer.record(lateness)
+    assert timer.spin_seconds == 3e-4
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the precise selector is Linux-only")

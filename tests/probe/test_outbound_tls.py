@@ -62,7 +62,7 @@ def _mutual(pki: Pki) -> ClientTLS:
 
 def _simple_inputs() -> list[Tensor]:
     data = np.arange(16, dtype=np.int32).reshape(1, 16)
-    return [Tensor("INPUT0", "INT32", data), Tensor("INPUT1", "INT32", data)]
+    return [Tensor.from_numpy("INPUT0", "INT32", data), Tensor.from_numpy("INPUT1", "INT32", data)]
 
 
 def test_grpc_readiness_needs_the_client_certificate_and_the_right_ca(

@@ -15,6 +15,7 @@ from tritonwatch.config.schema import InputOverride
 from tritonwatch.probe.payload import (
     STRING_CHARACTERS,
     PayloadError,
+    Tensor,
     TensorSpec,
     build_inputs,
     input_specs,
@@ -177,3 +178,53 @@ def test_random_data_is_reproducible_with_a_seed() -> None:
     other = build_inputs("m", spec, {}, seed=8)[0].data
     assert np.array_equal(first, again)
     assert not np.array_equal(first, other)
+
+
+@pytest.mark.parametrize("datatype", ["UINT8", "INT8", "INT16", "UINT32", "INT64", "UINT64"])
+def test_random_integers_stay_between_0_and_100(datatype: str) -> None:
+    """Breaks if random integer inputs leave 0..100 (token ids, indices) or stop varying."""
+    values = build_inputs("m", [TensorSpec("x", datatype, (1, 5000))], {})[0].values()
+    assert min(values) == 0 and max(values) == 100  # type: ignore[type-var]
+    assert len(set(values)) == 101
+
+
+@pytest.mark.parametrize("datatype", ["FP16", "FP32", "FP64", "BF16"])
+def test_random_floats_are_float32_draws_in_the_unit_interval(datatype: str) -> None:
+    """Breaks if random floats leave [0, 1] (FP16/BF16 may round up to 1, as numpy's
+    cast of float32 draws did) or are not FP32 draws for FP32 and FP64."""
+    values = build_inputs("m", [TensorSpec("x", datatype, (1, 500))], {})[0].values()
+    assert all(isinstance(v, float) and 0.0 <= v <= 1.0 for v in values)
+    assert len(set(values)) > (50 if datatype == "BF16" else 400)
+    if datatype in ("FP32", "FP64"):
+        assert all(v < 1.0 and (v * 2**24).is_integer() for v in values)  # type: ignore[operator]
+
+
+def test_a_float64_npy_sample_is_cast_and_a_float_sample_for_integers_refused(
+    tmp_path: Path,
+) -> None:
+    """Breaks if a float64 .npy (numpy's default) is sent as 8-byte elements for FP32
+    (Triton refuses the size), or floats are silently truncated into an INT32 input."""
+    sample = tmp_path / "x.npy"
+    np.save(sample, np.array([[0.5, 1.25]]))
+    tensor = build_inputs("m", [TensorSpec("x", "FP32", (1, 2))], {"x": InputOverride(file=sample)})
+    assert tensor[0].raw == np.array([[0.5, 1.25]], dtype=np.float32).tobytes()
+    with pytest.raises(PayloadError, match="holds float64, which is no INT32"):
+        build_inputs("m", [TensorSpec("x", "INT32", (1, 2))], {"x": InputOverride(file=sample)})
+
+
+@pytest.mark.parametrize(
+    ("array", "sent"),
+    [
+        (np.array([b"ab", b"c"]), [b"ab", b"c"]),
+        (np.array(["ab", "é"]), [b"ab", "é".encode()]),
+        (np.array([b"x", "y"], dtype=object), [b"x", b"y"]),
+    ],
+)
+def test_bytes_samples_of_any_string_dtype_are_sent_as_their_bytes(
+    array: np.ndarray, sent: list[bytes]
+) -> None:
+    """Breaks if fixed-width bytes or str arrays (np.save of a list of strings) are not
+    sent as their elements' UTF-8, as tritonclient sends object arrays."""
+    tensor = Tensor.from_numpy("t", "BYTES", array)
+    assert tensor.values() == sent
+    assert tensor.data.tolist() == sent

@@ -1,6 +1,6 @@
 """Bad/total event counts per SLO series in time buckets: bounded, and kept across restarts.
 
-Two rings per series, both fixed-size:
+Two rings per series, both bounded (they grow to their capacity as history arrives):
 
 * 1-minute buckets for 3 days (4 320 buckets) answer the burn-rate windows (5m … 3d);
 * 1-hour buckets for 31 days (744 buckets) answer the error budget over a 28- or 30-day
@@ -20,12 +20,10 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
-
-import numpy as np
-import numpy.typing as npt
 
 from tritonwatch.analysis.slo import EventCounts, SLOKind, Source
 
@@ -35,6 +33,7 @@ COARSE_RESOLUTION_SECONDS = 3600.0
 COARSE_BUCKETS = 31 * 24
 FILE_FORMAT = "tritonwatch-slo-events"
 FILE_VERSION = 1
+_NO_EVENTS = EventCounts(0.0, 0.0)
 
 
 class SeriesKey(NamedTuple):
@@ -48,18 +47,42 @@ class SeriesKey(NamedTuple):
 
 class BucketRing:
     """``capacity`` buckets of ``resolution`` seconds; bucket ``i`` covers
-    [i·resolution, (i+1)·resolution) and lives in slot ``i % capacity``."""
+    [i·resolution, (i+1)·resolution). The ring holds the ``capacity`` buckets up to the
+    newest one it was given, and forgets older ones.
+
+    It stores running totals, not counts: ``_bad[k]`` and ``_total[k]`` are the events of
+    every held bucket up to and including bucket ``_origin + k``, so any window is two
+    subtractions and its oldest bucket a third, whatever its length. The daemon asks
+    for seven windows and the SLO period of every series every evaluation; summing the
+    buckets instead made that a measurable share of its idle CPU (issue 15). Entry 0 is
+    the total before the oldest held bucket (the base), so the ring keeps
+    ``capacity + 1`` entries, plus up to ``capacity // 32`` of buckets that already left
+    (dropped in batches; never read). It grows to that as buckets arrive, so a young
+    ring (or a series without events) costs next to nothing. Plain ``array('d')``: 16
+    bytes a bucket, no numpy.
+    """
+
+    __slots__ = ("_bad", "_origin", "_rebased_at", "_total", "capacity", "resolution")
 
     def __init__(self, resolution: float, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, got: {capacity}")
         self.resolution = resolution
         self.capacity = capacity
-        self._ids: npt.NDArray[np.int64] = np.full(capacity, -1, dtype=np.int64)
-        self._bad: npt.NDArray[np.float64] = np.zeros(capacity)
-        self._total: npt.NDArray[np.float64] = np.zeros(capacity)
+        self._origin = 0
+        """The bucket whose running total ``_bad[0]``/``_total[0]`` holds (the base)."""
+        self._rebased_at = 0
+        self._bad = array("d")
+        self._total = array("d")
 
     @property
     def span_seconds(self) -> float:
         return self.resolution * self.capacity
+
+    @property
+    def _newest(self) -> int:
+        """The newest bucket held (meaningless while the ring is empty)."""
+        return self._origin + len(self._total) - 1
 
     def _bucket(self, at: float) -> int:
         return math.floor(at / self.resolution)
@@ -69,65 +92,163 @@ class BucketRing:
         self._add_to_bucket(self._bucket(at), bad, total)
 
     def _add_to_bucket(self, bucket: int, bad: float, total: float) -> None:
-        slot = bucket % self.capacity
-        if self._ids[slot] != bucket:
-            if self._ids[slot] > bucket:
-                return  # older than the ring reaches (the wall clock went back a long way)
-            self._ids[slot] = bucket
-            self._bad[slot] = 0.0
-            self._total[slot] = 0.0
-        self._bad[slot] += bad
-        self._total[slot] += total
+        totals = self._total
+        if bucket == self._origin + len(totals) - 1 and totals:  # the newest: the usual case
+            self._bad[-1] += bad
+            totals[-1] += total
+            return
+        if not totals:
+            self._reset(bucket)
+        elif bucket > self._newest:
+            self._advance(bucket)
+        elif bucket <= self._newest - self.capacity:
+            return  # older than the ring reaches (the wall clock went back a long way)
+        elif bucket <= self._origin:
+            self._prepend(bucket)
+        # Every running total from ``bucket`` on includes the new events: one entry for
+        # a bucket just begun, more for a late one.
+        bads, totals = self._bad, self._total
+        for index in range(bucket - self._origin, len(totals)):
+            bads[index] += bad
+            totals[index] += total
+
+    def _reset(self, bucket: int) -> None:
+        """Empties the ring down to a base just before ``bucket``."""
+        self._origin = self._rebased_at = bucket - 1
+        self._bad = array("d", (0.0, 0.0))
+        self._total = array("d", (0.0, 0.0))
+
+    def _advance(self, bucket: int) -> None:
+        """Makes ``bucket`` the newest: the buckets in between are empty (running totals
+        carried forward), and those that fall out of the ring leave, the last of them
+        becoming the base."""
+        gap = bucket - self._newest
+        if gap > self.capacity:
+            self._reset(bucket)
+            return
+        bads, totals = self._bad, self._total
+        if gap == 1:
+            bads.append(bads[-1])
+            totals.append(totals[-1])
+        else:
+            bads.extend(array("d", (bads[-1],)) * gap)
+            totals.extend(array("d", (totals[-1],)) * gap)
+        # Buckets that left the ring are dropped from the arrays a few dozen at a time,
+        # not one a minute: each drop moves the whole array down.
+        excess = len(totals) - (self.capacity + 1)
+        if excess > self.capacity // 32:
+            del bads[:excess], totals[:excess]
+            self._origin += excess
+            if self._origin - self._rebased_at >= self.capacity:
+                self._rebase()
+
+    def _rebase(self) -> None:
+        """Subtracts the base from every running total, once per ``capacity`` buckets
+        (amortised O(1) a bucket), so the totals stay the size of a ring's worth of
+        events instead of growing with the daemon's uptime and losing precision."""
+        bad_base, total_base = self._bad[0], self._total[0]
+        self._bad = array("d", (v - bad_base for v in self._bad))
+        self._total = array("d", (v - total_base for v in self._total))
+        self._rebased_at = self._origin
+
+    def _prepend(self, bucket: int) -> None:
+        """Reaches back to ``bucket`` (still within the ring's capacity from the newest):
+        empty buckets before the oldest held one, at the base's running total."""
+        missing = self._origin - bucket + 1
+        self._bad[0:0] = array("d", (self._bad[0],)) * missing
+        self._total[0:0] = array("d", (self._total[0],)) * missing
+        self._origin = bucket - 1
 
     def counts(self, start: float, end: float) -> EventCounts:
-        """Events in [start, end]; the oldest bucket weighted by its overlap.
+        """Events in [start, end]; the oldest bucket weighted by its overlap."""
+        return self.windows((start,), end)[0]
 
-        Only the slots that buckets ``first…last`` map to are read (one or two slices of
-        the ring), not all of it: a 5-minute window reads 6 slots of 4 320. The daemon
-        asks this for every SLO series and window every evaluation, so reading the whole
-        ring each time was a measurable share of its idle CPU (issue 15).
+    def windows(self, starts: Iterable[float], end: float) -> list[EventCounts]:
+        """:meth:`counts` from each of ``starts`` to ``end``, for the evaluator's windows
+        that all end now.
+
+        Three reads of each running total a window, whatever its length: the newest
+        bucket inside it (shared by all of them), its oldest, and the one before that.
         """
-        first, last = self._bucket(start), self._bucket(end)
-        oldest_share = ((first + 1) * self.resolution - start) / self.resolution
-        bad = total = 0.0
-        for lo, hi in self._slot_ranges(first, last):
-            ids = self._ids[lo:hi]
-            inside = (ids >= first) & (ids <= last)
-            weights = np.where(ids == first, oldest_share, 1.0) * inside
-            bad += float(self._bad[lo:hi] @ weights)
-            total += float(self._total[lo:hi] @ weights)
-        return EventCounts(bad, total)
+        totals, bads, resolution = self._total, self._bad, self.resolution
+        newest = self._origin + len(totals) - 1
+        origin = max(self._origin, newest - self.capacity)  # the base of the held buckets
+        hi = min(math.floor(end / resolution), newest)
+        if hi <= origin:  # empty, or ``end`` is before the oldest bucket held
+            return [_NO_EVENTS for _ in starts]
+        bad_end, total_end = bads[hi - self._origin], totals[hi - self._origin]
+        found = []
+        for start in starts:
+            first = math.floor(start / resolution)
+            if first > hi:
+                found.append(_NO_EVENTS)
+                continue
+            if first > origin:
+                weight = ((first + 1) * resolution - start) / resolution
+            else:  # the window starts before the oldest bucket held: that one is whole
+                first, weight = origin + 1, 1.0
+            i = first - self._origin
+            found.append(
+                EventCounts(
+                    bad_end - bads[i] + weight * (bads[i] - bads[i - 1]),
+                    total_end - totals[i] + weight * (totals[i] - totals[i - 1]),
+                )
+            )
+        return found
 
-    def _slot_ranges(self, first: int, last: int) -> list[tuple[int, int]]:
-        """The slot slices where buckets ``first…last`` live: all slots once the range
-        is as long as the ring, else one slice or two (when it wraps)."""
-        span = last - first + 1
-        if span <= 0:
-            return []
-        if span >= self.capacity:
-            return [(0, self.capacity)]
-        lo = first % self.capacity
-        hi = lo + span
-        if hi <= self.capacity:
-            return [(lo, hi)]
-        return [(lo, self.capacity), (0, hi - self.capacity)]
+    def buckets(self) -> list[tuple[int, float, float]]:
+        """(bucket, bad, total) of every held bucket that had events, oldest first."""
+        bads, totals, origin = self._bad, self._total, self._origin
+        held = []
+        for index in range(max(1, len(totals) - self.capacity), len(totals)):
+            bad, total = bads[index] - bads[index - 1], totals[index] - totals[index - 1]
+            if bad or total:
+                held.append((origin + index, bad, total))
+        return held
 
     def merge(self, other: BucketRing) -> None:
         """Adds the events of ``other`` (same resolution) to this ring."""
-        for slot in np.flatnonzero(other._ids >= 0):
-            self._add_to_bucket(int(other._ids[slot]), other._bad[slot], other._total[slot])
+        self._merge(other.buckets())
+
+    def _merge(self, buckets: list[tuple[int, float, float]]) -> None:
+        """Adds ``buckets`` (bucket, bad, total; oldest first) in one pass: each added
+        bucket would otherwise update every running total after it, which for a whole
+        saved ring merged under a few fresh events is quadratic."""
+        if not buckets:
+            return
+        combined: dict[int, tuple[float, float]] = {}
+        for bucket, bad, total in self.buckets() + buckets:
+            held = combined.get(bucket)
+            combined[bucket] = (bad, total) if held is None else (held[0] + bad, held[1] + total)
+        newest = max(combined)
+        if self._total:
+            newest = max(newest, self._newest)  # an empty newest bucket stays the newest
+        oldest = max(min(combined), newest - self.capacity + 1)
+        self._reset(oldest)
+        bads, totals = self._bad, self._total
+        bads.extend(array("d", (0.0,)) * (newest - oldest))
+        totals.extend(array("d", (0.0,)) * (newest - oldest))
+        running_bad = running_total = 0.0
+        for index in range(1, len(totals)):
+            bad, total = combined.get(self._origin + index, (0.0, 0.0))
+            running_bad += bad
+            running_total += total
+            bads[index], totals[index] = running_bad, running_total
 
     def to_document(self) -> dict[str, Any]:
-        """The valid buckets as dense lists from the oldest to the newest."""
-        newest = int(self._ids.max())
-        valid = self._ids > max(newest - self.capacity, -1)
-        ids = self._ids[valid]
-        if ids.size == 0:
+        """The buckets from the oldest that had events to the newest, as dense lists.
+
+        The format of the first version (which kept one slot per bucket), so state
+        files written before and after issue 15 load in either.
+        """
+        held = self.buckets()
+        if not held:
             return {"resolution": self.resolution, "first": 0, "bad": [], "total": []}
-        first = int(ids.min())
-        bad, total = [0.0] * (newest - first + 1), [0.0] * (newest - first + 1)
-        for bucket, b, t in zip(ids, self._bad[valid], self._total[valid], strict=True):
-            bad[int(bucket) - first], total[int(bucket) - first] = float(b), float(t)
+        first = held[0][0]
+        length = held[-1][0] - first + 1
+        bad, total = [0.0] * length, [0.0] * length
+        for bucket, b, t in held:
+            bad[bucket - first], total[bucket - first] = b, t
         return {
             "resolution": self.resolution,
             "first": first,
@@ -146,9 +267,13 @@ class BucketRing:
         first, bad, total = int(document["first"]), document["bad"], document["total"]
         if len(bad) != len(total):
             raise ValueError("bad and total must have the same length")
-        for offset, (b, t) in enumerate(zip(bad, total, strict=True)):
-            if t:
-                self._add_to_bucket(first + offset, float(b), float(t))
+        self._merge(
+            [
+                (first + offset, float(b), float(t))
+                for offset, (b, t) in enumerate(zip(bad, total, strict=True))
+                if t
+            ]
+        )
 
 
 def _compact(value: float) -> float | int:
@@ -197,12 +322,19 @@ class SLOEventStore:
     def counts(self, key: SeriesKey, seconds: float, now: float) -> EventCounts:
         """Events of ``key`` over the last ``seconds`` before ``now``: from the minute
         ring when it reaches that far, else from the hour ring."""
+        return self.counts_many(key, (seconds,), now)[0]
+
+    def counts_many(self, key: SeriesKey, spans: Sequence[float], now: float) -> list[EventCounts]:
+        """:meth:`counts` for each of ``spans`` (seconds), under one lock: the evaluator
+        asks for every window and the period of every series each round."""
         with self._lock:
             series = self._series.get(key)
             if series is None:
-                return EventCounts(0.0, 0.0)
-            ring = series.fine if seconds <= series.fine.span_seconds else series.coarse
-            return ring.counts(now - seconds, now)
+                return [_NO_EVENTS] * len(spans)
+            reach = series.fine.span_seconds
+            fine = iter(series.fine.windows([now - s for s in spans if s <= reach], now))
+            coarse = iter(series.coarse.windows([now - s for s in spans if s > reach], now))
+            return [next(fine) if s <= reach else next(coarse) for s in spans]
 
     def save(self, path: Path, now: float) -> None:
         """Writes every series to ``path`` atomically (temporary file, then rename)."""

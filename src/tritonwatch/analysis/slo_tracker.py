@@ -189,11 +189,10 @@ class SLOTracker:
         now = self._clock() if now is None else now
         statuses = []
         for spec in self.specs:
+            spans = [*WINDOWS.values(), spec.period_seconds]
             for key in _series_keys(spec):
-                windows = {
-                    name: self.store.counts(key, span, now) for name, span in WINDOWS.items()
-                }
-                period = self.store.counts(key, spec.period_seconds, now)
+                *window_counts, period = self.store.counts_many(key, spans, now)
+                windows = dict(zip(WINDOWS, window_counts, strict=True))
                 if period.total <= 0 and all(c.total <= 0 for c in windows.values()):
                     continue
                 statuses.append(evaluate_slo(spec, key.source, windows, period))

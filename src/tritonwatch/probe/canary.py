@@ -17,15 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tritonclient.utils import InferenceServerException
-
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, Config, InputOverride
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import CanaryResult, Outcome
 from tritonwatch.probe.canary_failures import Failure, FailureLog
 from tritonwatch.probe.canary_stats import CanaryStats
-from tritonwatch.probe.canary_timing import LEAD_SECONDS, sleep_until
+from tritonwatch.probe.canary_timing import WakeTimer
 from tritonwatch.probe.clients import (
     BINARY_TENSOR_EXTENSION,
     InferenceClient,
@@ -36,6 +34,7 @@ from tritonwatch.probe.clients import (
 )
 from tritonwatch.probe.infer_response import ResponseDecodeError, check_outputs
 from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
+from tritonwatch.probe.server_errors import server_error_types
 
 _log = get_logger("canary")
 METADATA_RETRY_MIN_SECONDS = 1.0
@@ -165,6 +164,7 @@ class ModelCanary:
         self._tensors: list[Tensor] = []
         self._outputs: list[str] = []
         self._pending: set[asyncio.Task[None]] = set()
+        self._timer = WakeTimer()
         self.paused = False
         self._failures = 0
         self._breaker_open_until: float | None = None
@@ -175,6 +175,8 @@ class ModelCanary:
         is unreachable. Returns False (after one error log) when the model cannot be filled."""
         delay = METADATA_RETRY_MIN_SECONDS
         plan = self.plan
+        # The server refusing (either client's error class), unreachable, or slow.
+        retryable: tuple[type[BaseException], ...] = (*server_error_types(), OSError, TimeoutError)
         while True:
             try:
                 # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a
@@ -184,7 +186,7 @@ class ModelCanary:
                 async with asyncio.timeout(plan.timeout):
                     config = await self._client.config(plan.model, plan.version)
                 break
-            except (InferenceServerException, OSError, TimeoutError) as error:
+            except retryable as error:
                 _log.warning(
                     "canary_metadata_unavailable",
                     target=plan.target,
@@ -273,13 +275,15 @@ class ModelCanary:
         next_send = loop.time() + self._random.uniform(0, 1.0 / self.plan.rate)
         try:
             while True:
-                # The request's task starts early and waits for its send time itself
-                # (canary_timing: the loop and the OS wake late, its spin absorbs that).
-                await asyncio.sleep(max(0.0, next_send - LEAD_SECONDS - loop.time()))
-                if not self.paused and self._breaker_allows(loop.time()):
-                    task = asyncio.create_task(self._one(next_send))
-                    self._pending.add(task)
-                    task.add_done_callback(self._pending.discard)
+                # Each request's task is made as soon as the one before has gone out and
+                # waits for its own send time (canary_timing: the loop and the OS wake
+                # late, its spin absorbs that); this loop only resumes when it has sent
+                # or decided not to, in the same loop turn: one wake-up per request.
+                gone: asyncio.Future[None] = loop.create_future()
+                task = asyncio.create_task(self._one(next_send, gone))
+                self._pending.add(task)
+                task.add_done_callback(self._pending.discard)
+                await gone
                 next_send += self._gap()
                 if next_send < loop.time() - self.plan.timeout:
                     # The loop itself fell far behind (suspended process): skip ahead
@@ -290,11 +294,21 @@ class ModelCanary:
                 task.cancel()
             self._failure_log.flush()
 
-    async def _one(self, intended: float) -> None:
+    async def _one(self, intended: float, gone: asyncio.Future[None] | None = None) -> None:
         """One request, latency from ``intended`` to its answer's last byte (or to the
-        failure, or the timeout), however long it waited for a slot."""
+        failure, or the timeout), however long it waited for a slot. ``gone`` is set at
+        the send time, once the pause and the breaker have had their say."""
+        try:
+            await self._timer.sleep_until(intended)
+            allowed = not self.paused and self._breaker_allows(intended)
+        finally:
+            if gone is not None and not gone.done():
+                gone.set_result(None)
+        if allowed:
+            await self._send(intended)
+
+    async def _send(self, intended: float) -> None:
         loop = asyncio.get_running_loop()
-        await sleep_until(intended)
         plan = self.plan
         deadline = intended + plan.timeout
         outcome, text = Outcome.SUCCESS, ""

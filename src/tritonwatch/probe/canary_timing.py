@@ -13,17 +13,26 @@ Two remedies, both here:
 
 * :func:`new_event_loop`: the simulator's :mod:`~tritonwatch.sim.precise_loop`, whose
   selector waits in ``select()`` with microsecond timeouts (no rounding up);
-* :func:`sleep_until`, in the request's own task (started :data:`LEAD_SECONDS` early):
-  sleep until :data:`SPIN_SECONDS` before the send time, then
+* :meth:`WakeTimer.sleep_until`, in the request's own task (made when the request
+  before it went out): sleep until shortly before the send time, then
   yield to the loop (``asyncio.sleep(0)``) until it comes, so the OS's wake-up latency
   falls inside the spin instead of on the request. The spin yields at every turn,
-  so other canaries' answers are still read while it runs; it costs up to
-  :data:`SPIN_SECONDS` of CPU per request (1/s × 20 models: 0.6 % of a core at most).
+  so other canaries' answers are still read while it runs.
+
+The spin is CPU, and so is every wake-up: on the two-core test VM one OS wake-up of a
+thread costs 70–100 µs of CPU and an ``asyncio.sleep`` round 250 µs, so the canary's
+cost per request is mostly how often it wakes and how long it spins. Hence
+:class:`WakeTimer`: the spin starts only as early as the loop has recently overslept
+(its upper quartile, at most :data:`SPIN_SECONDS`), so on a quiet host it spins tens
+of microseconds instead of 300; and the canary creates each request's task when the
+previous one sends (one timer wake-up per request, not a scheduler's wake-up and then
+the task's).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 
 from tritonwatch.sim import precise_loop
 
@@ -36,10 +45,8 @@ per request. A longer spin buys little: what oversleeps more is the OS not runni
 thread at all, which a spin does not help."""
 
 
-LEAD_SECONDS = 1.5e-3
-"""How early the scheduler starts a request's task, which then waits for its send time
-with :func:`sleep_until`: the hop from the scheduler to a new task (one loop turn, 0.1 ms
-measured) and the scheduler's own late wake-up then fall before the send, not in it."""
+OVERSLEEP_MEMORY = 32
+"""How many recent wake-ups :class:`WakeTimer` remembers to estimate the next one's lateness."""
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -47,11 +54,39 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return precise_loop.new_event_loop()
 
 
-async def sleep_until(when: float, spin: float = SPIN_SECONDS) -> None:
-    """Returns as soon after ``when`` (the running loop's clock) as the loop allows."""
-    loop = asyncio.get_running_loop()
-    delay = when - spin - loop.time()
-    if delay > 0:
-        await asyncio.sleep(delay)
-    while loop.time() < when:
-        await asyncio.sleep(0)
+class WakeTimer:
+    """:meth:`sleep_until` with a spin as long as the loop's recent lateness needs.
+
+    A timer that fires ``x`` late is covered by a spin of ``x``; spinning
+    :data:`SPIN_SECONDS` on every request when the loop oversleeps 40 µs wastes the
+    rest as CPU. Each sleep records how late it woke, and the next spin starts at the
+    upper quartile of the last :data:`OVERSLEEP_MEMORY` of them (never more than
+    :data:`SPIN_SECONDS`): three sends in four then still start on time, the fourth
+    a few microseconds late, as with the fixed spin when the host is busier than it.
+    """
+
+    def __init__(self, cap: float = SPIN_SECONDS) -> None:
+        self._cap = cap
+        self._late: deque[float] = deque([cap], maxlen=OVERSLEEP_MEMORY)
+
+    @property
+    def spin_seconds(self) -> float:
+        """How long before a send the next sleep ends and the spin starts."""
+        ordered = sorted(self._late)
+        return min(self._cap, ordered[(3 * len(ordered)) // 4])
+
+    def record(self, lateness: float) -> None:
+        """Remembers how late one sleep ended (negative: early, counted as on time)."""
+        self._late.append(max(0.0, lateness))
+
+    async def sleep_until(self, when: float) -> None:
+        """Returns as soon after ``when`` (the running loop's clock) as the loop allows,
+        never before it."""
+        loop = asyncio.get_running_loop()
+        wake = when - self.spin_seconds
+        delay = wake - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+            self.record(loop.time() - wake)
+        while loop.time() < when:
+            await asyncio.sleep(0)

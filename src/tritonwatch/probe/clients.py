@@ -18,8 +18,6 @@ from dataclasses import replace
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote, urlsplit
 
-from tritonclient.utils import InferenceServerException
-
 from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.binary_tensors import binary_request_body
@@ -33,6 +31,11 @@ from tritonwatch.probe.infer_response import (
 )
 from tritonwatch.probe.load.encoded import grpc_infer_request
 from tritonwatch.probe.payload import Tensor
+from tritonwatch.probe.server_errors import (
+    ServerError,
+    ServerErrorLike,
+    as_server_error,
+)
 
 _UNSUPPORTED_HTTP = {"404", "400", "501"}
 _UNSUPPORTED_GRPC = ("UNIMPLEMENTED", "NOT_FOUND")
@@ -66,7 +69,7 @@ _GRPC_STATUS_OUTCOMES = {
 }
 
 
-def _classify_server_error(error: InferenceServerException, protocol: str) -> Outcome:
+def _classify_server_error(error: ServerErrorLike, protocol: str) -> Outcome:
     status = str(error.status() or "")
     if protocol == "grpc":
         code = status.removeprefix("StatusCode.")
@@ -77,9 +80,12 @@ def _classify_server_error(error: InferenceServerException, protocol: str) -> Ou
 
 
 def classify_error(error: BaseException, protocol: str) -> Outcome:
-    """The outcome label for a failed call (docs/design.md §12: what each client raises)."""
-    if isinstance(error, InferenceServerException):
-        return _classify_server_error(error, protocol)
+    """The outcome label for a failed call (docs/design.md §12: what each client raises):
+    our HTTP client's :class:`ServerError` and ``tritonclient``'s
+    ``InferenceServerException`` (gRPC) alike."""
+    server = as_server_error(error)
+    if server is not None:
+        return _classify_server_error(server, protocol)
     if isinstance(error, ResponseDecodeError):
         return Outcome.BAD_RESPONSE
     if isinstance(error, TimeoutError | asyncio.TimeoutError):
@@ -107,8 +113,9 @@ def _aiohttp() -> Any:
 
 def http_status(error: BaseException) -> int | None:
     """The HTTP status of an HTTP call's failure, when the server answered one."""
-    if isinstance(error, InferenceServerException):
-        status = str(error.status() or "")
+    server = as_server_error(error)
+    if server is not None:
+        status = str(server.status() or "")
         return int(status) if status.isdigit() else None
     aiohttp = _aiohttp()
     if aiohttp is not None and isinstance(error, aiohttp.ClientResponseError):
@@ -119,9 +126,10 @@ def http_status(error: BaseException) -> int | None:
 def is_refused_connection(error: BaseException) -> bool:
     """True when nothing listened at the address (the readiness probe and the circuit
     breaker already say so); every other failure is worth a log line of its own."""
-    if isinstance(error, InferenceServerException):
-        text = str(error.message() or "")
-        return "UNAVAILABLE" in str(error.status() or "") and "onnection refused" in text
+    server = as_server_error(error)
+    if server is not None:
+        text = str(server.message() or "")
+        return "UNAVAILABLE" in str(server.status() or "") and "onnection refused" in text
     seen: set[int] = set()
     current: BaseException | None = error
     aiohttp = _aiohttp()
@@ -146,7 +154,7 @@ def error_text(error: BaseException, *, timeout: float | None = None, limit: int
     return (text or type(error).__name__)[:limit]
 
 
-def is_unsupported(error: InferenceServerException, protocol: str) -> bool:
+def is_unsupported(error: ServerErrorLike, protocol: str) -> bool:
     """True when the server does not implement the API (not when it failed)."""
     status = str(error.status() or "")
     if protocol == "grpc":
@@ -194,8 +202,8 @@ class HttpInferenceClient:
     (:func:`json_request_body`), as the canary chose from :meth:`extensions`. Answers
     arrive exactly as sent and are inflated and decoded once by
     :mod:`~tritonwatch.probe.infer_response`, whose errors name the fault. A non-200
-    answer raises ``InferenceServerException`` with the status, as ``tritonclient.http``
-    does, so errors are classified the same way.
+    answer raises :class:`ServerError` with the status, as ``tritonclient.http`` raises
+    its ``InferenceServerException``, so errors are classified the same way.
     """
 
     protocol = "http"
@@ -246,8 +254,8 @@ class HttpInferenceClient:
         """The ``extensions`` that ``GET /v2`` lists, asked once per client (per target).
 
         Raises:
-            InferenceServerException, ResponseDecodeError, OSError, TimeoutError: when the
-            server metadata cannot be read; nothing is cached then.
+            ServerError, ResponseDecodeError, OSError, TimeoutError: when the server
+            metadata cannot be read; nothing is cached then.
         """
         if self._extensions is None:
             listed = (await self._get_json(self._root)).get("extensions", [])
@@ -262,7 +270,7 @@ class HttpInferenceClient:
     async def config(self, model: str, version: str) -> dict[str, Any] | None:
         try:
             return await self._get_json(self._model_url(model, version) + "/config")
-        except InferenceServerException as error:
+        except ServerError as error:
             if is_unsupported(error, self.protocol):
                 return None
             raise
@@ -301,26 +309,20 @@ class HttpInferenceClient:
 
 def json_request_body(tensors: Sequence[Tensor]) -> tuple[bytes, dict[str, str]]:
     """A plain KServe v2 JSON request: no Triton parameter (``tritonclient`` would add
-    ``binary_data_output``, an extension a server without it may refuse)."""
+    ``binary_data_output``, an extension a server without it may refuse). FP16 and BF16
+    elements are written as the floats they are; BYTES elements as UTF-8 text."""
     inputs = []
     for tensor in tensors:
-        flat = tensor.data.reshape(-1)
-        if tensor.datatype == "BYTES":
-            data: list[Any] = [
-                item.decode("utf-8") if isinstance(item, bytes) else str(item) for item in flat
-            ]
-        elif tensor.datatype in ("FP16", "BF16"):
-            data = flat.astype("float32").tolist()
-        else:
-            data = flat.tolist()
-        shape = list(tensor.data.shape)
+        values = tensor.values()
+        data = [v.decode("utf-8") for v in values] if tensor.datatype == "BYTES" else values
+        shape = list(tensor.shape)
         inputs.append(
             {"name": tensor.name, "shape": shape, "datatype": tensor.datatype, "data": data}
         )
     return json.dumps({"inputs": inputs}).encode(), {"Content-Type": "application/json"}
 
 
-def _status_error(status: int, body: bytes, encoding: str | None) -> InferenceServerException:
+def _status_error(status: int, body: bytes, encoding: str | None) -> ServerError:
     """A non-200 answer as ``tritonclient`` raises it; a compressed error body is read
     inflated when it can be (Triton sends errors plain)."""
     with contextlib.suppress(ResponseDecodeError):
@@ -337,10 +339,12 @@ class GrpcInferenceClient:
         import grpc  # noqa: PLC0415 - heavy; load on use
         import tritonclient.grpc.aio as grpcclient  # noqa: PLC0415
         from tritonclient.grpc._utils import get_error_grpc  # noqa: PLC0415
+        from tritonclient.utils import InferenceServerException  # noqa: PLC0415
 
         secure = tls_for(url, tls)
         self._grpc = grpc
         self._error = get_error_grpc
+        self._server_error: Any = InferenceServerException
         options = secure.tritonclient_grpc_options() if secure is not None else {}
         self._client = grpcclient.InferenceServerClient(_address(url), **options)
         self._call: Any = None
@@ -360,7 +364,7 @@ class GrpcInferenceClient:
             result: dict[str, Any] = await self._client.get_model_config(
                 model, version, as_json=True
             )
-        except InferenceServerException as error:
+        except self._server_error as error:
             if is_unsupported(error, self.protocol):
                 return None
             raise

@@ -7,22 +7,35 @@ the broken step raises (``KeyError``, ``TypeError``, ``AttributeError``,
 canary reads answers here instead: every output is checked and decoded once, and the
 only exception is :class:`ResponseDecodeError`, whose message names the output and the
 fault.
+
+Outputs are checked and kept as :class:`~tritonwatch.probe.payload.Tensor` s (their
+bytes), with the standard library only: numpy, ``ml_dtypes`` and ``tritonclient``
+stay out of the HTTP canary. What numpy refused when it decoded here (300 as INT8,
+an element count that does not fill the shape, a shape too big for an array) is still
+refused (:mod:`~tritonwatch.probe.datatypes`); ``as_numpy`` makes an array on request.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from tritonclient.utils import InferenceServerException, triton_to_np_dtype
-
 from tritonwatch.kserve import GRPC_TYPED_CONTENTS
-from tritonwatch.probe.payload import TRITON_DATATYPES
+from tritonwatch.probe.datatypes import (
+    ITEM_SIZES,
+    TRITON_DATATYPES,
+    ElementError,
+    element_count,
+    pack,
+    serialize_bytes,
+)
+from tritonwatch.probe.payload import Tensor
+from tritonwatch.probe.server_errors import ServerError
 
 MAX_DECOMPRESSED_BYTES = 1 << 30
 """A compressed answer may not inflate past 1 GiB (a gzip bomb is a bad response)."""
@@ -36,15 +49,27 @@ class ResponseDecodeError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class InferResponse:
-    """Every output of one answer, decoded; ``as_numpy`` as on tritonclient's results."""
+    """Every output of one answer, checked; ``as_numpy`` as on tritonclient's results."""
 
-    outputs: Mapping[str, np.ndarray[Any, Any]]
+    tensors: Mapping[str, Any]
+    """Each output by name: a :class:`Tensor` from the decoders (an array where a test
+    builds the answer itself)."""
     received_at: float | None = None
     """The event loop's time when the answer's last byte arrived, set by the canary's
     clients: the end of the request's latency (decoding after it is our own CPU)."""
 
-    def as_numpy(self, name: str) -> np.ndarray[Any, Any] | None:
-        return self.outputs.get(name)
+    def has(self, name: str) -> bool:
+        return name in self.tensors
+
+    def as_numpy(self, name: str) -> Any:
+        """Output ``name`` as a numpy array (imported on use), or None if absent."""
+        value = self.tensors.get(name)
+        return value.data if isinstance(value, Tensor) else value
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Every output as a numpy array (imports numpy: for tests and tools)."""
+        return {name: self.as_numpy(name) for name in self.tensors}
 
 
 def check_outputs(result: Any, names: Sequence[str]) -> None:
@@ -54,6 +79,13 @@ def check_outputs(result: Any, names: Sequence[str]) -> None:
     ``result`` is an :class:`InferResponse` or anything with ``as_numpy``, whose
     decoding errors are turned into ResponseDecodeError here.
     """
+    if isinstance(result, InferResponse):  # checked when decoded: only presence is left
+        for name in names:
+            if not result.has(name):
+                raise ResponseDecodeError(
+                    f"response lacks output {name!r}, which the metadata lists"
+                )
+        return
     for name in names:
         try:
             array = result.as_numpy(name)
@@ -65,14 +97,14 @@ def check_outputs(result: Any, names: Sequence[str]) -> None:
             raise ResponseDecodeError(f"response lacks output {name!r}, which the metadata lists")
 
 
-def http_status_error(status: int, body: bytes) -> InferenceServerException:
+def http_status_error(status: int, body: bytes) -> ServerError:
     """The exception for a non-200 answer, as ``tritonclient.http`` raises it: the
     server's ``{"error": ...}`` text and the status as a string."""
     try:
         message = json.loads(body)["error"] if body else "empty response from the server"
     except (ValueError, KeyError, TypeError, IndexError, RecursionError):
         message = body[:200].decode("utf-8", "replace")
-    return InferenceServerException(msg=str(message)[:500], status=str(status))
+    return ServerError(msg=str(message)[:500], status=str(status))
 
 
 # -- HTTP --------------------------------------------------------------------------------
@@ -108,17 +140,17 @@ def decode_http_infer_response(
     entries = document.get("outputs", [])
     if not isinstance(entries, list):
         raise ResponseDecodeError("'outputs' is not a list")
-    outputs: dict[str, np.ndarray[Any, Any]] = {}
+    outputs: dict[str, Tensor] = {}
     offset = 0
     for entry in entries:
-        name, array, offset = _http_output(entry, binary, offset)
-        outputs.setdefault(name, array)
+        tensor, offset = _http_output(entry, binary, offset)
+        outputs.setdefault(tensor.name, tensor)
     return InferResponse(outputs)
 
 
-def _http_output(entry: object, binary: bytes, offset: int) -> tuple[str, Any, int]:
-    """One entry of ``outputs``: its name, its array, and where the next one's binary
-    data starts (outputs with ``binary_data_size`` take their bytes in order)."""
+def _http_output(entry: object, binary: bytes, offset: int) -> tuple[Tensor, int]:
+    """One entry of ``outputs``: its tensor, and where the next one's binary data starts
+    (outputs with ``binary_data_size`` take their bytes in order)."""
     if not isinstance(entry, dict):
         raise ResponseDecodeError("an entry of 'outputs' is not an object")
     name, datatype, shape = _described(entry.get("name"), entry.get("datatype"), entry.get("shape"))
@@ -134,13 +166,13 @@ def _http_output(entry: object, binary: bytes, offset: int) -> tuple[str, Any, i
                 f"output {name!r}: binary_data_size {size} runs past the "
                 f"{len(binary) - offset} bytes of binary data left"
             )
-        array = _from_bytes(name, datatype, binary[offset : offset + size])
+        raw = binary[offset : offset + size]
         offset += size
     elif "data" in entry:
-        array = _from_json(name, datatype, entry["data"])
+        raw = _from_json(name, datatype, entry["data"])
     else:
         raise ResponseDecodeError(f"output {name!r} has neither data nor binary_data_size")
-    return name, _reshaped(name, array, shape), offset
+    return _shaped(name, datatype, raw, shape), offset
 
 
 def decompressed(body: bytes, content_encoding: str | None, limit: int | None = None) -> bytes:
@@ -195,8 +227,8 @@ def _header_length(value: str | int, body_size: int) -> int:
     return length
 
 
-def _from_json(name: str, datatype: str, data: object) -> np.ndarray[Any, Any]:
-    """``data`` as the v2 JSON form writes it: a flat (or row-major nested) list."""
+def _from_json(name: str, datatype: str, data: object) -> bytes:
+    """``data`` as the v2 JSON form writes it (a flat or row-major nested list), as bytes."""
     if not isinstance(data, list):
         raise ResponseDecodeError(f"output {name!r}: 'data' is not a list")
     flat = _flattened(data)
@@ -204,16 +236,21 @@ def _from_json(name: str, datatype: str, data: object) -> np.ndarray[Any, Any]:
         texts = [item for item in flat if isinstance(item, str)]
         if len(texts) != len(flat):
             raise ResponseDecodeError(f"output {name!r}: BYTES data must be strings")
-        return np.array([text.encode("utf-8", "surrogatepass") for text in texts], dtype=np.object_)
+        return serialize_bytes(text.encode("utf-8", "surrogatepass") for text in texts)
     wanted: type | tuple[type, ...] = bool if datatype == "BOOL" else (int, float)
     if not all(isinstance(item, wanted) for item in flat) or (
         datatype != "BOOL" and any(isinstance(item, bool) for item in flat)
     ):
         raise ResponseDecodeError(f"output {name!r}: {datatype} data holds a wrong type")
+    return _packed(name, datatype, flat)
+
+
+def _packed(name: str, datatype: str, values: Sequence[object]) -> bytes:
+    """1e300 as FP16 becomes inf, as Triton would; 300 as INT8 or 1e400 as an integer is
+    an error, as it was with numpy."""
     try:
-        with np.errstate(all="ignore"):  # 1e300 as FP16 becomes inf, as Triton would
-            return np.array(flat, dtype=triton_to_np_dtype(datatype))
-    except (OverflowError, ValueError, TypeError) as error:  # 300 as INT8, 1e400 as int
+        return pack(datatype, values)
+    except ElementError as error:
         raise ResponseDecodeError(f"output {name!r}: {error}") from None
 
 
@@ -254,21 +291,20 @@ def decode_grpc_infer_response(response: Any) -> InferResponse:
         except DecodeError as error:
             raise ResponseDecodeError(f"not a ModelInferResponse: {error}") from None
     raw = list(response.raw_output_contents)
-    outputs: dict[str, np.ndarray[Any, Any]] = {}
+    outputs: dict[str, Tensor] = {}
     for index, output in enumerate(response.outputs):
         name, datatype, shape = _described(output.name, output.datatype, list(output.shape))
         if index < len(raw):
-            array = _from_bytes(name, datatype, raw[index])
+            data = bytes(raw[index])
         elif datatype in GRPC_TYPED_CONTENTS:
             values = list(getattr(output.contents, GRPC_TYPED_CONTENTS[datatype]))
-            kind = np.object_ if datatype == "BYTES" else triton_to_np_dtype(datatype)
-            try:
-                array = np.array(values, dtype=kind)
-            except (OverflowError, ValueError) as error:  # 70000 in int_contents as INT16
-                raise ResponseDecodeError(f"output {name!r}: {error}") from None
+            if datatype == "BYTES":
+                data = serialize_bytes(bytes(value) for value in values)
+            else:  # 70000 in int_contents as INT16 is refused
+                data = _packed(name, datatype, values)
         else:  # FP16 and BF16 have no typed field: only raw data carries them
-            array = np.empty(0, dtype=triton_to_np_dtype(datatype))
-        outputs.setdefault(name, _reshaped(name, array, shape))
+            data = b""
+        outputs.setdefault(name, _shaped(name, datatype, data, shape))
     return InferResponse(outputs)
 
 
@@ -292,41 +328,23 @@ def _described(name: object, datatype: object, shape: object) -> tuple[str, str,
     return name, datatype, shape
 
 
-def _from_bytes(name: str, datatype: str, data: bytes) -> np.ndarray[Any, Any]:
-    """Raw tensor bytes, little-endian, as Triton's binary extension and gRPC send them."""
-    if datatype == "BYTES":
-        return _bytes_elements(name, data)
-    dtype = np.dtype(triton_to_np_dtype(datatype))  # BF16: ml_dtypes' bfloat16
-    if len(data) % dtype.itemsize:
-        raise ResponseDecodeError(
-            f"output {name!r}: {len(data)} bytes is no whole number of {datatype} elements"
-        )
-    return np.frombuffer(data, dtype=dtype.newbyteorder("<"))
+_NUMPY_ITEM_SIZES = {**ITEM_SIZES, "BYTES": 8}  # an object array holds pointers
+_LARGEST_ARRAY = sys.maxsize
+"""numpy refuses arrays of more bytes than this (even empty ones: [0, 2**62, 2**62])."""
 
 
-def _bytes_elements(name: str, data: bytes) -> np.ndarray[Any, Any]:
-    """BYTES tensors: each element is a 4-byte little-endian length and that many bytes."""
-    elements: list[bytes] = []
-    position = 0
-    while position < len(data):
-        if position + 4 > len(data):
-            raise ResponseDecodeError(f"output {name!r}: BYTES data cut inside a length")
-        length = int.from_bytes(data[position : position + 4], "little")
-        position += 4
-        if position + length > len(data):
-            raise ResponseDecodeError(f"output {name!r}: BYTES element runs past the data")
-        elements.append(bytes(data[position : position + length]))
-        position += length
-    return np.array(elements, dtype=np.object_)
-
-
-def _reshaped(name: str, array: np.ndarray[Any, Any], shape: list[int]) -> np.ndarray[Any, Any]:
-    count = math.prod(shape)
-    if count != array.size:
-        raise ResponseDecodeError(
-            f"output {name!r}: shape {shape} needs {count} elements, the data holds {array.size}"
-        )
+def _shaped(name: str, datatype: str, raw: bytes, shape: list[int]) -> Tensor:
+    """Output ``name`` once its bytes are whole elements (BYTES: length-prefixed ones,
+    each within the data) that fill ``shape`` exactly."""
     try:
-        return array.reshape(shape)
-    except (ValueError, OverflowError) as error:  # e.g. [0, 2**62, 2**62]: too big for numpy
-        raise ResponseDecodeError(f"output {name!r}: shape {shape}: {error}") from None
+        count = element_count(datatype, raw)
+    except ElementError as error:
+        raise ResponseDecodeError(f"output {name!r}: {error}") from None
+    needed = math.prod(shape)
+    if count != needed:
+        raise ResponseDecodeError(
+            f"output {name!r}: shape {shape} needs {needed} elements, the data holds {count}"
+        )
+    if math.prod(d for d in shape if d) * _NUMPY_ITEM_SIZES[datatype] > _LARGEST_ARRAY:
+        raise ResponseDecodeError(f"output {name!r}: shape {shape}: array is too big")
+    return Tensor(name, datatype, tuple(shape), raw)

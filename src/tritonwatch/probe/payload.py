@@ -4,39 +4,52 @@ Triton's metadata shapes include the batch dimension as -1 when the model batche
 its config ``dims`` do not. With the config we know which -1 is the batch (we send
 batch 1); without it (a plain KServe v2 server) a leading -1 is taken as the batch.
 Any other -1 needs a ``canary.inputs.NAME.shape`` override: otherwise
-:class:`PayloadError` says which model and input. Arrays are built once and reused
+:class:`PayloadError` says which model and input. Tensors are built once and reused
 for every request.
+
+A :class:`Tensor` holds its elements as the wire carries them (little-endian; BYTES
+length-prefixed), built with the standard library (:mod:`~tritonwatch.probe.datatypes`):
+the HTTP canary never imports numpy, ``ml_dtypes`` or ``tritonclient`` (16 MiB of the
+daemon's footprint). numpy is imported on use only, where it is the input or the
+output: sample files, the gRPC client's encoder and :attr:`Tensor.data`.
 
 BYTES inputs are filled as perf_analyzer fills them: every element its own random
 string of ``string_length`` characters (``--string-length``, default 128) drawn from
 perf_analyzer's character set (letters, digits, space and ``.?!``, so tokenizers and
 JSON encoders take them), or every element the one given ``string_data``
-(``--string-data``). Unlike perf_analyzer the strings come from the seeded generator,
-so the same config sends the same strings on every run. A sample file wins over both.
+(``--string-data``). Unlike perf_analyzer the strings (and the random numbers) come
+from a seeded generator, so the same config sends the same data on every run. A
+sample file wins over both.
 ``data: zero`` zeroes numeric inputs only, as perf_analyzer's ``--zero-input`` does.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-from tritonclient.utils import triton_to_np_dtype
-
 from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, InputOverride
+from tritonwatch.probe.datatypes import (
+    TRITON_DATATYPES,
+    bytes_elements,
+    pack,
+    serialize_bytes,
+    unpack,
+    zeros,
+)
 
 DataMode = Literal["random", "zero"]
-TRITON_DATATYPES = frozenset(
-    {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-     "FP16", "FP32", "FP64", "BF16", "BYTES"}
-)  # fmt: skip
 STRING_CHARACTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ1234567890 .?!"
 """perf_analyzer's alphabet for random strings (``character_set`` in its perf_utils.h)."""
-_STRING_CODES = np.frombuffer(STRING_CHARACTERS.encode("ascii"), dtype=np.uint8)
+_SMALL_INTEGERS = range(101)
+"""Random integers are 0..100: token ids and indices stay in a sane range in every type."""
+_FLOAT_STEP = 2.0**-24
+"""Random floats are k / 2**24 in [0, 1): numpy's float32 draws, exact in every float type."""
 
 
 class PayloadError(Exception):
@@ -59,11 +72,55 @@ class TensorSpec:
 
 @dataclass(frozen=True, slots=True)
 class Tensor:
-    """A ready-to-send input."""
+    """A ready-to-send input, or a decoded output: what every encoder and decoder shares."""
 
     name: str
     datatype: str
-    data: np.ndarray[Any, Any]
+    shape: tuple[int, ...]
+    raw: bytes = field(repr=False)
+    """The elements in row-major order as Triton's binary tensor extension and gRPC's
+    raw contents carry them: little-endian, or for BYTES each a 4-byte little-endian
+    length and its bytes."""
+
+    def values(self) -> list[Any]:
+        """The elements, flat, as Python values (bytes for BYTES; floats for FP16/BF16)."""
+        return unpack(self.datatype, self.raw)
+
+    @property
+    def data(self) -> Any:
+        """The tensor as a numpy array (BF16 as ``ml_dtypes.bfloat16``, BYTES as objects
+        holding bytes), read-only. Imports numpy: for the gRPC encoder and tests only."""
+        import numpy as np  # noqa: PLC0415 - the HTTP canary never needs it
+
+        if self.datatype == "BYTES":
+            items = list(bytes_elements(self.raw))
+            array = np.empty(len(items), dtype=np.object_)
+            array[:] = items
+            array.flags.writeable = False
+            return array.reshape(self.shape)
+        return np.frombuffer(self.raw, dtype=_numpy_dtype(self.datatype)).reshape(self.shape)
+
+    @classmethod
+    def from_numpy(cls, name: str, datatype: str, array: Any) -> Tensor:
+        """``array`` sent as ``datatype`` (numbers cast to its type, BYTES elements that
+        are not bytes sent as their UTF-8 text, as ``tritonclient`` sends them)."""
+        import numpy as np  # noqa: PLC0415 - samples and tests only
+
+        shape = tuple(int(d) for d in np.shape(array))
+        if datatype == "BYTES":
+            flat = np.asarray(array).reshape(-1).tolist()
+            items = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in flat]
+            return cls(name, datatype, shape, serialize_bytes(items))
+        raw = np.ascontiguousarray(array, dtype=_numpy_dtype(datatype)).tobytes()
+        return cls(name, datatype, shape, raw)
+
+
+def _numpy_dtype(datatype: str) -> Any:
+    """The little-endian numpy dtype of ``datatype`` (tritonclient's mapping)."""
+    import numpy as np  # noqa: PLC0415
+    from tritonclient.utils import triton_to_np_dtype  # noqa: PLC0415 - brings ml_dtypes
+
+    return np.dtype(triton_to_np_dtype(datatype)).newbyteorder("<")
 
 
 def input_specs(
@@ -92,13 +149,20 @@ def input_specs(
     return specs
 
 
-def _load_sample(model: str, name: str, path: Path, datatype: str) -> np.ndarray[Any, Any]:
+def _load_sample(model: str, name: str, path: Path, datatype: str) -> Tensor:
+    """A ``.npy`` or ``.json`` sample as the input's tensor (numpy reads it, on use).
+
+    A sample whose numbers are of another kind than the input's (floats for an INT32
+    input) is refused; within a kind (a ``.npy`` of float64 for FP32) it is cast.
+    """
+    import numpy as np  # noqa: PLC0415 - only sample files need it
+
     try:
         if path.suffix == ".npy":
-            array: np.ndarray[Any, Any] = np.load(path, allow_pickle=False)
+            array: Any = np.load(path, allow_pickle=False)
         elif path.suffix == ".json":
             values = json.loads(path.read_text(encoding="utf-8"))
-            kind = np.object_ if datatype == "BYTES" else triton_to_np_dtype(datatype)
+            kind = np.object_ if datatype == "BYTES" else _numpy_dtype(datatype)
             array = np.array(values, dtype=kind)
             if datatype == "BYTES":
                 array = np.vectorize(lambda v: str(v).encode(), otypes=[np.object_])(array)
@@ -106,37 +170,30 @@ def _load_sample(model: str, name: str, path: Path, datatype: str) -> np.ndarray
             raise PayloadError(model, name, f"sample file {path} must be .npy or .json")
     except (OSError, ValueError) as error:
         raise PayloadError(model, name, f"cannot read sample file {path}: {error}") from None
-    return array
+    if datatype != "BYTES" and not np.can_cast(array.dtype, _numpy_dtype(datatype), "same_kind"):
+        raise PayloadError(
+            model, name, f"sample file {path} holds {array.dtype}, which is no {datatype}"
+        )
+    return Tensor.from_numpy(name, datatype, array)
 
 
-def _fill(
-    spec: TensorSpec, shape: Sequence[int], mode: DataMode, rng: np.random.Generator
-) -> np.ndarray[Any, Any]:
-    dtype = triton_to_np_dtype(spec.datatype)
+def _fill(spec: TensorSpec, shape: Sequence[int], mode: DataMode, rng: random.Random) -> bytes:
+    count = math.prod(shape)
     if mode == "zero" or spec.datatype == "BOOL":
-        return np.zeros(shape, dtype=dtype)
+        return zeros(spec.datatype, count)
     if spec.datatype.startswith(("FP", "BF")):
-        return rng.random(size=shape, dtype=np.float32).astype(dtype)
-    info = np.iinfo(dtype)
-    # Small values keep integer models (token ids, indices) in a sane range.
-    return rng.integers(max(info.min, 0), min(info.max, 100), size=shape, endpoint=True).astype(
-        dtype
-    )
+        return pack(spec.datatype, [rng.getrandbits(24) * _FLOAT_STEP for _ in range(count)])
+    return pack(spec.datatype, rng.choices(_SMALL_INTEGERS, k=count))
 
 
-def _strings(
-    shape: Sequence[int], length: int, data: str | None, rng: np.random.Generator
-) -> np.ndarray[Any, Any]:
+def _strings(shape: Sequence[int], length: int, data: str | None, rng: random.Random) -> bytes:
     """A BYTES tensor: ``data`` (UTF-8) in every element, else a random string each."""
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     if data is not None:
-        values = [data.encode()] * count
-    else:
-        codes = _STRING_CODES[rng.integers(0, len(_STRING_CODES), size=(count, length))]
-        values = [row.tobytes() for row in codes]
-    array = np.empty(count, dtype=np.object_)
-    array[:] = values
-    return array.reshape(shape)
+        return serialize_bytes([data.encode()] * count)
+    return serialize_bytes(
+        "".join(rng.choices(STRING_CHARACTERS, k=length)).encode("ascii") for _ in range(count)
+    )
 
 
 def build_inputs(
@@ -167,28 +224,32 @@ def build_inputs(
             raise PayloadError(
                 model, name, f"no such input (the model has: {', '.join(sorted(known))})"
             )
-    rng = np.random.default_rng(seed)
+    rng = random.Random(seed)  # noqa: S311 - test data, not secrets
     tensors = []
     for spec in specs:
         override = overrides.get(spec.name, InputOverride())
         shape = tuple(override.shape) if override.shape else spec.shape
         if override.file is not None:
-            data = _load_sample(model, spec.name, override.file, spec.datatype)
-            if len(data.shape) != len(shape) or any(
-                want not in (-1, got) for want, got in zip(shape, data.shape, strict=True)
+            sample = _load_sample(model, spec.name, override.file, spec.datatype)
+            if len(sample.shape) != len(shape) or any(
+                want not in (-1, got) for want, got in zip(shape, sample.shape, strict=True)
             ):
                 raise PayloadError(
-                    model, spec.name, f"sample shape {list(data.shape)} does not fit {list(shape)}"
+                    model,
+                    spec.name,
+                    f"sample shape {list(sample.shape)} does not fit {list(shape)}",
                 )
-        elif any(d < 0 for d in shape):
+            tensors.append(sample)
+            continue
+        if any(d < 0 for d in shape):
             raise PayloadError(
                 model,
                 spec.name,
                 f"shape {list(spec.shape)} has a dynamic dim; set canary.inputs.{spec.name}.shape",
             )
-        elif spec.datatype == "BYTES":
-            data = _strings(shape, string_length, string_data, rng)
+        if spec.datatype == "BYTES":
+            raw = _strings(shape, string_length, string_data, rng)
         else:
-            data = _fill(spec, shape, mode, rng)
-        tensors.append(Tensor(spec.name, spec.datatype, data))
+            raw = _fill(spec, shape, mode, rng)
+        tensors.append(Tensor(spec.name, spec.datatype, tuple(shape), raw))
     return tensors

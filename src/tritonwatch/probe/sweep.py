@@ -131,7 +131,7 @@ def prepare_tensors(settings: SweepSettings) -> tuple[list[Tensor], int]:
         string_data=settings.string_data,
     )
     batching = int(config.get("max_batch_size", 0)) > 0
-    batch = int(tensors[0].data.shape[0]) if batching and tensors[0].data.ndim else 1
+    batch = int(tensors[0].shape[0]) if batching and tensors[0].shape else 1
     return tensors, batch
 
 

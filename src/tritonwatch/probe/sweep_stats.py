@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tritonclient.utils import InferenceServerException
-
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.probe.clients import sync_client
 
@@ -105,6 +103,9 @@ class StatsReader:
         self.available = True
 
     def snapshot(self) -> StatsSnapshot | None:
+        # The client (tritonclient's) imported it already; the sweep's module does not.
+        from tritonclient.utils import InferenceServerException  # noqa: PLC0415
+
         if not self.available:
             return None
         try:

@@ -13,8 +13,6 @@ import json
 import time
 from typing import Any
 
-from tritonclient.utils import InferenceServerException
-
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.probe.clients import sync_client
 
@@ -57,6 +55,9 @@ class ModelRepository:
             NotExplicitModeError: the server refuses loads.
             TuneError: the load failed, or the model did not become ready.
         """
+        # The client (tritonclient's) imported it already; importing tune does not.
+        from tritonclient.utils import InferenceServerException  # noqa: PLC0415
+
         try:
             self._client.load_model(self.model, config=json.dumps(config))
         except InferenceServerException as error:

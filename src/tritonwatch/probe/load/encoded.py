@@ -1,8 +1,11 @@
-"""Infer requests encoded once (HTTP and gRPC), with tritonclient as the reference encoder.
+"""Infer requests encoded once (HTTP and gRPC), byte for byte as ``tritonclient`` sends them.
 
-``tritonclient.http``'s own ``generate_request_body`` builds the binary-tensor body
-(JSON header plus raw bytes) and ``parse_response_body`` reads answers, so the wire
-format is exactly the client's; only the per-request repetition is removed.
+HTTP: the binary-tensor body is :func:`~tritonwatch.probe.binary_tensors.binary_request_body`,
+the canary's, which tests/probe/test_canary_lean_clients.py holds byte for byte to
+``tritonclient.http``'s ``generate_request_body``; importing ``tritonclient.http``
+(gevent, numpy) to make it is not needed. gRPC: ``tritonclient.grpc``'s own builder
+makes the ``ModelInferRequest`` (that client imports numpy anyway, so the tensors are
+handed over as arrays). Only the per-request repetition is removed.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
+from tritonwatch.probe.binary_tensors import binary_request_body
 from tritonwatch.probe.payload import Tensor
 
 
@@ -27,16 +31,7 @@ def encode_http_infer(
     url: str, model: str, version: str, tensors: Sequence[Tensor]
 ) -> EncodedHttpInfer:
     """The keep-alive HTTP/1.1 request ``tritonclient.http`` would send for ``tensors``."""
-    # On use: tritonclient.http brings gevent (~5 MiB), which a daemon without a sweep
-    # never needs (tests/test_import_footprint.py).
-    import tritonclient.http as httpclient  # noqa: PLC0415
-
-    inputs = []
-    for tensor in tensors:
-        infer_input = httpclient.InferInput(tensor.name, list(tensor.data.shape), tensor.datatype)
-        infer_input.set_data_from_numpy(tensor.data, binary_data=True)
-        inputs.append(infer_input)
-    body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs)
+    body, body_headers = binary_request_body(tensors)
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -47,24 +42,24 @@ def encode_http_infer(
         f"POST {path}/infer HTTP/1.1",
         f"Host: {host}:{port}",
         "Connection: keep-alive",
-        "Content-Type: application/octet-stream",
+        f"Content-Type: {body_headers['Content-Type']}",
         f"Content-Length: {len(body)}",
+        f"Inference-Header-Content-Length: {body_headers['Inference-Header-Content-Length']}",
     ]
-    if json_size is not None:
-        headers.append(f"Inference-Header-Content-Length: {json_size}")
     head = ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1")
-    return EncodedHttpInfer(host, port, head + (body if isinstance(body, bytes) else body.encode()))
+    return EncodedHttpInfer(host, port, head + body)
 
 
 def grpc_infer_request(model: str, version: str, tensors: Sequence[Tensor]) -> bytes:
     """The serialized ``ModelInferRequest`` ``tritonclient.grpc`` would send for ``tensors``
-    (its own builder: the wire format is exactly the client's)."""
+    (its own builder: the wire format is exactly the client's; ``Tensor.data`` is the
+    array it takes, which numpy, loaded with that client, makes from the tensor's bytes)."""
     import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
     from tritonclient.grpc._utils import _get_inference_request  # noqa: PLC0415
 
     inputs = []
     for tensor in tensors:
-        infer_input = grpcclient.InferInput(tensor.name, list(tensor.data.shape), tensor.datatype)
+        infer_input = grpcclient.InferInput(tensor.name, list(tensor.shape), tensor.datatype)
         infer_input.set_data_from_numpy(tensor.data)
         inputs.append(infer_input)
     request = _get_inference_request(
