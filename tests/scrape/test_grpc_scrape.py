@@ -43,23 +43,26 @@ class ScriptedTriton(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
     def __init__(self, behaviour: str) -> None:
         self.behaviour = behaviour
         self.calls: list[str] = []
+        self.names: list[str] = []
+        """The model name of each call ("" asks for every model)."""
         self.released = threading.Event()
         self.server = grpc.server(futures.ThreadPoolExecutor(4))
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(self, self.server)
         self.url = f"grpc://127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
         self.server.start()
 
-    def _answer(self, name: str, context: grpc.ServicerContext) -> Any:
+    def _answer(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
         self.calls.append(name)
+        self.names.append(request.name)
         if self.behaviour == "hang":
             self.released.wait(10)
         context.abort(grpc.StatusCode.UNIMPLEMENTED, f"Method {name} not implemented")
 
     def ModelStatistics(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("ModelStatistics", context)
+        return self._answer("ModelStatistics", request, context)
 
     def ModelConfig(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("ModelConfig", context)
+        return self._answer("ModelConfig", request, context)
 
     def close(self) -> None:
         self.released.set()
@@ -139,14 +142,15 @@ def test_an_http_url_keeps_the_apis_on_http(sim: Simulator, clock: FakeClock) ->
     assert all(o.ok for o in outcome.sources.values())
     assert asked == [
         sim.metrics_url,
-        f"{sim.http_url}/v2/models/simple/stats",
+        f"{sim.http_url}/v2/models/stats",
         f"{sim.http_url}/v2/models/simple/config",
     ]
 
 
 def test_a_grpc_server_without_the_apis_switches_them_off(metrics_stub: StubServer) -> None:
-    """Breaks if UNIMPLEMENTED is treated as a failure: each API is asked once, switched
-    off with one log line naming the gRPC status, and absent from the health series."""
+    """Breaks if UNIMPLEMENTED is treated as a failure: each API is asked once (the
+    statistics for all models, then for the first model), switched off with one log line
+    naming the gRPC status, and absent from the health series."""
     server = ScriptedTriton("unimplemented")
     try:
         target = grpc_target(server.url, f"{metrics_stub.url}/metrics", "a", "b")
@@ -162,7 +166,8 @@ def test_a_grpc_server_without_the_apis_switches_them_off(metrics_stub: StubServ
         ("stats", "grpc", "UNIMPLEMENTED"),
         ("config", "grpc", "UNIMPLEMENTED"),
     ]
-    assert server.calls == ["ModelStatistics", "ModelConfig"]
+    assert server.calls == ["ModelStatistics", "ModelStatistics", "ModelConfig"]
+    assert server.names == ["", "a", "a"]
     assert set(scraper.state().sources) == {Source.METRICS}
     assert not scraper.state().failures
 
@@ -182,7 +187,7 @@ def test_a_hung_grpc_server_costs_one_deadline_for_the_whole_cycle(
         server.close()
     stats, config = outcome.sources[Source.STATS], outcome.sources[Source.CONFIG]
     assert (stats.status, config.status) == (FetchStatus.TIMEOUT, FetchStatus.TIMEOUT)
-    assert stats.error.startswith("a: gRPC DEADLINE_EXCEEDED")
+    assert stats.error.startswith("all models: gRPC DEADLINE_EXCEEDED")
     assert config.error == "a: no time left in this scrape"
     assert server.calls == ["ModelStatistics"]
     assert scraper.state().failures == {
@@ -200,9 +205,9 @@ def test_nothing_on_the_grpc_port_is_a_connection_error(
     outcome = scraper.scrape_once()
     scraper.close()
     assert outcome.ok  # /metrics is read all the same
-    for source in (Source.STATS, Source.CONFIG):
+    for source, asked in ((Source.STATS, "all models"), (Source.CONFIG, "a")):
         assert outcome.sources[source].status is FetchStatus.CONNECTION_ERROR
-        assert outcome.sources[source].error.startswith("a: gRPC UNAVAILABLE")
+        assert outcome.sources[source].error.startswith(f"{asked}: gRPC UNAVAILABLE")
 
 
 def test_an_unknown_model_is_a_grpc_error_and_keeps_the_apis(

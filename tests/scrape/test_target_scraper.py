@@ -198,8 +198,9 @@ def test_an_unknown_model_fails_its_requests_but_keeps_the_apis(
 
 
 def test_a_server_without_the_apis_switches_them_off(stub: StubServer) -> None:
-    """A bare /metrics server (404 everywhere else): each API is asked once, switched off
-    with one log line, and absent from the scrape health series; /metrics goes on."""
+    """A bare /metrics server (404 everywhere else): each API is asked once (the
+    statistics for all models, then for the first model), switched off with one log
+    line, and absent from the scrape health series; /metrics goes on."""
     page = (fixtures_dir() / "triton_metrics" / "sample_04.txt").read_bytes()
     stub.routes["/metrics"] = Route(body=page)
     target = TargetConfig.model_validate(
@@ -222,7 +223,11 @@ def test_a_server_without_the_apis_switches_them_off(stub: StubServer) -> None:
     ]
     assert set(scraper.state().sources) == {Source.METRICS}
     asked = [path for path in stub.requests if path != "/metrics"]
-    assert asked == ["/v2/models/densenet_onnx/stats", "/v2/models/densenet_onnx/config"]
+    assert asked == [
+        "/v2/models/stats",
+        "/v2/models/densenet_onnx/stats",
+        "/v2/models/densenet_onnx/config",
+    ]
 
 
 def test_an_oversized_metrics_page_is_too_large(stub: StubServer) -> None:

@@ -6,8 +6,12 @@ from typing import Any
 
 import pytest
 
-from tritonwatch.observations import ModelStatistics
-from tritonwatch.scrape.triton_stats import batch_statistics_rates, parse_model_statistics
+from tritonwatch.observations import ModelKey, ModelStatistics
+from tritonwatch.scrape.triton_stats import (
+    batch_statistics_rates,
+    parse_all_model_statistics,
+    parse_model_statistics,
+)
 
 
 def duration(count: int | str, ns: int | str = 0) -> dict[str, Any]:
@@ -100,6 +104,70 @@ def test_malformed_documents_name_the_field(document: Any, message: str) -> None
     """A document that is not a statistics answer is refused, naming the field and value."""
     with pytest.raises(ValueError, match=message):
         parse_model_statistics(document, "m", "3" if "version" in message else "", 0.0)
+
+
+ALL_MODELS_ANSWER = {
+    "model_stats": [
+        entry("a", "1", {1: 10}),
+        entry("a", "2", {1: 5, 2: 1}),
+        entry("b", "1", {4: 3}, inference_count="12"),
+        entry("not_watched", "1", {1: 99}),
+    ]
+}
+
+
+def test_one_answer_gives_every_model_as_its_own_answer_would() -> None:
+    """Breaks if a model read out of the all-models answer differs from reading the same
+    entries model by model (versions summed, or the configured one only)."""
+    keys = [ModelKey("a", ""), ModelKey("b", "")]
+    parsed, malformed = parse_all_model_statistics(ALL_MODELS_ANSWER, keys, 7.0)
+    assert malformed == {}
+    assert parsed == {
+        key.model: parse_model_statistics(ALL_MODELS_ANSWER, key.model, key.version, 7.0)
+        for key in keys
+    }
+    assert dict(parsed["a"].batch_executions) == {1: 15, 2: 1}
+    assert parsed["b"].inference_count == 12
+    only_v2, _ = parse_all_model_statistics(ALL_MODELS_ANSWER, [ModelKey("a", "2")], 7.0)
+    assert only_v2 == {"a": parse_model_statistics(ALL_MODELS_ANSWER, "a", "2", 7.0)}
+
+
+def test_a_model_or_version_without_entries_is_neither_parsed_nor_malformed() -> None:
+    """Breaks if an absent model is reported as malformed (the scraper asks Triton about
+    it instead, to get Triton's own "not available" answer)."""
+    keys = [ModelKey("gone", ""), ModelKey("b", "7"), ModelKey("b", "1")]
+    parsed, malformed = parse_all_model_statistics(ALL_MODELS_ANSWER, keys, 0.0)
+    assert set(parsed) == {"b"} and parsed["b"].version == "1"
+    assert malformed == {}
+    assert parse_all_model_statistics({"model_stats": []}, keys, 0.0) == ({}, {})
+
+
+def test_a_malformed_entry_fails_only_its_model() -> None:
+    """Breaks if one model's bad count loses every other model's statistics."""
+    document = {
+        "model_stats": [{**entry("a", "1", {}), "execution_count": -1}, entry("b", "1", {})]
+    }
+    parsed, malformed = parse_all_model_statistics(
+        document, [ModelKey("a", ""), ModelKey("b", "")], 0.0
+    )
+    assert set(parsed) == {"b"}
+    assert malformed == {"a": "model_stats[0].execution_count must be a count, got: -1"}
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ([], "statistics must be an object, got: list"),
+        ({"model_stats": {}}, "model_stats must be a list, got: dict"),
+        ({"model_stats": [1]}, r"model_stats\[0\] must be an object, got: int"),
+        ({"name": "stats", "versions": [], "platform": ""}, "no model_stats: not a statistics"),
+    ],
+)
+def test_not_a_statistics_answer_is_refused_whole(document: Any, message: str) -> None:
+    """Breaks if MLServer's metadata of a model called "stats" (its answer to
+    GET /v2/models/stats) reads as a statistics answer in which no model is present."""
+    with pytest.raises(ValueError, match=message):
+        parse_all_model_statistics(document, [ModelKey("a", "")], 0.0)
 
 
 def test_per_size_execution_rates_and_the_true_average() -> None:

@@ -7,6 +7,12 @@ target is asked over gRPC (``ModelStatistics`` and ``ModelConfig``, with the tar
 TLS), and every other target over HTTP, as before. ``/metrics`` stays HTTP either way:
 Triton serves it nowhere else.
 
+Statistics can also be read for every loaded model (every ready version) at once —
+``GET {http}/v2/models/stats``, ``ModelStatistics`` with an empty name — in the same
+``{"model_stats": [...]}`` shape: one request a cycle instead of one per model
+(:meth:`ModelApis.read_all_statistics`). Triton answers both forms from the same ready
+versions, so the entries are the same as the per-model answers'.
+
 Both readers answer an :class:`ApiAnswer` holding the document in the HTTP answer's
 shape (gRPC answers are converted by :mod:`tritonwatch.grpc_json`), so everything
 after them — parsing, rates, config changes — is one code path. The rules are the
@@ -52,6 +58,8 @@ class ApiAnswer:
     ``document`` is the decoded answer in the HTTP API's shape (on success only).
     ``missing_api`` is set when the answer shows the server lacks the API: what said
     so, as log fields (``{"http_status": 404}``, ``{"grpc_status": "UNIMPLEMENTED"}``).
+    ``http_status`` is the HTTP status of an HTTP answer (None over gRPC, or when no
+    answer came).
     """
 
     status: FetchStatus
@@ -59,6 +67,7 @@ class ApiAnswer:
     document: Any = None
     error: str = ""
     missing_api: Mapping[str, Any] | None = None
+    http_status: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -74,6 +83,10 @@ class ModelApis(Protocol):
         """``source``'s answer for ``key`` by monotonic time ``deadline``; never raises."""
         ...
 
+    def read_all_statistics(self, deadline: float) -> ApiAnswer:
+        """The statistics of every loaded model in one answer; never raises."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -87,7 +100,8 @@ def _triton_error(body: bytes) -> bool:
 
 
 class HttpModelApis:
-    """``GET {http}/v2/models/{m}[/versions/{v}]/stats`` and ``…/config``.
+    """``GET {http}/v2/models/{m}[/versions/{v}]/stats``, ``…/config`` and
+    ``GET {http}/v2/models/stats``.
 
     The session is the scraper's (shared with ``/metrics``), so it is not closed here.
     """
@@ -113,29 +127,36 @@ class HttpModelApis:
             path += f"/versions/{quote(key.version, safe='')}"
         return f"{path}/{source.value}"
 
+    def all_statistics_url(self) -> str:
+        return f"{self._base}/v2/models/stats"
+
     def read(self, source: Source, key: ModelKey, deadline: float) -> ApiAnswer:
+        return self._get(self.url(source, key), deadline)
+
+    def read_all_statistics(self, deadline: float) -> ApiAnswer:
+        return self._get(self.all_statistics_url(), deadline)
+
+    def _get(self, url: str, deadline: float) -> ApiAnswer:
         result = fetch(
-            self._session,
-            self.url(source, key),
-            deadline=deadline,
-            clock=self._clock,
-            max_bytes=self._max_bytes,
+            self._session, url, deadline=deadline, clock=self._clock, max_bytes=self._max_bytes
         )
-        duration = result.duration_seconds
+        duration, code = result.duration_seconds, result.http_status
         if (
             result.status is FetchStatus.HTTP_ERROR
-            and result.http_status in _LACKS_API_HTTP
+            and code in _LACKS_API_HTTP
             and not _triton_error(result.body)
         ):
-            missing = {"http_status": result.http_status}
-            return ApiAnswer(result.status, duration, error=result.error, missing_api=missing)
+            missing = {"http_status": code}
+            return ApiAnswer(
+                result.status, duration, error=result.error, missing_api=missing, http_status=code
+            )
         if not result.ok:
-            return ApiAnswer(result.status, duration, error=result.error)
+            return ApiAnswer(result.status, duration, error=result.error, http_status=code)
         try:
             document = json.loads(result.body)
         except ValueError as error:
-            return ApiAnswer(FetchStatus.BAD_RESPONSE, duration, error=str(error))
-        return ApiAnswer(FetchStatus.SUCCESS, duration, document)
+            return ApiAnswer(FetchStatus.BAD_RESPONSE, duration, error=str(error), http_status=code)
+        return ApiAnswer(FetchStatus.SUCCESS, duration, document, http_status=code)
 
     def close(self) -> None:
         """Nothing of its own to release."""
@@ -179,6 +200,12 @@ class GrpcModelApis:
         return self._client
 
     def read(self, source: Source, key: ModelKey, deadline: float) -> ApiAnswer:
+        return self._call(source, key.model, key.version, deadline)
+
+    def read_all_statistics(self, deadline: float) -> ApiAnswer:
+        return self._call(Source.STATS, "", "", deadline)  # no name: every model
+
+    def _call(self, source: Source, model: str, version: str, deadline: float) -> ApiAnswer:
         from tritonclient.utils import InferenceServerException  # noqa: PLC0415
 
         from tritonwatch.grpc_json import http_form  # noqa: PLC0415 - imports tritonclient.grpc
@@ -194,7 +221,7 @@ class GrpcModelApis:
                 if source is Source.STATS
                 else client.get_model_config
             )
-            message = ask(key.model, key.version, client_timeout=remaining)
+            message = ask(model, version, client_timeout=remaining)
         except InferenceServerException as error:
             return self._failed(error, self._clock() - started)
         except (OSError, ValueError) as error:

@@ -6,7 +6,8 @@ scrape interval:
 1. ``GET metrics_url`` → parse → rates against the previous good scrape (counter resets
    handled), for the configured models only.
 2. The canary's end-to-end mean over the same window (from its cumulative totals).
-3. The statistics API per model → per-size batch execution rates.
+3. The statistics API, one request for every model (``GET /v2/models/stats``) → per-size
+   batch execution rates.
 4. The config API per model, on the first cycle and every ``config_every``-th → a
    typed snapshot; a difference from the last one is logged (``model_config_changed``,
    with every changed field old → new) and queued for consumers
@@ -18,6 +19,19 @@ The statistics and config APIs are asked in the protocol the target is configure
 an ``http_url`` — the HTTP port of such a target is only a guess, and often closed —
 and over HTTP (``GET {http}/v2/models/{m}/stats``, ``…/config``) otherwise. Both
 answer in the HTTP answer's shape, so the rest of the cycle is one code path.
+
+Statistics are read in one request a cycle, Triton's all-models form (every ready
+version of every loaded model), and each configured model is picked out of it: with
+20 models that is one request instead of 20, most of the scrape's CPU. A configured
+model (version) the answer lacks is then asked for by itself, so it fails exactly as
+it did when every model was asked alone (Triton's own "not available" answer), and
+one loaded in between is still read. A server whose all-models answer is not a
+statistics document gets the per-model form, as before, for about an hour
+(:data:`UNSUPPORTED_RECHECK_CYCLES`): MLServer answers ``GET /v2/models/stats`` as the
+metadata of a model called ``stats`` (404 with an ``{"error": ...}`` body, which would
+read as "model unknown", not "API missing"), and a Triton with so many models that
+the answer passes ``max_bytes`` is too large for it. A timeout, a refused connection
+or a 5xx is the cycle's failure, not a reason to ask 20 more times.
 
 The whole cycle shares one deadline, ``timeout`` after it starts (the config refuses a
 timeout not under the interval), so a slow server can never make a job overrun its
@@ -75,7 +89,11 @@ from tritonwatch.scrape.target_state import (
 from tritonwatch.scrape.triton_config import config_changes, parse_model_config
 from tritonwatch.scrape.triton_deltas import counter_increase, triton_rates
 from tritonwatch.scrape.triton_families import REQUEST_SUMMARY_US
-from tritonwatch.scrape.triton_stats import batch_statistics_rates, parse_model_statistics
+from tritonwatch.scrape.triton_stats import (
+    batch_statistics_rates,
+    parse_all_model_statistics,
+    parse_model_statistics,
+)
 from tritonwatch.scrape.triton_text import MetricsTextError, parse_triton_metrics
 
 _log = get_logger("scrape")
@@ -90,6 +108,9 @@ UNSUPPORTED_RECHECK_CYCLES = 240
 """Ask a switched-off API again after this many cycles (an hour at 15 s)."""
 MAX_QUEUED_CONFIG_CHANGES = 256
 _OPTIONAL_APIS = (Source.STATS, Source.CONFIG)
+ALL_MODELS = "all models"
+"""What a failed all-models statistics request names in its error, where a per-model
+request names its model (``"all models: Connection refused"``)."""
 
 
 class _OptionalApi:
@@ -125,9 +146,59 @@ class _OptionalApi:
         self.off_since, self.reported = None, False
 
 
-def _combined(source: Source, answers: Sequence[tuple[str, ApiAnswer]]) -> SourceOutcome:
-    """One outcome for a source's per-model requests: the first failure, the total time."""
-    duration = sum(answer.duration_seconds for _, answer in answers)
+class _AllModelsStatistics:
+    """Whether one target's statistics are read in one request for every model (on
+    until the server's all-models answer proves unusable, then off for a while)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.off_since: int | None = None
+        self.reported = False
+
+    def wanted(self, cycle: int) -> bool:
+        return self.off_since is None or cycle - self.off_since >= UNSUPPORTED_RECHECK_CYCLES
+
+    def switch_off(self, cycle: int, answer: ApiAnswer) -> None:
+        self.off_since = cycle
+        if not self.reported:
+            self.reported = True
+            _log.info(
+                "scrape_stats_per_model",
+                target=self.target,
+                outcome=str(answer.status),
+                http_status=answer.http_status,
+                error=answer.error or "not a statistics response",
+                retry_after_cycles=UNSUPPORTED_RECHECK_CYCLES,
+            )
+
+    def answered(self) -> None:
+        self.off_since = None
+
+
+_TRANSIENT = frozenset({FetchStatus.TIMEOUT, FetchStatus.CONNECTION_ERROR})
+
+
+def _is_cycle_failure(answer: ApiAnswer) -> bool:
+    """True when the all-models answer failed as any request to the server would have
+    (the server is slow, down or failing); False when it is only this form that does
+    not work there, so the per-model form is worth asking."""
+    if answer.missing_api is not None:
+        return False
+    if answer.status in _TRANSIENT:
+        return True
+    return answer.http_status is not None and answer.http_status >= 500
+
+
+def _parse_statistics(document: Any, key: ModelKey, at: float) -> ModelStatistics:
+    return parse_model_statistics(document, key.model, key.version, at)
+
+
+def _combined(
+    source: Source, answers: Sequence[tuple[str, ApiAnswer]], spent: float = 0.0
+) -> SourceOutcome:
+    """One outcome for a source's per-model requests: the first failure, the total time
+    (with ``spent``, the time of this cycle's other requests to the source)."""
+    duration = spent + sum(answer.duration_seconds for _, answer in answers)
     for model, answer in answers:
         if not answer.ok:
             return SourceOutcome(source, answer.status, duration, f"{model}: {answer.error}")
@@ -192,6 +263,7 @@ class TargetScraper:
         self._apis = {
             source: _OptionalApi(target.name, source, protocol) for source in _OPTIONAL_APIS
         }
+        self._all_statistics = _AllModelsStatistics(target.name)
         self._last: dict[Source, SourceOutcome] = {}
         self._bad_lines_total = 0
         self._failures: Counter[tuple[Source, FetchStatus]] = Counter()
@@ -332,31 +404,28 @@ class TargetScraper:
                 means[name] = seconds / count
         return means
 
-    def _read_models(
+    def _ask_each(
         self,
         source: Source,
-        names: list[str],
+        names: Sequence[str],
         deadline: float,
         parse: Callable[[Any, ModelKey, float], _T],
-    ) -> tuple[dict[str, _T], SourceOutcome | None]:
+    ) -> tuple[dict[str, _T], list[tuple[str, ApiAnswer]]] | None:
         """Asks one API for each of ``names`` and parses the answers.
 
         Returns:
-            The parsed records by model, and the source's outcome (None when the API is
-            switched off, or was just found missing).
+            The parsed records by model and every model's answer; None when an answer
+            showed the API missing (it is then switched off).
         """
-        api = self._apis[source]
-        if not names or not api.wanted(self._cycle):
-            return {}, None
         parsed: dict[str, _T] = {}
         answers: list[tuple[str, ApiAnswer]] = []
         for name in names:
             key = self._keys[name]
             answer = self._model_apis.read(source, key, deadline)
             if answer.missing_api is not None:
-                api.switch_off(self._cycle, answer.missing_api)
+                self._apis[source].switch_off(self._cycle, answer.missing_api)
                 self._last.pop(source, None)
-                return {}, None
+                return None
             if answer.ok:
                 try:
                     parsed[name] = parse(answer.document, key, self._clock())
@@ -365,24 +434,103 @@ class TargetScraper:
                         FetchStatus.BAD_RESPONSE, answer.duration_seconds, error=str(error)
                     )
             answers.append((name, answer))
+        return parsed, answers
+
+    def _read_models(
+        self,
+        source: Source,
+        names: list[str],
+        deadline: float,
+        parse: Callable[[Any, ModelKey, float], _T],
+        spent: float = 0.0,
+    ) -> tuple[dict[str, _T], SourceOutcome | None]:
+        """Asks one API for each of ``names`` and parses the answers.
+
+        ``spent``: seconds this cycle already spent on the source (counted in the outcome).
+
+        Returns:
+            The parsed records by model, and the source's outcome (None when the API is
+            switched off, or was just found missing).
+        """
+        api = self._apis[source]
+        if not names or not api.wanted(self._cycle):
+            return {}, None
+        asked = self._ask_each(source, names, deadline, parse)
+        if asked is None:
+            return {}, None
         api.answered()
-        return parsed, _combined(source, answers)
+        parsed, answers = asked
+        return parsed, _combined(source, answers, spent)
 
     def _read_statistics(
         self, deadline: float
     ) -> tuple[dict[str, BatchStatisticsRates], SourceOutcome | None]:
-        stats, outcome = self._read_models(
-            Source.STATS,
-            list(self._keys),
-            deadline,
-            lambda doc, key, at: parse_model_statistics(doc, key.model, key.version, at),
-        )
+        stats, outcome = self._statistics(deadline)
         batches = {}
         for name, current in stats.items():
             previous, self._previous_stats[name] = self._previous_stats.get(name), current
             if previous is not None and current.at > previous.at:
                 batches[name] = batch_statistics_rates(previous, current)
         return batches, outcome
+
+    def _statistics(
+        self, deadline: float
+    ) -> tuple[dict[str, ModelStatistics], SourceOutcome | None]:
+        """Every configured model's statistics: one all-models request, then one request
+        for each model it lacks (see the module docstring)."""
+        names = list(self._keys)
+        api = self._apis[Source.STATS]
+        if not names or not api.wanted(self._cycle):
+            return {}, None
+        if not self._all_statistics.wanted(self._cycle):
+            return self._read_models(Source.STATS, names, deadline, _parse_statistics)
+        answer, read = self._read_all_statistics(deadline)
+        if read is None:
+            if _is_cycle_failure(answer):
+                api.answered()
+                error = f"{ALL_MODELS}: {answer.error}"
+                outcome = SourceOutcome(Source.STATS, answer.status, answer.duration_seconds, error)
+                return {}, outcome
+            self._all_statistics.switch_off(self._cycle, answer)
+            return self._read_models(
+                Source.STATS, names, deadline, _parse_statistics, answer.duration_seconds
+            )
+        self._all_statistics.answered()
+        parsed, malformed = read
+        absent = [name for name in names if name not in parsed and name not in malformed]
+        asked = self._ask_each(Source.STATS, absent, deadline, _parse_statistics)
+        if asked is None:
+            return {}, None
+        found, failed_list = asked
+        parsed.update(found)
+        failed = dict(failed_list)
+        for name, error in malformed.items():
+            failed[name] = ApiAnswer(FetchStatus.BAD_RESPONSE, 0.0, error=error)
+        answers = [(name, failed[name]) for name in names if name in failed]
+        api.answered()
+        return parsed, _combined(Source.STATS, answers, answer.duration_seconds)
+
+    def _read_all_statistics(
+        self, deadline: float
+    ) -> tuple[ApiAnswer, tuple[dict[str, ModelStatistics], dict[str, str]] | None]:
+        """The all-models answer, and what :func:`parse_all_model_statistics` read from
+        it (None when it failed or is not a statistics response: then a BAD_RESPONSE
+        answer says why)."""
+        answer = self._model_apis.read_all_statistics(deadline)
+        if not answer.ok:
+            return answer, None
+        try:
+            return answer, parse_all_model_statistics(
+                answer.document, self._keys.values(), self._clock()
+            )
+        except ValueError as error:
+            bad = ApiAnswer(
+                FetchStatus.BAD_RESPONSE,
+                answer.duration_seconds,
+                error=str(error),
+                http_status=answer.http_status,
+            )
+            return bad, None
 
     def _poll_configs(self, deadline: float) -> SourceOutcome | None:
         due = (self._cycle - 1) % self._config_every == 0

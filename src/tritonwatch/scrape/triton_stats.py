@@ -1,7 +1,9 @@
 """Triton's statistics extension: the batch-size distribution and its rates.
 
 ``GET v2/models/{m}[/versions/{v}]/stats`` answers ``{"model_stats": [...]}`` with one
-entry per version (``docs/protocol/extension_statistics.md``). ``/metrics`` already gives
+entry per version (``docs/protocol/extension_statistics.md``); ``GET v2/models/stats``
+answers the same shape with an entry per ready version of every loaded model, read by
+:func:`parse_all_model_statistics` for many models at once. ``/metrics`` already gives
 rates and stage averages; what only this API has is ``batch_stats``: per executed batch
 size, how many executions ran at that size. Its deltas give the per-size execution rate
 and the true average batch size (Σ size·Δexecutions / ΣΔexecutions).
@@ -15,11 +17,11 @@ starts them from zero: a count that went down is a reset, handled as in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from tritonwatch.observations import BatchStatisticsRates, ModelStatistics
+from tritonwatch.observations import BatchStatisticsRates, ModelKey, ModelStatistics
 from tritonwatch.scrape.triton_deltas import counter_increase
 
 
@@ -50,28 +52,23 @@ def _list(value: Any, where: str) -> list[Any]:
     return value
 
 
-def parse_model_statistics(document: Any, model: str, version: str, at: float) -> ModelStatistics:
-    """Reads one model's entries from a statistics response.
-
-    Args:
-        document: the decoded JSON body.
-        model: the model's name; entries of other models are ignored.
-        version: the configured version; "" sums every version the server reports.
-        at: the caller's monotonic time of the read.
-
-    Raises:
-        ValueError: the document is not a statistics response, or has no entry for the
-            model (version).
-    """
+def _entries(document: Any) -> list[Mapping[str, Any]]:
+    """The entries of a statistics response; ValueError for anything else."""
     entries = _list(_object(document, "statistics").get("model_stats"), "model_stats")
+    return [_object(raw, f"model_stats[{index}]") for index, raw in enumerate(entries)]
+
+
+def _wanted(entry: Mapping[str, Any], model: str, version: str) -> bool:
+    return entry.get("name") == model and (not version or str(entry.get("version", "")) == version)
+
+
+def _summed(
+    entries: Sequence[tuple[int, Mapping[str, Any]]], model: str, version: str, at: float
+) -> ModelStatistics:
+    """One model's record from its entries (with their positions in ``model_stats``)."""
     inference = execution = success = 0
     batches: dict[int, int] = {}
-    found = False
-    for index, raw in enumerate(entries):
-        entry = _object(raw, f"model_stats[{index}]")
-        if entry.get("name") != model or (version and str(entry.get("version", "")) != version):
-            continue
-        found = True
+    for index, entry in entries:
         where = f"model_stats[{index}]"
         inference += _count(entry.get("inference_count", 0), f"{where}.inference_count")
         execution += _count(entry.get("execution_count", 0), f"{where}.execution_count")
@@ -85,9 +82,6 @@ def parse_model_statistics(document: Any, model: str, version: str, at: float) -
             infer = _object(batch.get("compute_infer") or {}, f"{at_batch}.compute_infer")
             executions = _count(infer.get("count", 0), f"{at_batch}.compute_infer.count")
             batches[size] = batches.get(size, 0) + executions
-    if not found:
-        named = f"{model} version {version}" if version else model
-        raise ValueError(f"no statistics for model {named}")
     return ModelStatistics(
         model=model,
         version=version,
@@ -97,6 +91,73 @@ def parse_model_statistics(document: Any, model: str, version: str, at: float) -
         success_count=success,
         batch_executions=MappingProxyType(dict(sorted(batches.items()))),
     )
+
+
+def parse_model_statistics(document: Any, model: str, version: str, at: float) -> ModelStatistics:
+    """Reads one model's entries from a statistics response.
+
+    Args:
+        document: the decoded JSON body.
+        model: the model's name; entries of other models are ignored.
+        version: the configured version; "" sums every version the server reports.
+        at: the caller's monotonic time of the read.
+
+    Raises:
+        ValueError: the document is not a statistics response, or has no entry for the
+            model (version).
+    """
+    entries = [
+        (index, entry)
+        for index, entry in enumerate(_entries(document))
+        if _wanted(entry, model, version)
+    ]
+    if not entries:
+        named = f"{model} version {version}" if version else model
+        raise ValueError(f"no statistics for model {named}")
+    return _summed(entries, model, version, at)
+
+
+def parse_all_model_statistics(
+    document: Any, keys: Iterable[ModelKey], at: float
+) -> tuple[dict[str, ModelStatistics], dict[str, str]]:
+    """Reads many models' records from one statistics response (the all-models form).
+
+    Each key is read as :func:`parse_model_statistics` reads it (``version`` "" sums
+    every version reported), and the entries are grouped by name once, so the cost
+    grows with the document, not with models × entries.
+
+    Returns:
+        The records by model name, and the error of each model whose entries are
+        malformed. A model (version) with no entry is in neither: the caller decides
+        what its absence means.
+
+    Raises:
+        ValueError: the document is not a statistics response (here ``model_stats`` must
+            be present: Triton prints it even when no model is loaded, and a server
+            that answers the path with some other object must not read as "no models").
+    """
+    if "model_stats" not in _object(document, "statistics"):
+        raise ValueError("no model_stats: not a statistics response")
+    by_name: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    for index, entry in enumerate(_entries(document)):
+        name = entry.get("name")
+        if isinstance(name, str):
+            by_name.setdefault(name, []).append((index, entry))
+    parsed: dict[str, ModelStatistics] = {}
+    malformed: dict[str, str] = {}
+    for key in keys:
+        entries = [
+            (index, entry)
+            for index, entry in by_name.get(key.model, ())
+            if _wanted(entry, key.model, key.version)
+        ]
+        if not entries:
+            continue
+        try:
+            parsed[key.model] = _summed(entries, key.model, key.version, at)
+        except ValueError as error:
+            malformed[key.model] = str(error)
+    return parsed, malformed
 
 
 def statistics_were_reset(previous: ModelStatistics, current: ModelStatistics) -> bool:
