@@ -1,13 +1,13 @@
-"""The demo's live terminal view: what the status page shows, as a table that redraws."""
+"""The demo's live terminal view: what the status page shows, as a table that redraws
+and fits the terminal (numbers in the row, long text under it when narrow)."""
 
 from __future__ import annotations
 
-from rich.console import Group
-from rich.markup import escape
-from rich.table import Table
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 
 from tritonwatch.export.status_page import ModelStatus, StatusSnapshot, ago
+from tritonwatch.terminal_table import Column, render_table
 
 _SHORT = {
     "queue": "queue",
@@ -38,54 +38,75 @@ def _client_network(model: ModelStatus) -> str:
     return _ms(residual) + ("" if ratio is None else f" {ratio:.0%}")
 
 
-def _last_error(model: ModelStatus) -> Text:
-    """Outcome, age and reason of the canary's last failure; plain Text, as error
-    messages hold brackets (``[500]``, ``[StatusCode.INTERNAL]``) rich would take for markup."""
+def _last_error(model: ModelStatus) -> str:
+    """Outcome, age and reason of the canary's last failure, cut at
+    :data:`ERROR_CHARACTERS` (a server message, not a number of ours)."""
     last = model.last_error
     if last is None:
-        return Text("–", style="dim")
+        return "–"
     text = f"{last.outcome} {ago(last.age_seconds)} ago: {last.error}"
     if len(text) > ERROR_CHARACTERS:
         text = text[: ERROR_CHARACTERS - 1] + "…"
-    return Text(text, style="red" if last.age_seconds < 60 else "yellow")
+    return text
 
 
-def status_table(snapshot: StatusSnapshot) -> Table:
-    """One row per model: quantiles against the budget, Triton's breakdown, what the
-    client and network add to it, SLOs, advice, and the canary's last error (why it
-    fails, when it does)."""
-    table = Table(title="tritonwatch — per model", expand=True)
-    for column in ("target/model", "p50 ms", "p95 ms", "p99 ms", "budget ms", "state",
-                   "requests", "breakdown (ms)", "client+net ms", "SLO burn", "recommendation",
-                   "last error"):  # fmt: skip
-        table.add_column(column)
-    for model in snapshot.models:
-        p95 = model.quantiles.get("p95")
-        state = "no data" if p95 is None else ("ok" if p95 <= model.budget_seconds else "BREACH")
-        style = {"ok": "green", "BREACH": "bold red"}.get(state, "dim")
-        stages = (model.breakdown or {}).items()
-        breakdown = " ".join(f"{_SHORT[s]}={v * 1e3:.1f}" for s, v in stages if s in _SHORT) or "–"
-        if model.bottleneck:
-            breakdown += escape(f" [{model.bottleneck}]")  # brackets are rich markup otherwise
-        burns = (
-            ", ".join(
-                f"{slo.name} {max(slo.burn_rates.values(), default=0.0):.1f}×" for slo in model.slos
-            )
-            or "–"
-        )
-        advice = (
-            "; ".join(
-                f"{r.action} {r.parameter} {r.current}→{r.proposed}" for r in model.recommendations
-            )
-            or "–"
-        )
-        table.add_row(
-            f"{model.target}/{model.model}", _ms(model.quantiles.get("p50")), _ms(p95),
-            _ms(model.quantiles.get("p99")), _ms(model.budget_seconds), Text(state, style=style),
-            str(sum(model.outcomes.values())), breakdown, _client_network(model), burns, advice,
-            _last_error(model),
-        )  # fmt: skip
-    return table
+STATUS_COLUMNS = (
+    Column("target/model", align="left"), Column("via", 5, align="left"),
+    Column("p50 ms", 3), Column("p95 ms"), Column("p99 ms", 2), Column("budget ms"),
+    Column("state", align="left"), Column("requests", 1), Column("client+net ms", 4),
+    Column("breakdown ms", align="left", note=True), Column("SLO burn", align="left", note=True),
+    Column("recommendation", align="left", note=True),
+    Column("last error", align="left", note=True),
+)  # fmt: skip
+"""Numbers in the row; breakdown, burn rates, advice and the last error are text that
+goes under the row when the terminal is too narrow for them."""
+
+
+def _state(model: ModelStatus) -> str:
+    p95 = model.quantiles.get("p95")
+    return "no data" if p95 is None else ("ok" if p95 <= model.budget_seconds else "BREACH")
+
+
+def _row(model: ModelStatus) -> tuple[str, ...]:
+    stages = (model.breakdown or {}).items()
+    breakdown = " ".join(f"{_SHORT[s]}={v * 1e3:.1f}" for s, v in stages if s in _SHORT) or "–"
+    if model.bottleneck:
+        breakdown += f" [{model.bottleneck}]"
+    burns = ", ".join(
+        f"{slo.name} {max(slo.burn_rates.values(), default=0.0):.1f}×" for slo in model.slos
+    )
+    advice = "; ".join(
+        f"{r.action} {r.parameter} {r.current}→{r.proposed}" for r in model.recommendations
+    )
+    return (
+        f"{model.target}/{model.model}", model.protocol, _ms(model.quantiles.get("p50")),
+        _ms(model.quantiles.get("p95")), _ms(model.quantiles.get("p99")),
+        _ms(model.budget_seconds), _state(model), str(sum(model.outcomes.values())),
+        _client_network(model), breakdown, burns or "–", advice or "–", _last_error(model),
+    )  # fmt: skip
+
+
+def status_lines(snapshot: StatusSnapshot, width: int | None = None) -> list[str]:
+    """One row per model: quantiles against the budget, its state, requests and what
+    the client and network add; under it (or in it, when wide enough) Triton's
+    breakdown, SLO burn rates, advice and the canary's last error (why it fails)."""
+    rows = [_row(model) for model in snapshot.models]
+    return render_table(STATUS_COLUMNS, rows, width, title="tritonwatch — per model")
+
+
+class _StatusView:
+    """Lays the table out at the width rich gives it, each time it draws, so the live
+    view follows the terminal when it is resized."""
+
+    def __init__(self, snapshot: StatusSnapshot) -> None:
+        self._snapshot = snapshot
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        text = Text("\n".join(status_lines(self._snapshot, options.max_width)), no_wrap=True)
+        text.highlight_regex(r"\bBREACH\b", "bold red")
+        text.highlight_regex(r"(?<=  )ok\b", "green")
+        text.highlight_regex(r"last error: .*", "red")
+        yield text
 
 
 def demo_screen(snapshot: StatusSnapshot, exporter_url: str) -> Group:
@@ -95,4 +116,4 @@ def demo_screen(snapshot: StatusSnapshot, exporter_url: str) -> Group:
         f"{exporter_url}/health · Ctrl-C to stop",
         style="dim",
     )
-    return Group(status_table(snapshot), links)
+    return Group(_StatusView(snapshot), links)

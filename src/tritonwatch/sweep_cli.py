@@ -1,5 +1,6 @@
 """``tritonwatch sweep``: perf_analyzer's concurrency sweep, with the knee and the
-operating point computed, a progress bar while measuring and a table at the end."""
+operating point computed, a progress bar while measuring and, at the end, a table that
+fits the terminal (``probe/sweep_report.to_text``)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,13 @@ from typing import Literal
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
-from rich.table import Table
 
 from tritonwatch.cli_flags import add_flag
 from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, MAX_STRING_LENGTH, InputOverride
 from tritonwatch.config.units import parse_duration
 from tritonwatch.probe.payload import PayloadError
-from tritonwatch.probe.sweep import SweepResult, SweepRunner, SweepSettings
-from tritonwatch.probe.sweep_report import client_network_seconds, to_csv, to_json, write_plot
+from tritonwatch.probe.sweep import SweepRunner, SweepSettings
+from tritonwatch.probe.sweep_report import to_csv, to_json, to_text, write_plot
 from tritonwatch.production_guard import add_production_flags, production_refusal
 from tritonwatch.tls_flags import add_tls_flags, tls_from, tls_problem
 
@@ -164,40 +164,6 @@ def settings_from(args: argparse.Namespace) -> SweepSettings:
     )
 
 
-def result_table(result: SweepResult) -> Table:
-    """One row per step; client+net ms is the client's mean minus Triton's mean request
-    time over the step: what the network, serialisation and this client add."""
-    settings = result.settings
-    table = Table(title=f"{settings.model} over {settings.protocol}")
-    first = "rate/s" if settings.mode == "rate" else "concurrency"
-    for column in (first, "infer/s", "p50 ms", "p95 ms", "p99 ms", "errors", "queue ms",
-                   "compute ms", "client+net ms", "stable", "note"):  # fmt: skip
-        table.add_column(column, justify="right")
-    for step in result.steps:
-        server = step.server
-        queue = f"{server.stage_seconds['queue'] * 1e3:.2f}" if server else "-"
-        compute = (
-            f"{sum(v for k, v in server.stage_seconds.items() if k != 'queue') * 1e3:.2f}"
-            if server else "-"
-        )  # fmt: skip
-        client_network = client_network_seconds(step)  # the JSON's client_network_seconds
-        residual = "-" if client_network is None else f"{client_network * 1e3:.2f}"
-        notes = []
-        if result.knee and step.level == result.knee.concurrency:
-            notes.append("knee")
-        if result.operating_point and step.level == result.operating_point.level:
-            notes.append("operating point")
-        if step.generator_bound:
-            notes.append("client-bound")
-        table.add_row(
-            f"{step.level:g}", f"{step.inferences_per_second:.1f}",
-            *(f"{step.latency[p] * 1e3:.2f}" for p in ("p50", "p95", "p99")),
-            f"{step.error_rate:.1%}", queue, compute, residual,
-            "yes" if step.stable else "NO", ", ".join(notes),
-        )  # fmt: skip
-    return table
-
-
 def run_sweep_command(args: argparse.Namespace) -> int:
     console = Console()
     refusal = production_refusal(args) or tls_problem(args)
@@ -230,7 +196,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         except PayloadError as error:
             console.print(f"[red]cannot build requests: {error}[/red]")
             return EXIT_USAGE
-    console.print(result_table(result))
+    console.out("\n".join(to_text(result)), highlight=False)
     if result.knee:
         reached = "" if result.knee.reached else " (not reached: throughput still growing)"
         console.print(f"knee: {result.knee.concurrency:g}{reached}")

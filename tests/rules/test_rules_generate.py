@@ -120,6 +120,7 @@ def test_cli_writes_the_file_or_standard_output(
     out = tmp_path / "rules.yml"
     assert _run(["rules", "--config", str(DEMO), "--out", str(out)]) == 0
     assert out.read_text() == COMMITTED.read_text()
+    assert capsys.readouterr().out.startswith("wrote 2 rule groups to")  # and a summary
     assert _run(["rules", "--config", str(DEMO)]) == 0
     assert capsys.readouterr().out == COMMITTED.read_text()
 

@@ -1,7 +1,8 @@
-"""A sweep's results as people and tools read them: CSV (perf_analyzer's columns and
-units, so existing spreadsheets and scripts read it), JSON (everything), and a plot
-of throughput and p95 against the load level with the budget, knee and operating
-point marked (SVG written here; PNG through matplotlib when it is installed)."""
+"""A sweep's results as people and tools read them: a table that fits the terminal,
+CSV (perf_analyzer's columns and units, so existing spreadsheets and scripts read it),
+JSON (everything), and a plot of throughput and p95 against the load level with the
+budget, knee and operating point marked (SVG written here; PNG through matplotlib when
+it is installed)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from tritonwatch.probe.sweep import StepResult, SweepResult
 from tritonwatch.probe.sweep_stats import STAGES
+from tritonwatch.terminal_table import Column, render_table
 
 PERF_ANALYZER_COLUMNS = (
     "Inferences/Second", "Client Send", "Network+Server Send/Recv", "Server Queue",
@@ -51,6 +53,55 @@ def client_network_share(step: StepResult) -> float | None:
     residual = client_network_seconds(step)
     mean = step.latency["avg"]
     return residual / mean if residual is not None and mean > 0 else None
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f}"
+
+
+def _notes(result: SweepResult, step: StepResult) -> str:
+    notes = []
+    if result.knee and step.level == result.knee.concurrency:
+        notes.append("knee")
+    if result.operating_point and step.level == result.operating_point.level:
+        notes.append("operating point")
+    if step.generator_bound:
+        notes.append("client-bound")
+    return ", ".join(notes)
+
+
+def to_text(result: SweepResult, width: int | None = None) -> list[str]:
+    """One row per step, as lines that fit ``width`` (default: the terminal's).
+
+    At 80 columns: level, infer/s, p50/p95/p99, errors, stability and client+net (the
+    client's mean minus Triton's mean request time over the step: what the network,
+    serialisation and this client add); wider terminals add the queue and compute
+    means, p90 and the request count; the notes (knee, operating point, client-bound)
+    go under their row when they do not fit in it.
+    """
+    first = "rate/s" if result.settings.mode == "rate" else "concurrency"
+    columns = (
+        Column(first), Column("infer/s"), Column("p50 ms", 3), Column("p90 ms", 6),
+        Column("p95 ms"), Column("p99 ms", 2), Column("err %"), Column("queue ms", 5),
+        Column("compute ms", 5), Column("client+net ms", 4), Column("stable", 1),
+        Column("requests", 7), Column("note", align="left", note=True),
+    )  # fmt: skip
+    rows = []
+    for step in result.steps:
+        server = step.server
+        compute = sum(v for k, v in server.stage_seconds.items() if k != "queue") if server else 0
+        residual = client_network_seconds(step)  # the JSON's client_network_seconds
+        rows.append((
+            f"{step.level:g}", f"{step.inferences_per_second:.1f}",
+            *(_ms(step.latency[p]) for p in ("p50", "p90", "p95", "p99")),
+            f"{step.error_rate * 100:.1f}",
+            _ms(server.stage_seconds["queue"]) if server else "-",
+            _ms(compute) if server else "-",
+            "-" if residual is None else _ms(residual),
+            "yes" if step.stable else "NO", str(step.requests), _notes(result, step),
+        ))  # fmt: skip
+    title = f"{result.settings.model} over {result.settings.protocol}"
+    return render_table(columns, rows, width, title)
 
 
 def to_csv(result: SweepResult) -> str:

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rich.console import Console
-from rich.table import Table
 
 from tritonwatch.cli_flags import add_flag
+from tritonwatch.logs import configure_logging
 from tritonwatch.probe.payload import PayloadError
 from tritonwatch.probe.sweep import SweepSettings
 from tritonwatch.production_guard import add_production_flags, production_refusal
 from tritonwatch.sweep_cli import add_string_flags, parse_levels, seconds_flag
+from tritonwatch.terminal_table import Column, render_table
 from tritonwatch.tls_flags import add_tls_flags, tls_from, tls_problem
 from tritonwatch.tune.repository import NotExplicitModeError, TuneError, changed, to_pbtxt
 from tritonwatch.tune.tuner import TuneInterruptedError, Tuner, TuneResult
@@ -58,19 +59,26 @@ def _default_metrics_url(url: str) -> str:
     return f"{scheme}://{host}:8002/metrics"
 
 
-def _history_table(result: TuneResult) -> Table:
-    table = Table(title="tuning history")
-    for column in ("step", "change", "infer/s in budget", "p95 ms", "verdict", "why"):
-        table.add_column(column)
+HISTORY_COLUMNS = (
+    Column("step"), Column("infer/s in budget"), Column("p95 ms"),
+    Column("verdict", align="left"), Column("change", align="left", note=True),
+    Column("why", align="left", note=True),
+)  # fmt: skip
+"""The change and the reason are long text: under their row on a narrow terminal."""
+
+
+def history_lines(result: TuneResult, width: int | None = None) -> list[str]:
+    """The tuning history as lines that fit ``width`` (default: the terminal's)."""
+    rows = []
     for step in result.history:
         change = (
             f"{step.change.parameter}: {step.change.current!r} → {step.change.proposed!r}"
             if step.change else "(baseline)"
         )  # fmt: skip
-        throughput = f"{step.throughput:.1f}" if step.throughput is not None else "none in budget"
+        throughput = f"{step.throughput:.1f}" if step.throughput is not None else "none"
         p95 = f"{step.p95 * 1e3:.2f}" if step.p95 is not None else "-"
-        table.add_row(str(step.step), change, throughput, p95, step.verdict, step.reason)
-    return table
+        rows.append((str(step.step), throughput, p95, step.verdict, change, step.reason))
+    return render_table(HISTORY_COLUMNS, rows, width, title="tuning history")
 
 
 def _diff(result: TuneResult) -> dict[str, dict[str, Any]]:
@@ -119,6 +127,9 @@ def sweep_settings_from(args: argparse.Namespace) -> SweepSettings:
 
 def run_tune_command(args: argparse.Namespace) -> int:
     console = Console()
+    # The tuner's info events (tune_step) repeat the history table as one long log line
+    # that no terminal width holds; warnings and errors still print.
+    configure_logging("auto", "warning")
     refusal = production_refusal(args) or tls_problem(args)
     if refusal is not None:
         console.print(f"[red]tune: {refusal}[/red]")
@@ -145,7 +156,7 @@ def run_tune_command(args: argparse.Namespace) -> int:
     except TuneError as error:
         console.print(f"[red]tune: {error}; the last kept config is in place[/red]")
         return EXIT_FAILED
-    console.print(_history_table(result))
+    console.out("\n".join(history_lines(result)), highlight=False)
     if not args.apply:
         plan = result.plan
         console.print(
