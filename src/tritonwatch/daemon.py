@@ -378,22 +378,15 @@ class Daemon:
         advice = self.findings.recommendations.by_model()
         slos: dict[tuple[str, str], list[SloLine]] = {}
         for status in self.findings.statuses():
-            spec = status.spec
-            rates = {w: r for w, r in status.burn_rates.items() if r is not None}
-            line = SloLine(
-                f"{spec.kind} ({status.source})",
-                spec.objective,
-                rates,
-                status.error_budget_remaining,
-            )
-            slos.setdefault((spec.target, spec.model), []).append(line)
+            slos.setdefault((status.spec.target, status.spec.model), []).append(SloLine.of(status))
         verdicts: dict[tuple[str, str], list[VerdictLine]] = {}
         for experiment in self.findings.experiments():
             verdicts.setdefault((experiment.target, experiment.model), []).append(
                 VerdictLine(experiment.parameter, experiment.verdict, experiment.reason)
             )
         statuses = []
-        for series in self.canary_stats.snapshot(self._clock()):
+        now = self._clock()
+        for series in self.canary_stats.snapshot(now):
             watched = models.get((series.target, series.model))
             if watched is None:
                 continue
@@ -417,20 +410,13 @@ class Daemon:
                     breakdown=breakdown.stages() if breakdown else None,
                     bottleneck=_bottleneck_kind(model_state),
                     slos=slos.get(key, []),
-                    recommendations=[
-                        AdviceLine(
-                            str(r.action),
-                            r.parameter,
-                            str(r.current),
-                            str(r.proposed),
-                            r.reason,
-                            str(r.severity),
-                        )
-                        for r in advice.get(key, [])
-                    ],
+                    recommendations=[AdviceLine.of(r) for r in advice.get(key, [])],
                     experiments=verdicts.get(key, [])[-5:],
                     last_error=series.last_error,
                     client_share=ClientShare.of(breakdown),
+                    p95_history=self.findings.p95_history.points(
+                        (series.target, series.model, series.protocol), now
+                    ),
                 )
             )
         return StatusSnapshot(statuses, self.health().healthy)

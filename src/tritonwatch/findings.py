@@ -25,6 +25,7 @@ from tritonwatch.analysis.slo_tracker import SLOTracker
 from tritonwatch.config.schema import Config
 from tritonwatch.export.alert_queue import AlertmanagerNotifier, Notifier, QueueOptions
 from tritonwatch.export.alerts import AlertBook, AlertSpec, active_alerts
+from tritonwatch.export.latency_history import P95History
 from tritonwatch.export.slo_metrics import AlertDeliveryCollector, SLOCollector
 from tritonwatch.export.webhook import WebhookNotifier
 from tritonwatch.logs import get_logger
@@ -117,6 +118,8 @@ class Findings:
         state = None if config.state.dir is None else config.state.dir / SLO_STATE_FILE
         self.slo = SLOTracker(slo_specs(config), state_file=state, clock=wall_clock)
         self.recommendations = RecommendationBook()
+        self.p95_history = P95History()
+        """The canary p95 at each evaluation, for the status page's sparkline."""
         self._statuses: list[SLOStatus] = []
         self._windows: dict[ModelKey, deque[tuple[float, ModelRates]]] = {}
         self._experiments: deque[Experiment] = deque(maxlen=EXPERIMENT_HISTORY)
@@ -195,6 +198,7 @@ class Findings:
         """SLOs, the advisor, experiment verdicts, then the alerts due now."""
         now = self._clock()
         snapshots = self._canary.snapshot(now)
+        self.p95_history.observe(snapshots, now)
         self.slo.observe_canary(snapshots, self._canary.buckets)
         statuses = self.slo.evaluate()
         with self._lock:

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import io
+import json
+import math
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import numpy as np
 import pytest
+from PIL import Image  # Pillow: a dependency of matplotlib (the dev extra)
 
 from real_triton import RealTriton
 from support import DaemonProcess, http_get, sample_value, wait_until
+from tritonwatch.export.status_charts import BUDGET_COLOUR, OVER_COLOUR, P95_COLOUR, spark_y
 from tritonwatch.sim.server import Simulator
 
 pytestmark = pytest.mark.e2e
@@ -28,6 +37,192 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [binary, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args],
         capture_output=True, text=True, timeout=90,
     )  # fmt: skip
+
+
+def _devtools_port(profile: Path) -> str | None:
+    """The port Chromium wrote to its profile, once the file is complete."""
+    written = profile / "DevToolsActivePort"
+    lines = written.read_text().split() if written.is_file() else []
+    return lines[0] if len(lines) >= 2 else None
+
+
+class DevTools:
+    """Headless Chromium driven over the DevTools protocol: the page's own layout
+    (bounding boxes) and a screenshot of exactly what it drew."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        binary = shutil.which("chromium")
+        assert binary is not None, "make test installs Debian's chromium"
+        profile = tmp_path / "devtools-profile"
+        self._process = subprocess.Popen(
+            [binary, *CHROMIUM_FLAGS, "--remote-debugging-port=0", f"--user-data-dir={profile}",
+             "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            port = wait_until(lambda: _devtools_port(profile), 30, "Chromium's DevTools port")
+            pages = json.loads(wait_until(lambda: http_get(f"http://127.0.0.1:{port}/json/list")[1],
+                                          10, "the DevTools page list"))  # fmt: skip
+            self._ws_url = next(p["webSocketDebuggerUrl"] for p in pages if p["type"] == "page")
+        except BaseException:
+            self.close()
+            raise
+
+    def load(self, url: str, width: int, height: int, script: str) -> tuple[Any, bytes]:
+        """Loads ``url`` in a ``width`` × ``height`` viewport at one device pixel per CSS
+        pixel; returns what ``script`` evaluates to (JSON) and a PNG screenshot."""
+        return asyncio.run(asyncio.wait_for(self._load(url, width, height, script), 60))
+
+    async def _load(self, url: str, width: int, height: int, script: str) -> tuple[Any, bytes]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(self._ws_url, max_msg_size=0) as ws,
+        ):
+            ids = iter(range(1, 1_000))
+
+            async def call(method: str, **params: Any) -> dict[str, Any]:
+                sent = next(ids)
+                await ws.send_json({"id": sent, "method": method, "params": params})
+                while True:
+                    message = await ws.receive_json()
+                    if message.get("id") == sent:
+                        assert "error" not in message, message
+                        return dict(message["result"])
+
+            await call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                       deviceScaleFactor=1, mobile=False)  # fmt: skip
+            await call("Page.enable")
+            await call("Page.navigate", url=url)
+            while (await ws.receive_json()).get("method") != "Page.loadEventFired":
+                pass
+            value = await call("Runtime.evaluate", expression=script, returnByValue=True)
+            shot = await call("Page.captureScreenshot", format="png")
+        return json.loads(value["result"]["value"]), base64.b64decode(shot["data"])
+
+    def close(self) -> None:
+        self._process.terminate()
+        try:
+            self._process.wait(10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(10)
+
+
+_BOXES_AND_DOM = """JSON.stringify({
+  dom: document.documentElement.outerHTML,
+  boxes: Object.fromEntries([...document.querySelectorAll("section.model")].map(s => {
+    const r = s.querySelector("svg.sparkline").getBoundingClientRect();
+    return [s.dataset.model, [r.left + scrollX, r.top + scrollY, r.width, r.height]];
+  })),
+})"""
+
+
+def _colour_mask(pixels: np.ndarray, colour: str, tolerance: int = 24) -> np.ndarray:
+    """Which pixels are ``colour`` (``#rrggbb``), give or take anti-aliasing."""
+    rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)], dtype=np.int16)
+    return np.all(np.abs(pixels[..., :3].astype(np.int16) - rgb) <= tolerance, axis=-1)
+
+
+def _crop(png: bytes, box: list[float]) -> np.ndarray:
+    left, top, width, height = box
+    with Image.open(io.BytesIO(png)) as image:
+        assert image.size[1] >= top + height, "the sparkline is below the screenshot"
+        region = image.convert("RGB").crop(
+            (math.floor(left), math.floor(top), math.ceil(left + width), math.ceil(top + height))
+        )
+        return np.asarray(region)
+
+
+def _section(html: str, model: str) -> str:
+    sections = html.split('<section class="model"')[1:]
+    return next((s for s in sections if f'data-model="{model}"' in s), "")
+
+
+def _settled(html: str) -> bool:
+    """Nothing breaches and simple's sparkline ends in four points within the budget."""
+    if 'data-breaching="0"' not in html or "<polyline" not in _section(html, "simple"):
+        return False
+    values, budget, _ = _sparkline_values(_section(html, "simple"))
+    return len(values) >= 4 and all(v <= budget for v in values[-4:])
+
+
+def _spiked(html: str) -> bool:
+    """One model breaches, and simple's sparkline ends in three points over the budget."""
+    if 'data-breaching="1"' not in html or "<polyline" not in _section(html, "simple"):
+        return False
+    values, budget, _ = _sparkline_values(_section(html, "simple"))
+    return all(v > budget for v in values[-3:])
+
+
+def _sparkline_values(section: str) -> tuple[list[float], float, float]:
+    """The p95 seconds the section's polyline was drawn at, its budget and the budget
+    line's y, read back from the coordinates."""
+    y_max = float(re.search(r'data-y-max-seconds="([^"]+)"', section).group(1))  # type: ignore[union-attr]
+    budget = float(re.search(r'data-budget-seconds="([^"]+)"', section).group(1))  # type: ignore[union-attr]
+    points = re.search(r'<polyline class="p95" points="([^"]*)"', section)
+    budget_y = float(re.search(r'class="budget"[^>]* y1="([^"]+)"', section).group(1))  # type: ignore[union-attr]
+    top, bottom = spark_y(y_max, y_max), spark_y(0.0, y_max)
+    ys = [float(pair.split(",")[1]) for pair in points.group(1).split()] if points else []
+    return [(bottom - y) / (bottom - top) * y_max for y in ys], budget, budget_y
+
+
+def test_headline_counts_the_breaching_model_and_its_sparkline_is_drawn(tmp_path: Path) -> None:
+    """Breaks if the headline does not say "1 of 2" when one model's latency spikes over
+    its budget, the breaching model's p95 history is not on the page as a polyline with
+    the budget line and warning dots, or Chromium's pixels inside the sparkline's box do
+    not show the polyline's and the budget line's colours at their places."""
+    with Simulator() as sim:
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            "canary: {rate: 5/s, timeout: 5s}\nscrape: {interval: 1s, timeout: 800ms}\n"
+            "alerting: {evaluation_interval: 1s}\nsweep: {enabled: false}\n"
+            "slo: {latency: {threshold: 500ms}}\n"  # far above a busy 2-core machine's noise
+            f"targets: [{{name: sim, url: '{sim.http_url}', metrics_url: '{sim.metrics_url}',"
+            " models: [{name: simple}, {name: resnet50}]}]\n"
+        )
+        daemon = DaemonProcess(config)
+        try:
+            # The first requests (connections, warm-up) can be slow: wait until both
+            # models are within their SLO and simple has a stretch of history under budget.
+            wait_until(lambda: _settled(http_get(f"{daemon.url}/")[1]), 60,
+                       "both models within their SLO, four p95 points under budget")  # fmt: skip
+            sim.inject_fault(kind="latency_spike", factor=600, model="simple")  # 1 ms → 0.6-1.5 s
+            wait_until(lambda: _spiked(http_get(f"{daemon.url}/")[1]), 40,
+                       "simple breaching, its last three p95 points over budget")  # fmt: skip
+            browser = DevTools(tmp_path)
+            try:
+                found, png = browser.load(f"{daemon.url}/", 1200, 3000, _BOXES_AND_DOM)
+            finally:
+                browser.close()
+        finally:
+            assert daemon.stop() == 0
+    (tmp_path / "status.png").write_bytes(png)  # for a person looking at a failure
+    html = found["dom"]
+    headline = re.search(r'<h1 class="headline"[^>]*>\s*<span class="(\w+)">([^<]+)</span>', html)
+    assert headline is not None
+    assert headline.groups() == ("breach", "1 of 2 models breaching their SLO")
+    simple, resnet = _section(html, "simple"), _section(html, "resnet50")
+    assert '<p class="verdict breach">breaching: p95 ' in simple
+    assert '<p class="verdict ok">within SLO</p>' in resnet
+    values, budget, budget_y = _sparkline_values(simple)
+    assert budget == 0.5
+    assert sum(v <= budget for v in values) >= 4 and sum(v > budget for v in values) >= 3
+    assert values[-1] > budget  # the spike is still on
+    assert simple.count('<circle class="over"') == sum(v > budget for v in values)
+    assert all(v < budget for v in _sparkline_values(resnet)[0])
+    assert "circle" not in resnet.split('<svg class="sparkline"')[1].split("</svg>")[0]
+
+    pixels = _crop(png, found["boxes"]["simple"])
+    line, dashed, over = (_colour_mask(pixels, c) for c in (P95_COLOUR, BUDGET_COLOUR, OVER_COLOUR))
+    assert line.sum() >= 100, "no polyline pixels in the sparkline's box"
+    assert over.sum() >= 10, "no warning dots in the sparkline's box"
+    budget_rows = np.flatnonzero(dashed.sum(axis=1) >= pixels.shape[1] / 4)
+    assert budget_rows.size > 0, "no dashed budget line in the sparkline's box"
+    box_top = found["boxes"]["simple"][1] - math.floor(found["boxes"]["simple"][1])
+    assert abs(budget_rows.mean() - (budget_y + box_top)) <= 1.5  # drawn where the budget is
+    line_rows = np.flatnonzero(line.any(axis=1))
+    assert line_rows.min() < budget_rows.min() and line_rows.max() > budget_rows.max()
+    assert not _colour_mask(_crop(png, found["boxes"]["resnet50"]), OVER_COLOUR).any()
 
 
 def test_status_page_in_chromium(tmp_path: Path) -> None:

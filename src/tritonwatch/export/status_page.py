@@ -1,26 +1,33 @@
-"""The status page at ``/``: one server-rendered HTML page, no JavaScript.
+"""The status page at ``/``: one server-rendered HTML page, no JavaScript, no fonts.
 
-Per target and model: readiness, the canary's quantiles against the budget, its last
-error (the reason, when it fails), what the client and network add to Triton's own
-time (:class:`ClientShare`), the latency breakdown and bottleneck, SLO state,
-active recommendations, recent experiment verdicts, and the last sweep's curve as
-inline SVG. The page only reads
-a :class:`StatusSnapshot`; the daemon assembles one per request.
+The headline says how many models breach their SLO (:meth:`ModelStatus.breach_reasons`
+has the rule). Per target and model: readiness, the canary's p95 over the last hour
+against the budget as a sparkline, its quantiles, its last error (the reason, when it
+fails), what the client and network add to Triton's own time (:class:`ClientShare`), the
+latency breakdown and bottleneck, per SLO the error budget left as a bar and the burn
+rates as a chart, active recommendations with their evidence, recent experiment
+verdicts, and the last sweep's curve. The charts are inline SVG
+(:mod:`tritonwatch.export.status_charts`). The page only reads a :class:`StatusSnapshot`;
+the daemon assembles one per request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
 from typing import TYPE_CHECKING
 
 from tritonwatch import __version__
+from tritonwatch.export.latency_history import P95Point
+from tritonwatch.export.status_charts import budget_bar, burn_chart, p95_sparkline, span_text
 from tritonwatch.probe.canary_stats import LastError
 
 if TYPE_CHECKING:
+    from tritonwatch.analysis.advisor_input import Recommendation
     from tritonwatch.analysis.breakdown import LatencyBreakdown
+    from tritonwatch.analysis.slo import SLOStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +35,26 @@ class SloLine:
     name: str
     objective: float
     burn_rates: dict[str, float]
+    """window → burn rate, windows without events left out."""
     budget_remaining: float | None
+    firing: str | None = None
+    """The burn-rate alert condition that holds now, as text; None when none does."""
+
+    @classmethod
+    def of(cls, status: SLOStatus) -> SloLine:
+        """From one evaluated SLO (one source)."""
+        rates = {w: r for w, r in status.burn_rates.items() if r is not None}
+        firing = status.firing
+        return cls(
+            f"{status.spec.kind} ({status.source})",
+            status.spec.objective,
+            rates,
+            status.error_budget_remaining,
+            None
+            if firing is None
+            else f"{firing.severity}: burn over {firing.factor:g}× in both {firing.long_window}"
+            f" and {firing.short_window}",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +65,17 @@ class AdviceLine:
     proposed: str
     reason: str
     severity: str = "info"
+    evidence: Mapping[str, float] = field(default_factory=dict)
+    """The numbers behind the advice (the advisor's names: ``*_seconds``, ``*_ratio``…)."""
+    expected_effect: str = ""
+
+    @classmethod
+    def of(cls, recommendation: Recommendation) -> AdviceLine:
+        r = recommendation
+        return cls(
+            str(r.action), r.parameter, str(r.current), str(r.proposed), r.reason,
+            str(r.severity), dict(r.evidence), r.expected_effect,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,12 +155,36 @@ class ModelStatus:
     """The canary's most recent failed request, whatever came after it."""
     client_share: ClientShare | None = None
     """End to end = server + client & network over the last scrape window."""
+    p95_history: Sequence[P95Point] = ()
+    """The canary's 5-minute p95 at each evaluation over the last hour, oldest first."""
+
+    def breach_reasons(self) -> list[str]:
+        """Why the model counts as breaching its SLO; empty when it does not.
+
+        The rule: a model breaches when its canary p95 (the 5-minute window the page
+        shows) is over the latency budget, *or* any of its SLOs (latency or
+        availability, canary or server source) has a burn-rate alert condition holding
+        now (:data:`~tritonwatch.analysis.slo.BURN_POLICY`). The first is what a person
+        sees right now; the second catches what the p95 hides (errors, a slow tail
+        between p95 and the objective). No data yet is not a breach.
+        """
+        reasons = []
+        p95 = self.quantiles.get("p95")
+        if p95 is not None and p95 > self.budget_seconds:
+            reasons.append(f"p95 {_ms(p95)} over the {_ms(self.budget_seconds)} budget")
+        reasons += [f"{s.name} SLO burning ({s.firing})" for s in self.slos if s.firing]
+        return reasons
 
 
 @dataclass(frozen=True, slots=True)
 class StatusSnapshot:
     models: Sequence[ModelStatus] = field(default_factory=tuple)
     healthy: bool = True
+
+    @property
+    def breaching(self) -> list[ModelStatus]:
+        """The models that breach their SLO (:meth:`ModelStatus.breach_reasons`)."""
+        return [m for m in self.models if m.breach_reasons()]
 
 
 _STYLE = """
@@ -133,6 +194,11 @@ table{border-collapse:collapse;margin:.4em 0}td,th{padding:.2em .7em;border-bott
 .ok{color:#1a7f37}.breach{color:#b42318;font-weight:bold}.muted{color:#777}
 .badge{display:inline-block;padding:0 .5em;border-radius:4px;background:#eef}
 .last-error{background:#fff4f2;border-left:3px solid #b42318;padding:.2em .6em;word-break:break-word}
+.verdict{padding:.15em .6em;border-radius:4px}.verdict.breach{background:#ffebe9}.verdict.ok{background:#dafbe1}
+figure.p95-history{margin:.5em 0}figure.p95-history svg{display:block}
+figcaption{font-size:.85em;color:#555}td svg{vertical-align:middle}td.budget{white-space:nowrap}
+dl.evidence{display:grid;grid-template-columns:max-content max-content;gap:0 1em;margin:.2em 0 .4em 1.5em;font-size:.9em}
+dl.evidence dt{color:#555}dl.evidence dd{margin:0;font-variant-numeric:tabular-nums}
 """
 
 
@@ -199,6 +265,70 @@ def _last_error(last: LastError) -> str:
     )
 
 
+def _evidence_value(name: str, value: float) -> str:
+    """Seconds as milliseconds, ratios and shares as percentages, the rest as numbers."""
+    if name.endswith("_seconds"):
+        return _ms2(value)
+    if name.endswith(("_ratio", "_share")) or name in {"gain", "gpu_utilization"}:
+        return f"{value:.1%}"
+    return f"{value:.4g}"
+
+
+def _recommendation(r: AdviceLine) -> str:
+    evidence = "".join(
+        f"<dt>{escape(name)}</dt><dd>{escape(_evidence_value(name, value))}</dd>"
+        for name, value in r.evidence.items()
+    )
+    effect = (
+        f' <span class="muted">({escape(r.expected_effect)})</span>' if r.expected_effect else ""
+    )
+    return (
+        f'<li class="recommendation">[{escape(r.severity)}] <b>{escape(r.action)}</b> '
+        f"{escape(r.parameter)}: {escape(r.current)} → {escape(r.proposed)} — {escape(r.reason)}"
+        f"{effect}" + (f'<dl class="evidence">{evidence}</dl>' if evidence else "") + "</li>"
+    )
+
+
+def _p95_history(status: ModelStatus) -> str:
+    points = status.p95_history
+    if not points:
+        return '<p class="p95-history muted">no p95 history yet</p>'
+    span = span_text(points[0].age_seconds)
+    return (
+        f'<figure class="p95-history">{p95_sparkline(points, status.budget_seconds)}'
+        f"<figcaption>canary p95, last {span}: now {_ms(points[-1].p95_seconds)}, highest "
+        f"{_ms(max(p.p95_seconds for p in points))}; dashed: the "
+        f"{_ms(status.budget_seconds)} budget</figcaption></figure>"
+    )
+
+
+def _verdict(status: ModelStatus) -> str:
+    reasons = status.breach_reasons()
+    if reasons:
+        return f'<p class="verdict breach">breaching: {escape("; ".join(reasons))}</p>'
+    if status.quantiles.get("p95") is None and not status.slos:
+        return '<p class="verdict muted">no data yet</p>'
+    return '<p class="verdict ok">within SLO</p>'
+
+
+def _firing(slo: SloLine) -> str:
+    return "" if slo.firing is None else f'<span class="breach">{escape(slo.firing)}</span>'
+
+
+def _slo_table(slos: Sequence[SloLine]) -> str:
+    rows = "".join(
+        f'<tr class="slo-line"><td>{escape(s.name)}</td><td>{s.objective:.3%}</td>'
+        f'<td class="budget">{budget_bar(s.budget_remaining)}</td>'
+        f"<td>{burn_chart(s.burn_rates)}</td>"
+        f"<td>{_firing(s)}</td></tr>"
+        for s in slos
+    )
+    return (
+        '<table class="slo"><tr><th>SLO</th><th>objective</th><th>error budget</th>'
+        f"<th>burn rates</th><th>alert</th></tr>{rows}</table>"
+    )
+
+
 def _model_section(status: ModelStatus) -> str:
     p95 = status.quantiles.get("p95")
     state = "no data" if p95 is None else ("ok" if p95 <= status.budget_seconds else "breach")
@@ -212,6 +342,8 @@ def _model_section(status: ModelStatus) -> str:
         f"p50 {_ms(status.quantiles.get('p50'))}, p99 {_ms(status.quantiles.get('p99'))}; "
         + ", ".join(f"{escape(k)} {v}" for k, v in sorted(status.outcomes.items()) if v)
         + "</p>",
+        _verdict(status),
+        _p95_history(status),
     ]
     if status.last_error is not None:
         parts.append(_last_error(status.last_error))
@@ -225,21 +357,9 @@ def _model_section(status: ModelStatus) -> str:
             f'<table class="breakdown"><caption>latency breakdown{neck}</caption><tr>{cells}</tr></table>'
         )
     if status.slos:
-        rows = "".join(
-            f"<tr><td>{escape(s.name)}</td><td>{s.objective:.3%}</td>"
-            f"<td>{', '.join(f'{w}: {r:.2f}×' for w, r in s.burn_rates.items())}</td>"
-            f"<td>{'–' if s.budget_remaining is None else f'{s.budget_remaining:.1%}'}</td></tr>"
-            for s in status.slos
-        )
-        parts.append(
-            f'<table class="slo"><tr><th>SLO</th><th>objective</th><th>burn rates</th><th>budget left</th></tr>{rows}</table>'
-        )
+        parts.append(_slo_table(status.slos))
     if status.recommendations:
-        items = "".join(
-            f'<li class="recommendation">[{escape(r.severity)}] <b>{escape(r.action)}</b> '
-            f"{escape(r.parameter)}: {escape(r.current)} → {escape(r.proposed)} — {escape(r.reason)}</li>"
-            for r in status.recommendations
-        )
+        items = "".join(_recommendation(r) for r in status.recommendations)
         parts.append(f"<h3>recommendations</h3><ul>{items}</ul>")
     if status.experiments:
         items = "".join(
@@ -253,8 +373,18 @@ def _model_section(status: ModelStatus) -> str:
     return "\n".join(parts)
 
 
+def headline(snapshot: StatusSnapshot) -> str:
+    """``1 of 3 models breaching their SLO`` (or ``no models configured``)."""
+    total = len(snapshot.models)
+    if total == 0:
+        return "no models configured"
+    noun = "model" if total == 1 else "models"
+    return f"{len(snapshot.breaching)} of {total} {noun} breaching their SLO"
+
+
 def render_status_page(snapshot: StatusSnapshot) -> str:
     """The whole page (UTF-8 HTML)."""
+    state = "breach" if snapshot.breaching else "ok"
     health = (
         '<span class="ok">healthy</span>'
         if snapshot.healthy
@@ -263,10 +393,12 @@ def render_status_page(snapshot: StatusSnapshot) -> str:
     sections = (
         "\n".join(_model_section(m) for m in snapshot.models) or "<p>no models configured</p>"
     )
+    title = escape(headline(snapshot))
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>tritonwatch</title><style>{_STYLE}</style></head>
-<body><h1>tritonwatch {escape(__version__)} — {health}</h1>
-<p><a href="/metrics">metrics</a> · <a href="/health">health</a></p>
+<html lang="en"><head><meta charset="utf-8"><title>tritonwatch — {title}</title><style>{_STYLE}</style></head>
+<body><h1 class="headline" data-breaching="{len(snapshot.breaching)}" data-models="{len(snapshot.models)}">
+<span class="{state}">{title}</span></h1>
+<p>tritonwatch {escape(__version__)}, daemon {health} · <a href="/metrics">metrics</a> · <a href="/health">health</a></p>
 {sections}
 </body></html>
 """
