@@ -146,7 +146,8 @@ def bench_scrape(quick: bool) -> Table:
         Row("CPU per cycle", [s * 1e3 for s in ours], [s * 1e3 for s in anchor], unit="ms")
     )
     table.notes += [
-        "Ours: /metrics, three statistics calls, the config every fourth cycle, rates and "
+        "Ours: /metrics, one statistics request for every model, the config every "
+        "fourth cycle, rates and "
         "breakdowns; the anchor only fetches and parses /metrics. "
         f"{len(ours)} alternating cycles, median [min–max]. Not one of the issue's seven; "
         "kept because it is the daemon's steady per-target cost.",
