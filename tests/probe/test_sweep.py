@@ -73,24 +73,26 @@ def test_bad_levels_are_refused(text: str) -> None:
 @pytest.mark.e2e
 def test_sweep_finds_the_knee_where_throughput_flattens(sim: SimProcess) -> None:
     settings = SweepSettings(
-        url=sim.http_url, model="simple", levels=(1, 2, 4, 8), window_seconds=0.7
+        url=sim.http_url, model="simple", levels=(1, 2, 4, 8, 16), window_seconds=0.7
     )
     result = SweepRunner(settings).run()
     by_level = {s.level: s for s in result.steps}
-    assert [s.level for s in result.steps] == [1, 2, 4, 8]
+    assert [s.level for s in result.steps] == [1, 2, 4, 8, 16]
     assert all(s.errors == 0 and s.requests > 50 for s in result.steps)
     assert result.knee is not None
     assert result.knee.reached
-    assert result.knee.concurrency in (2, 4)
+    # 2 instances of 4 ms: the server saturates at 2-4 in flight; a loaded host's
+    # client can hold the rise back to 8 (16 is then surely on the plateau)
+    assert result.knee.concurrency in (2, 4, 8)
     # flat after the knee, while the queue (and so p95) keeps growing
-    assert by_level[8].inferences_per_second == pytest.approx(
-        by_level[4].inferences_per_second, rel=0.15
+    assert by_level[16].inferences_per_second == pytest.approx(
+        by_level[8].inferences_per_second, rel=0.15
     )
-    assert by_level[8].p95 > 1.5 * by_level[2].p95
-    assert by_level[8].server is not None
+    assert by_level[16].p95 > 1.5 * by_level[2].p95
+    assert by_level[16].server is not None
     assert (
-        by_level[8].server.stage_seconds["queue"]
-        > by_level[8].server.stage_seconds["compute_infer"]
+        by_level[16].server.stage_seconds["queue"]
+        > by_level[16].server.stage_seconds["compute_infer"]
     )
     assert by_level[1].server is not None
     assert by_level[1].server.stage_seconds["compute_infer"] == pytest.approx(0.004, rel=0.25)

@@ -127,13 +127,13 @@ def sweep_settings_from(args: argparse.Namespace) -> SweepSettings:
 
 def run_tune_command(args: argparse.Namespace) -> int:
     console = Console()
-    # The tuner's info events (tune_step) repeat the history table as one long log line
-    # that no terminal width holds; warnings and errors still print.
-    configure_logging("auto", "warning")
     refusal = production_refusal(args) or tls_problem(args)
     if refusal is not None:
         console.print(f"[red]tune: {refusal}[/red]")
         return EXIT_REFUSED
+    # The tuner's info events (tune_step) repeat the history table as one long log line
+    # that no terminal width holds; warnings and errors still print.
+    configure_logging("auto", "warning")
     settings = sweep_settings_from(args)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
