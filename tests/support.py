@@ -58,8 +58,10 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
 class DaemonProcess:
     """``tritonwatch run`` as a real subprocess, its JSON log lines collected as they come."""
 
-    def __init__(self, config: Path, *extra: str, env: dict[str, str] | None = None) -> None:
-        command = [TRITONWATCH, "run", "--config", str(config), "--listen", "127.0.0.1:0"]
+    def __init__(self, config: Path | None, *extra: str, env: dict[str, str] | None = None) -> None:
+        """``config`` None runs without ``--config`` (``extra`` gives ``--url …``)."""
+        source = ["--config", str(config)] if config is not None else []
+        command = [TRITONWATCH, "run", *source, "--listen", "127.0.0.1:0"]
         command += ["--log-format", "json", *extra]
         self.process = subprocess.Popen(
             command,

@@ -30,8 +30,32 @@ def test_valid_config_prints_one_line_summary(tmp_path: Path) -> None:
     )
     result = _check(str(config))
     assert result.returncode == 0
-    assert result.stdout == f"ok: {config}: 2 targets, 3 models, 6 SLOs\n"
+    assert result.stdout.splitlines()[0] == f"ok: {config}: 2 targets, 3 models, 6 SLOs"
     assert result.stderr == ""
+
+
+def test_check_config_prints_the_plan_and_that_models_are_discovered_at_run_time(
+    tmp_path: Path,
+) -> None:
+    """No server is asked: a discovering target says so, a listed model shows its SLOs."""
+    config = tmp_path / "ok.yaml"
+    config.write_text(
+        "targets:\n"
+        "  - name: a\n"
+        "    url: grpc://127.0.0.1:1\n"
+        "    models:\n"
+        "      include: ^bert\n"
+        "      listed: [{name: m1, slo: {latency: {threshold: 20ms}}}]\n"
+    )
+    result = _check(str(config))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"ok: {config}: 1 target, 1 model, 2 SLOs; models of 1 target discovered at run time",
+        "target a: grpc://127.0.0.1:1 (grpc), metrics http://127.0.0.1:8002/metrics",
+        "  models: every READY model (include '^bert'), discovered at run time",
+        "  model m1: canary grpc, 1/s",
+        "    SLO latency: 95% under 20ms; availability: 99.9%; period 28d",
+    ]
 
 
 def test_invalid_config_exits_2_with_the_message_and_no_traceback() -> None:

@@ -41,7 +41,7 @@ def test_file_sd_groups_become_targets(tmp_path: Path) -> None:
 def test_broken_files_and_entries_are_logged_and_skipped(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{not json")
     _sd(tmp_path / "partly.json", [
-        {"targets": ["127.0.0.1:8000"], "labels": {}},  # no models
+        {"targets": ["127.0.0.1:8000"], "labels": {"models": " , "}},  # an empty list
         {"targets": ["127.0.0.1:8001"], "labels": {"models": "ok"}},
     ])  # fmt: skip
     config = parse_config("discovery: {files: ['*.json']}\n", "c.yaml")
@@ -52,6 +52,15 @@ def test_broken_files_and_entries_are_logged_and_skipped(tmp_path: Path) -> None
         "discovery_file_unreadable",
         "discovery_entry_invalid",
     ]
+
+
+def test_file_sd_target_without_models_label_discovers_every_model(tmp_path: Path) -> None:
+    """Without a ``models`` label the target discovers its models (else it would be refused)."""
+    _sd(tmp_path / "sd.json", [{"targets": ["127.0.0.1:8000"], "labels": {}}])
+    config = parse_config("discovery: {files: ['*.json']}\n", "c.yaml")
+    (target,) = discovered_targets(config.discovery, tmp_path)
+    assert target.selection is not None
+    assert target.models == ()
 
 
 def test_shards_partition_the_targets_exactly_and_stably() -> None:

@@ -25,8 +25,9 @@ from typing import Literal
 
 from tritonwatch import __version__
 from tritonwatch.cli_flags import add_flag
-from tritonwatch.config import Config, ConfigError, load_config
+from tritonwatch.config import Config, ConfigError, Problem, load_config
 from tritonwatch.config.checks import cross_field_problems
+from tritonwatch.config.command_line import UrlFlags, config_from_flags
 from tritonwatch.daemon import Daemon
 from tritonwatch.fleet import Shard
 from tritonwatch.logs import configure_logging, get_logger
@@ -44,14 +45,18 @@ CORE_COMMANDS = ("run", "check-config", "demo")
 def _summary(source: str, config: Config) -> str:
     models = sum(len(target.models) for target in config.targets)
     slos = 2 * models  # every model has a latency and an availability SLO
+    discovering = sum(target.selection is not None for target in config.targets)
 
     def plural(count: int, noun: str) -> str:
         return f"{count} {noun}{'' if count == 1 else 's'}"
 
-    return (
+    line = (
         f"ok: {source}: {plural(len(config.targets), 'target')}, "
         f"{plural(models, 'model')}, {plural(slos, 'SLO')}"
     )
+    if discovering:
+        line += f"; models of {plural(discovering, 'target')} discovered at run time"
+    return line
 
 
 def _check_config(args: argparse.Namespace) -> int:
@@ -63,7 +68,69 @@ def _check_config(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(error, file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    from tritonwatch.watch_plan import describe  # noqa: PLC0415 - only this command
+
     print(_summary(args.file, config))
+    print("\n".join(describe(config)))
+    return EXIT_OK
+
+
+def _url_flags(args: argparse.Namespace) -> UrlFlags | None:
+    """The ``--url`` flags, or None when the config comes from a file."""
+    if not args.url:
+        return None
+    return UrlFlags(
+        urls=args.url,
+        metrics_urls=args.metrics_url or (),
+        alertmanager_url=args.alertmanager_url,
+        include=args.models_include,
+        exclude=args.models_exclude,
+        model_refresh_interval=args.model_refresh_interval,
+        max_models_per_target=args.max_models_per_target,
+    )
+
+
+URL_ONLY_FLAGS = ("metrics_url", "alertmanager_url", "models_include", "models_exclude",
+                  "model_refresh_interval", "max_models_per_target")  # fmt: skip
+"""Flags that describe targets with ``--url``; a config file says the same itself."""
+
+
+def _run_config(args: argparse.Namespace) -> tuple[Path | None, Config]:
+    """The config ``run`` uses: from ``--config``, or built from ``--url`` and its flags.
+
+    Raises:
+        ConfigError: the file or the flags are invalid, or both kinds were given.
+    """
+    flags = _url_flags(args)
+    given = [name for name in URL_ONLY_FLAGS if getattr(args, name)]
+    if flags is not None and args.config:
+        raise ConfigError("tritonwatch run", [Problem("--url", "cannot be used with --config")])
+    if flags is None and not args.config:
+        raise ConfigError(
+            "tritonwatch run",
+            [Problem("", "give --url URL (a Triton server) or --config FILE")],
+        )
+    if flags is None and given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ConfigError("tritonwatch run", [Problem(flag, "is for --url; with --config, "
+                                                            "set it in the file")])  # fmt: skip
+    if flags is not None:
+        config = _with_web_config_flag(config_from_flags(flags), args.web_config_file)
+        return None, config
+    config = _with_web_config_flag(load_config(args.config), args.web_config_file)
+    return Path(args.config), config
+
+
+def _dry_run(args: argparse.Namespace, config: Config, shard: Shard) -> int:
+    """Prints what would be watched: asks each index and each model's metadata once.
+    Logs (a server that cannot be read) go to standard error, the plan alone to stdout."""
+    from tritonwatch.fleet import effective_config  # noqa: PLC0415
+    from tritonwatch.watch_plan import dry_run  # noqa: PLC0415
+
+    configure_logging(args.log_format, args.log_level, stream=sys.stderr)
+
+    sharded = effective_config(config, Path.cwd(), shard)
+    print("\n".join(dry_run(sharded, config.scrape.timeout)))
     return EXIT_OK
 
 
@@ -87,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
     log = get_logger("cli")
     try:
-        config = _with_web_config_flag(load_config(args.config), args.web_config_file)
+        config_path, config = _run_config(args)
     except ConfigError as error:
         print(error, file=sys.stderr)
         return EXIT_CONFIG_ERROR
@@ -104,7 +171,9 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"tritonwatch run: {error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    daemon = Daemon(Path(args.config), config, listen_override=args.listen, shard=shard)
+    if args.dry_run:
+        return _dry_run(args, config, shard)
+    daemon = Daemon(config_path, config, listen_override=args.listen, shard=shard)
     try:
         daemon.start()
     except OSError as error:
@@ -171,7 +240,24 @@ def build_parser(
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run the daemon")
-    add_flag(run, "--config", environ=environ, required=True, help="config file (YAML)")
+    add_flag(run, "--config", environ=environ, help="config file (YAML); or give --url")
+    add_flag(run, "--url", environ=environ, action="append", metavar="URL",
+             help="a Triton server (http://, grpc://…); repeatable; every READY model "
+             "is watched with the default canary and SLOs, no config file needed")  # fmt: skip
+    add_flag(run, "--metrics-url", environ=environ, action="append", metavar="URL",
+             help="with --url: its /metrics, once per --url "
+             "(default: its host, port 8002)")  # fmt: skip
+    add_flag(run, "--alertmanager-url", environ=environ, help="with --url: where alerts go")
+    add_flag(run, "--models-include", environ=environ, metavar="REGEX",
+             help="with --url: watch only models whose name matches")  # fmt: skip
+    add_flag(run, "--models-exclude", environ=environ, metavar="REGEX",
+             help="with --url: leave out models whose name matches")  # fmt: skip
+    add_flag(run, "--model-refresh-interval", environ=environ, metavar="DURATION",
+             help="with --url: how often the model index is read again (default 1m)")  # fmt: skip
+    add_flag(run, "--max-models-per-target", environ=environ, metavar="N",
+             help="with --url: models watched per server at most (default 100)")  # fmt: skip
+    add_flag(run, "--dry-run", environ=environ, action="store_true", default=False,
+             help="print what would be watched (asks each server once) and exit")  # fmt: skip
     add_flag(run, "--listen", environ=environ, help="exporter address, overrides exporter.listen")
     add_flag(run, "--web-config-file", environ=environ,
              help="exporter TLS/basic-auth file (exporter-toolkit format), "

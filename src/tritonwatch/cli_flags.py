@@ -46,13 +46,21 @@ def add_flag(
         flag: the long option, e.g. ``--config``.
         environ: the environment to read (tests pass their own); ``os.environ`` by default.
         kwargs: as for ``ArgumentParser.add_argument``. ``action="store_true"`` is honoured
-            for environment values too (``1/true/yes/on``).
+            for environment values too (``1/true/yes/on``); ``action="append"`` (a
+            repeatable flag) reads the variable as comma-separated values.
     """
     env = env_name(flag)
     environment = os.environ if environ is None else environ
     help_text = kwargs.pop("help", "")
     kwargs["help"] = f"{help_text} [env: {env}]".strip()
-    if env in environment:
+    if kwargs.get("action") == "append":
+        # A repeatable flag: the variable holds the values comma-separated, and the
+        # first value on the command line replaces them (instead of adding to them).
+        kwargs["action"] = _AppendOverDefault
+        kwargs["default"] = _split_list(environment.get(env, ""))
+        if kwargs["default"]:
+            kwargs["required"] = False
+    elif env in environment:
         raw = environment[env]
         if kwargs.get("action") == "store_true":
             kwargs["default"] = parse_bool(raw, source=env)
@@ -67,6 +75,25 @@ def add_flag(
             kwargs["default"] = raw
         kwargs["required"] = False
     parser.add_argument(flag, **kwargs)
+
+
+def _split_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+class _AppendOverDefault(argparse.Action):
+    """``append`` whose default (from the environment) the command line replaces."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        current = getattr(namespace, self.dest, None)
+        items = [] if current is None or current is self.default else list(current)
+        setattr(namespace, self.dest, [*items, values])
 
 
 Handler = Callable[[argparse.Namespace], int]

@@ -41,6 +41,7 @@ from tritonwatch.findings import Findings
 from tritonwatch.fleet import Shard, discovery_files, effective_config, fingerprint
 from tritonwatch.listen import ListenAddress, parse_listen_address
 from tritonwatch.logs import REDACTOR, get_logger, secrets_of
+from tritonwatch.model_discovery import ModelDiscovery, with_discovered_models
 from tritonwatch.observations import ReadinessObservation
 from tritonwatch.probe.canary import canary_plans
 from tritonwatch.probe.canary_runner import CanaryRunner
@@ -72,7 +73,8 @@ class Daemon:
     """Runs tritonwatch for one config file.
 
     Args:
-        config_path: the file to (re)load on SIGHUP.
+        config_path: the file to (re)load on SIGHUP; None when the config came from
+            the command line (``run --url``): SIGHUP then only re-applies it.
         config: the already-validated contents of ``config_path``.
         listen_override: the ``--listen`` flag, which wins over ``exporter.listen``.
         probe_factory: builds a target's readiness probe (tests inject their own).
@@ -81,7 +83,7 @@ class Daemon:
 
     def __init__(
         self,
-        config_path: Path,
+        config_path: Path | None,
         config: Config,
         *,
         listen_override: str | None = None,
@@ -94,6 +96,13 @@ class Daemon:
         self._config = config
         self._shard = shard or Shard()
         self._discovery_print: tuple[tuple[str, int, int], ...] = ()
+        self._models = ModelDiscovery(timeout=config.scrape.timeout)
+        self._models_read = False
+        self._discovering = False
+        """Whether a target this replica owns discovers its models."""
+        """Whether the repository indexes were read once (the first read is at start)."""
+        self._apply_lock = threading.Lock()
+        """One apply at a time: a reload (main thread) and a discovery job may race."""
         self._listen_override = listen_override
         self._probe_factory = probe_factory
         self._clock = clock
@@ -166,7 +175,8 @@ class Daemon:
     def start(self) -> None:
         """Starts the exporter and the jobs; returns once both are running."""
         self._state = RunState.STARTING
-        _log.info("starting", version=__version__, config=str(self._config_path))
+        source = str(self._config_path) if self._config_path else "command line"
+        _log.info("starting", version=__version__, config=source)
         exporter = self._config.exporter
         self._server = ExporterServer(
             self._listen_address(self._config),
@@ -192,6 +202,11 @@ class Daemon:
         Returns:
             True when the new config is in force; False when the old one stays.
         """
+        if self._config_path is None:
+            if self._state == RunState.STARTED:
+                self._apply(self._config)
+            _log.info("config_reapplied", targets=len(self._effective_targets))
+            return True
         try:
             new_config = load_config(self._config_path)
         except ConfigError as error:
@@ -211,26 +226,47 @@ class Daemon:
         _log.info("config_reloaded", targets=len(self._effective_targets))
         return True
 
+    @property
+    def _base(self) -> Path:
+        """What relative discovery paths are relative to."""
+        return self._config_path.parent if self._config_path is not None else Path.cwd()
+
     def _apply(self, config: Config) -> None:
-        """Puts ``config`` — with discovered targets, sharded — into force: jobs, canaries."""
-        base = self._config_path.parent
-        self._discovery_print = fingerprint(discovery_files(config.discovery, base))
-        effective = effective_config(config, base, self._shard)
-        self._effective_targets = [target.name for target in effective.targets]
-        self._effective = effective
-        self.triton.apply(effective)
-        self.findings.apply(config, effective)
-        self._schedule(effective)
-        self.canary_stats.set_buckets(_slo_buckets(effective))
-        self._canaries.apply(canary_plans(effective))
+        """Puts ``config`` — with discovered targets, sharded, and the models discovered
+        on them — into force: jobs, scrapers, SLOs, canaries. Series of models no
+        longer in it are dropped here, whatever removed them (a reload, discovery)."""
+        with self._apply_lock:
+            self._discovery_print = fingerprint(discovery_files(config.discovery, self._base))
+            sharded = effective_config(config, self._base, self._shard)
+            effective = with_discovered_models(sharded, self._models.found)
+            self._discovering = any(t.selection is not None for t in sharded.targets)
+            self._effective_targets = [target.name for target in effective.targets]
+            self._effective = effective
+            self.triton.apply(effective)
+            # The effective config for both: advice, like SLOs, covers every model watched.
+            self.findings.apply(effective, effective)
+            self._schedule(effective)
+            self.canary_stats.set_buckets(_slo_buckets(effective))
+            self._canaries.apply(canary_plans(effective))
 
     def _rediscover(self) -> None:
         """The discovery job: re-applies the config when a discovery file changed."""
         with self._lock:
             config = self._config
-        current = fingerprint(discovery_files(config.discovery, self._config_path.parent))
+        current = fingerprint(discovery_files(config.discovery, self._base))
         if current != self._discovery_print:
             _log.info("discovery_changed", files=len(current))
+            self._apply(config)
+
+    def _refresh_models(self) -> None:
+        """The model-discovery job: reads the repository index of every discovering
+        target this replica owns; re-applies the config when the models changed."""
+        with self._lock:
+            config = self._config
+        sharded = effective_config(config, self._base, self._shard)
+        changed = self._models.refresh(sharded)
+        self._models_read = True
+        if changed and self._state == RunState.STARTED:
             self._apply(config)
 
     def _schedule(self, config: Config) -> None:
@@ -274,6 +310,7 @@ class Daemon:
                 id="discovery",
                 next_run_time=now + timedelta(seconds=config.discovery.refresh_interval),
             )
+        self._schedule_model_discovery(config, now)
         for index, name in enumerate(names):
             # Cloudprober's startProbesWithJitter: spread first runs over the interval
             # so that many targets never fire in the same instant.
@@ -289,6 +326,23 @@ class Daemon:
                 misfire_grace_time=max(1, int(interval)),
             )
             self._schedule_scrape(name, interval, offset, now)
+
+    def _schedule_model_discovery(self, config: Config, now: datetime) -> None:
+        """Reads repository indexes every ``discovery.model_refresh_interval`` when a
+        target discovers its models; the first read right away."""
+        if not self._discovering:
+            return
+        every = config.discovery.model_refresh_interval
+        delay = every if self._models_read else 0.0
+        self._ledger.expect("model_discovery", every, self._clock() + delay)
+        self._scheduler.add_job(
+            self._run_ledgered,
+            IntervalTrigger(seconds=every, timezone=UTC),
+            args=["model_discovery", self._refresh_models],
+            id="model_discovery",
+            next_run_time=now + timedelta(seconds=delay),
+            misfire_grace_time=max(1, int(every)),
+        )
 
     def _schedule_scrape(self, target: str, interval: float, offset: float, now: datetime) -> None:
         """The target's Triton scrape (/metrics, statistics, config) on the scrape

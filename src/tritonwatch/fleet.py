@@ -3,7 +3,9 @@
 When one daemon is not enough, run one per GPU node (each watching its local
 Triton), or N replicas with ``--shard-index I --shard-count N``: each target goes
 to exactly one replica, chosen by a hash of its name, so replicas need no
-coordination and a target moves only when the shard count changes.
+coordination and a target moves only when the shard count changes. The models
+discovered on a target (:mod:`tritonwatch.model_discovery`) go with it: only the
+replica that owns a target reads its repository index.
 """
 
 from __future__ import annotations
@@ -75,12 +77,10 @@ def _target(address: str, labels: dict[str, str], name: str) -> TargetConfig:
     scheme = labels.get("__scheme__", "http")
     if protocol == "grpc":
         scheme = "grpcs" if scheme == "https" else "grpc"
-    models = [m.strip() for m in labels.get("models", "").split(",") if m.strip()]
-    document: dict[str, Any] = {
-        "name": name,
-        "url": f"{scheme}://{address}",
-        "models": [{"name": model} for model in models],
-    }
+    document: dict[str, Any] = {"name": name, "url": f"{scheme}://{address}"}
+    if "models" in labels:  # without the label, every READY model is discovered
+        models = [m.strip() for m in labels["models"].split(",") if m.strip()]
+        document["models"] = [{"name": model} for model in models]
     if "metrics_url" in labels:
         document["metrics_url"] = labels["metrics_url"]
     return TargetConfig.model_validate(document)

@@ -37,7 +37,10 @@ EXPECTED = {
         "got: 'tcp://127.0.0.1:8000'"
     ),
     "rate_not_a_rate.yaml": "canary.rate: must be a rate like 2/s, 30/m or 100/h, got: '2 per second'",
-    "models_missing.yaml": "targets[0].models: required field is missing",
+    "models_include_bad_regex.yaml": (
+        "targets[0].models.include: is not a valid regular expression (missing ), "
+        "unterminated subpattern at position 6), got: 'resnet('"
+    ),
     "targets_empty.yaml": "targets: must list at least 1 entry (or set discovery.files), got: []",
     "max_in_flight_not_an_integer.yaml": (
         "canary.max_in_flight: input should be a valid integer, unable to parse string as an "

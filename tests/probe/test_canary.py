@@ -162,11 +162,12 @@ def test_a_model_it_cannot_fill_is_reported_and_the_others_run(runner: CanaryRun
     with Simulator() as sim, capture_logs() as logs:
         runner.start([_plan(sim, model="text_identity", inputs=wrong), _plan(sim, model="simple")])
         _wait_for(runner, "success", 3, model="simple")
-    errors = [log for log in logs if log["event"] == "canary_payload_error"]
+    errors = [log for log in logs if log["event"] == "canary_skipped"]
     assert len(errors) == 1
     assert errors[0]["model"] == "text_identity"
-    assert "input 'PROMPT': no such input" in errors[0]["error"]
+    assert errors[0]["reason"].startswith("input 'PROMPT': no such input")
     assert sum(_series(runner, "text_identity").outcomes.values()) == 0
+    assert runner.stats.skipped() == {("sim", "text_identity", "http"): errors[0]["reason"]}
 
 
 def test_a_hanging_target_never_delays_another(runner: CanaryRunner, hanging_endpoint: str) -> None:

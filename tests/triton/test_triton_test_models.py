@@ -34,6 +34,7 @@ def test_every_model_is_ready_and_listed(real_triton: RealTriton) -> None:
         "dynamic_shape",
         "flaky",
         "needs_two",
+        "optional_input",
         "slow_queue",
         "streaming",
         "text",

@@ -14,6 +14,8 @@ without new files):
   ``tokens`` responses: the first after ``first_token_ms``, then one every ``token_gap_ms``.
 
 Each output mirrors the input of the same position, so a client can check what it got.
+An optional input the request leaves out is answered with the first input in its place:
+every output is always there, as a real model answers every output it lists.
 """
 
 import json
@@ -56,6 +58,7 @@ class TritonPythonModel:
         for name in self.inputs:
             tensor = pb_utils.get_input_tensor_by_name(request, name)
             arrays.append(None if tensor is None else tensor.as_numpy())
+        arrays = [arrays[0] if array is None else array for array in arrays]
         for array in arrays:
             if array is not None and array.dtype.kind in "fiu" and (array < 0).any():
                 return pb_utils.InferenceResponse(

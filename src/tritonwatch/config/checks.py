@@ -46,9 +46,10 @@ def _unique_names(config: Config) -> Iterator[Problem]:
         for m, model in enumerate(target.models):
             key = (model.name, model.version)
             if key in first_model:
+                where = f"targets[{t}].{target.models_path}"
                 yield Problem(
-                    f"targets[{t}].models[{m}].name",
-                    f"duplicate model (also targets[{t}].models[{first_model[key]}])",
+                    f"{where}[{m}].name",
+                    f"duplicate model (also {where}[{first_model[key]}])",
                     model.name,
                 )
             first_model.setdefault(key, m)
@@ -101,7 +102,7 @@ def _latency_threshold_observable(config: Config) -> Iterator[Problem]:
             threshold = config.slo_for(model).latency.threshold
             timeout = config.canary_for(target, model).timeout
             if threshold >= timeout:
-                path = f"targets[{t}].models[{m}].slo" if model.slo else "slo"
+                path = f"targets[{t}].{target.models_path}[{m}].slo" if model.slo else "slo"
                 yield Problem(
                     f"{path}.latency.threshold",
                     f"must be shorter than the canary timeout ({format_duration(timeout)})",
@@ -114,7 +115,7 @@ def _latency_threshold_observable(config: Config) -> Iterator[Problem]:
 def _sweep_levels_within_caps(config: Config) -> Iterator[Problem]:
     """Sweep levels may not pass ``max_concurrency``, and that may not pass the hard cap."""
     sections = [("sweep", config.sweep)] + [
-        (f"targets[{t}].models[{m}].sweep", config.sweep_for(model))
+        (f"targets[{t}].{target.models_path}[{m}].sweep", config.sweep_for(model))
         for t, target in enumerate(config.targets)
         for m, model in enumerate(target.models)
         if model.sweep is not None

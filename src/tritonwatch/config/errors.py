@@ -7,10 +7,13 @@ import json
 import types
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
+
+from tritonwatch.config.schema import UNION_TAGS
 
 Loc = tuple[int | str, ...]
 _MISSING = object()
@@ -102,6 +105,8 @@ def field_path(loc: Loc) -> str:
     """``('targets', 0, 'models', 1, 'name')`` → ``targets[0].models[1].name``."""
     path = ""
     for part in loc:
+        if part in UNION_TAGS:  # which shape of ``models:`` pydantic tried: not the user's
+            continue
         if isinstance(part, int):
             path += f"[{part}]"
         else:
@@ -161,31 +166,59 @@ def _allowed_keys(loc: Loc, schema: type[BaseModel]) -> list[str]:
     """Walks the schema along ``loc`` to list the keys valid next to the unknown one."""
     model: type[BaseModel] | None = schema
     expecting_dict_key = False
-    for part in loc[:-1]:
+    parts = [part for part in loc if part not in UNION_TAGS]
+    for index, part in enumerate(parts[:-1]):
         if isinstance(part, int):
             continue
         if expecting_dict_key:
             expecting_dict_key = False
             continue
-        field = model.model_fields.get(part) if model else None
+        field = _field_named(model, part) if model else None
         if field is None:
             return []
-        model, expecting_dict_key = _model_inside(field.annotation)
-    return list(model.model_fields) if model else []
+        in_list = isinstance(parts[index + 1], int)
+        model, expecting_dict_key = _model_inside(field.annotation, in_list)
+    return [_key_of(name, field) for name, field in model.model_fields.items()] if model else []
 
 
-def _model_inside(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
-    """Finds the config section type in ``X | None``, ``tuple[X, ...]``, ``dict[str, X]``."""
+def _key_of(name: str, field: FieldInfo) -> str:
+    """The key a field is written under in the file (its alias, if it has one)."""
+    return field.alias or name
+
+
+def _field_named(model: type[BaseModel], key: str) -> FieldInfo | None:
+    for name, field in model.model_fields.items():
+        if _key_of(name, field) == key:
+            return field
+    return None
+
+
+def _model_inside(annotation: Any, in_list: bool = False) -> tuple[type[BaseModel] | None, bool]:
+    """Finds the config section type in ``X | None``, ``tuple[X, ...]``, ``dict[str, X]``;
+    of ``tuple[X, ...] | Y`` (the two shapes of ``models:``), X when ``in_list``, else Y."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation, False
     origin = get_origin(annotation)
+    if origin is Annotated:
+        return _model_inside(get_args(annotation)[0], in_list)
     arguments = [a for a in get_args(annotation) if a is not type(None) and a is not Ellipsis]
     if origin is dict and len(arguments) == 2:
         inner, _ = _model_inside(arguments[1])
         return inner, True
+    if origin in (Union, types.UnionType):
+        shapes = [_unannotated(a) for a in arguments]
+        if any(get_origin(a) in (tuple, list) for a in shapes) and len(shapes) > 1:
+            arguments = [
+                a for a, shape in zip(arguments, shapes, strict=True)
+                if (get_origin(shape) in (tuple, list)) == in_list
+            ]  # fmt: skip
     if origin in (tuple, list, Union, types.UnionType):
         for argument in arguments:
-            inner, is_dict = _model_inside(argument)
+            inner, is_dict = _model_inside(argument, in_list)
             if inner is not None:
                 return inner, is_dict
     return None, False
+
+
+def _unannotated(annotation: Any) -> Any:
+    return get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation

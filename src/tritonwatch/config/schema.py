@@ -8,11 +8,12 @@ only the fields a user actually wrote replace the global values (see
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag
 from pydantic_core import PydanticCustomError
 
 from tritonwatch.client_tls import ClientTLS
@@ -24,6 +25,7 @@ from tritonwatch.config.types import (
     PositiveInt,
     Rate,
     Ratio,
+    Regex,
     Secret,
     url_with_scheme,
 )
@@ -144,6 +146,49 @@ class WatchedModel(Section):
     sweep: SweepConfig | None = None
 
 
+class ModelSelection(Section):
+    """``models: {include, exclude, listed}``: every READY model of the server's
+    repository index whose name matches ``include`` (anywhere in the name; all when
+    unset) and not ``exclude``, plus the ``listed`` ones, which keep their own settings
+    and win over the discovered entry of the same name. A target without ``models:``
+    gets ``ModelSelection()``: every READY model."""
+
+    include: Regex | None = None
+    exclude: Regex | None = None
+    listed: tuple[WatchedModel, ...] = ()
+
+    def selects(self, name: str) -> bool:
+        """Whether a model discovered under ``name`` is watched."""
+        if self.include is not None and re.search(self.include, name) is None:
+            return False
+        return self.exclude is None or re.search(self.exclude, name) is None
+
+
+MODELS_LIST_TAG = "<list>"
+MODELS_SELECTION_TAG = "<selection>"
+UNION_TAGS = frozenset({MODELS_LIST_TAG, MODELS_SELECTION_TAG})
+"""The names pydantic puts into error locations for the two shapes of ``models:``;
+:func:`tritonwatch.config.errors.field_path` leaves them out."""
+
+
+def _models_shape(value: object) -> str | None:
+    if isinstance(value, list | tuple):
+        return MODELS_LIST_TAG
+    return MODELS_SELECTION_TAG if isinstance(value, dict | ModelSelection) else None
+
+
+ModelSpec = Annotated[
+    Annotated[tuple[WatchedModel, ...], Field(min_length=1), Tag(MODELS_LIST_TAG)]
+    | Annotated[ModelSelection, Tag(MODELS_SELECTION_TAG)],
+    Discriminator(
+        _models_shape,
+        custom_error_type="tritonwatch",
+        custom_error_message="must be a list of models or a mapping with include, exclude, listed",
+    ),
+]
+"""A list (exactly these models, as written) or a :class:`ModelSelection` (discovered)."""
+
+
 HttpUrl = Annotated[str, url_with_scheme(("http", "https"))]
 TritonUrl = Annotated[str, url_with_scheme(("http", "https", "grpc", "grpcs"))]
 GrpcUrl = Annotated[str, url_with_scheme(("grpc", "grpcs"))]
@@ -175,7 +220,26 @@ class TargetConfig(Section):
     daemon schedules no sweep on it unless ``sweep.allow_production`` is set."""
     tls: TargetTLS | None = None
     """Used for every secure URL of the target (API, gRPC, metrics)."""
-    models: tuple[WatchedModel, ...] = Field(min_length=1)
+    model_spec: ModelSpec = Field(default_factory=ModelSelection, alias="models")
+    """What ``models:`` says; after discovery (:mod:`tritonwatch.model_discovery`) the
+    effective config holds the resolved list here."""
+
+    @property
+    def models(self) -> tuple[WatchedModel, ...]:
+        """The models watched: the list, or, before discovery resolved a selection,
+        its ``listed`` models."""
+        spec = self.model_spec
+        return spec.listed if isinstance(spec, ModelSelection) else spec
+
+    @property
+    def selection(self) -> ModelSelection | None:
+        """How models are discovered on this target; None for a fixed list."""
+        return self.model_spec if isinstance(self.model_spec, ModelSelection) else None
+
+    @property
+    def models_path(self) -> str:
+        """Where :attr:`models` are written in the file (for error messages)."""
+        return "models.listed" if self.selection is not None else "models"
 
     @property
     def client_tls(self) -> ClientTLS | None:
@@ -301,13 +365,20 @@ class DiscoveryConfig(Section):
     """Targets from Prometheus ``file_sd`` files (JSON or YAML), re-read when they change.
 
     Each entry is ``{"targets": ["host:port", ...], "labels": {...}}``; labels ``models``
-    (comma-separated, required), ``name``, ``protocol`` (http|grpc), ``__scheme__``
-    (http|https) and ``metrics_url`` describe the targets.
+    (comma-separated; without it every READY model is discovered), ``name``,
+    ``protocol`` (http|grpc), ``__scheme__`` (http|https) and ``metrics_url`` describe
+    the targets.
     """
 
     files: tuple[str, ...] = ()
     """Glob patterns; relative ones are relative to the config file's folder."""
     refresh_interval: Duration = 30.0
+    model_refresh_interval: Duration = 60.0
+    """How often each discovering target's repository index is read again (models
+    loaded, unloaded or reloaded since)."""
+    max_models_per_target: PositiveInt = 100
+    """Discovered models watched per target at most (the first, by name); listed
+    models always count."""
 
 
 class Config(Section):

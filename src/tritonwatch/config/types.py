@@ -107,6 +107,14 @@ def _expand_env_reference(value: object) -> object:
     return value
 
 
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as error:
+        raise _custom(f"is not a valid regular expression ({error})") from None
+    return value
+
+
 def _auto_bool(value: object) -> object:
     if isinstance(value, bool) or value == "auto":
         return value
@@ -144,6 +152,9 @@ AutoBool = Annotated[bool | Literal["auto"], BeforeValidator(_auto_bool)]
 PositiveInt = Annotated[int, AfterValidator(_positive_int)]
 
 Name = Annotated[str, AfterValidator(_non_empty)]
+
+Regex = Annotated[str, AfterValidator(_regex)]
+"""A Python regular expression (``re``), checked when the file is read."""
 
 Secret = Annotated[SecretStr, BeforeValidator(_expand_env_reference)]
 """A secret value, literal or ``${ENV_VAR}``; repr and logs never show it."""

@@ -1,4 +1,5 @@
-"""Canary metrics: request outcomes, the end-to-end latency histogram, window quantiles."""
+"""Canary metrics: request outcomes, the end-to-end latency histogram, window quantiles,
+open circuit breakers and skipped canaries."""
 
 from __future__ import annotations
 
@@ -89,7 +90,16 @@ class CanaryCollector(Collector):
         for snap in snapshots:
             key = (snap.target, snap.model, snap.protocol)
             circuit.add_metric(list(key), 1.0 if key in open_circuits else 0.0)
+        skipped = GaugeMetricFamily(
+            "tritonwatch_canary_skipped",
+            "1 while a model's canary sends nothing because it cannot fill an input "
+            "(reason: which input and why; a config reload tries again).",
+            labels=["target", "model", "protocol", "reason"],
+        )
+        for (target, model, protocol), reason in sorted(self._stats.skipped().items()):
+            skipped.add_metric([target, model, protocol, reason], 1.0)
         yield requests
         yield latency
         yield quantiles
         yield circuit
+        yield skipped

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from tritonwatch import __version__
 from tritonwatch.export.latency_history import P95Point
 from tritonwatch.export.status_charts import budget_bar, burn_chart, p95_sparkline, span_text
-from tritonwatch.probe.canary_stats import LastError
+from tritonwatch.probe.canary_stats import SKIPPED, LastError
 
 if TYPE_CHECKING:
     from tritonwatch.analysis.advisor_input import Recommendation
@@ -258,6 +258,11 @@ def ago(seconds: float) -> str:
 
 def _last_error(last: LastError) -> str:
     stamp = utc_time(last.wall_time)
+    if last.outcome == SKIPPED:  # the canary sends nothing: say why, not "last error"
+        return (
+            f'<p class="last-error skipped">canary skipped: '
+            f'<code class="error">{escape(last.error)}</code> (since {stamp})</p>'
+        )
     return (
         f'<p class="last-error">last canary error <time datetime="{stamp}">{stamp}</time> '
         f"({ago(last.age_seconds)} ago): <b>{escape(last.outcome)}</b> — "

@@ -41,6 +41,9 @@ METADATA_RETRY_MIN_SECONDS = 1.0
 METADATA_RETRY_MAX_SECONDS = 10.0
 """As the breaker's probe period: a server back up sees the canary within 10 s, whether it
 was down at start or went down later (under the default 15 s scrape interval)."""
+DYNAMIC_DIM = 1
+"""What a dynamic dim (-1) of an input is when ``canary.inputs.NAME.shape`` does not say:
+the smallest request, so any model gets a canary without hand-written inputs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +175,9 @@ class ModelCanary:
 
     async def prepare(self) -> bool:
         """Builds the payload from metadata/config, retrying with backoff while the server
-        is unreachable. Returns False (after one error log) when the model cannot be filled."""
+        is unreachable. Returns False when the model cannot be filled, after one
+        ``canary_skipped`` log line, with the reason kept in the statistics (the
+        ``tritonwatch_canary_skipped`` metric, the status page)."""
         delay = METADATA_RETRY_MIN_SECONDS
         plan = self.plan
         # The server refusing (either client's error class), unreachable, or slow.
@@ -204,16 +209,21 @@ class ModelCanary:
             self._tensors = build_inputs(
                 plan.model, specs, plan.inputs, "zero" if plan.data == "zero" else "random",
                 string_length=plan.string_length, string_data=plan.string_data,
+                dynamic_dim=DYNAMIC_DIM,
             )  # fmt: skip
         except PayloadError as error:
-            _log.error(
-                "canary_payload_error",
+            # Skipped, not retried: the model's metadata will not change by waiting. A
+            # config reload (a sample file, a shape) prepares it again.
+            _log.warning(
+                "canary_skipped",
                 target=plan.target,
                 model=plan.model,
                 input=error.input_name,
-                error=str(error),
+                reason=error.reason,
             )
+            self._stats.set_skipped(plan.key, error.reason, self._clock())
             return False
+        self._stats.set_skipped(plan.key, None)
         self._outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
         return True
 

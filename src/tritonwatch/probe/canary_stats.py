@@ -32,10 +32,15 @@ def latency_buckets(thresholds: Iterable[float]) -> tuple[float, ...]:
     return tuple(sorted(set(DEFAULT_BUCKETS) | {round(t, 9) for t in thresholds}))
 
 
+SKIPPED = "skipped"
+""":attr:`LastError.outcome` of a canary that sends nothing: its model cannot be filled."""
+
+
 @dataclass(frozen=True, slots=True)
 class LastError:
     """The most recent failed request of a series: what a person asks first when the
-    availability SLO burns ("failing how, and since when?")."""
+    availability SLO burns ("failing how, and since when?"). Or, with the outcome
+    :data:`SKIPPED`, why the canary sends nothing at all."""
 
     outcome: str
     error: str
@@ -88,6 +93,7 @@ class CanaryStats:
         self._buckets = tuple(buckets)
         self._series: dict[SeriesKey, _Series] = {}
         self._open_circuits: set[SeriesKey] = set()
+        self._skipped: dict[SeriesKey, str] = {}
 
     def set_circuit_open(self, key: SeriesKey, *, open_: bool) -> None:
         """Records whether a canary's circuit breaker holds its load back."""
@@ -100,6 +106,26 @@ class CanaryStats:
     def open_circuits(self) -> set[SeriesKey]:
         with self._lock:
             return set(self._open_circuits)
+
+    def set_skipped(self, key: SeriesKey, reason: str | None, at: float = 0.0) -> None:
+        """Records that a canary sends nothing and why (None: it runs after all). The
+        reason is also the series' last error, so whatever shows last errors shows it."""
+        with self._lock:
+            series = self._series.get(key)
+            if reason is None:
+                self._skipped.pop(key, None)
+                last = None if series is None else series.last_error
+                if series is not None and last is not None and last.outcome == SKIPPED:
+                    series.last_error = None
+                return
+            self._skipped[key] = reason
+            if series is not None:
+                series.last_error = LastError(SKIPPED, reason, at, self._wall_clock())
+
+    def skipped(self) -> dict[SeriesKey, str]:
+        """The canaries that send nothing, with why."""
+        with self._lock:
+            return dict(self._skipped)
 
     @property
     def buckets(self) -> tuple[float, ...]:
@@ -118,6 +144,7 @@ class CanaryStats:
         wanted = set(keys)
         with self._lock:
             self._series = {k: v for k, v in self._series.items() if k in wanted}
+            self._skipped = {k: v for k, v in self._skipped.items() if k in wanted}
             for key in wanted - self._series.keys():
                 self._series[key] = _Series(len(self._buckets))
 

@@ -2,10 +2,19 @@
 
 Triton's metadata shapes include the batch dimension as -1 when the model batches;
 its config ``dims`` do not. With the config we know which -1 is the batch (we send
-batch 1); without it (a plain KServe v2 server) a leading -1 is taken as the batch.
-Any other -1 needs a ``canary.inputs.NAME.shape`` override: otherwise
-:class:`PayloadError` says which model and input. Tensors are built once and reused
-for every request.
+batch 1, as perf_analyzer does by default); without it (a plain KServe v2 server) a
+leading -1 is taken as the batch. Any other -1 (a dynamic dim) is ``dynamic_dim`` (the
+canary sends 1, so a model nobody configured still gets a request) unless
+``canary.inputs.NAME.shape`` gives the whole shape; without a ``dynamic_dim`` (the
+sweep, like perf_analyzer without ``--shape``) it is a :class:`PayloadError`.
+
+Metadata says nothing of optional inputs or shape tensors; the config does
+(``optional: true``, ``is_shape_tensor: true`` on an input). An optional input is
+left out unless ``canary.inputs`` names it, as a client that does not need it leaves
+it out. A shape tensor's *values* are shapes the model acts on, which random numbers
+are not: it is sent only from a sample file, otherwise the model cannot be filled
+(:class:`PayloadError`, which the canary reports as skipped). Tensors are built once
+and reused for every request.
 
 A :class:`Tensor` holds its elements as the wire carries them (little-endian; BYTES
 length-prefixed), built with the standard library (:mod:`~tritonwatch.probe.datatypes`):
@@ -58,7 +67,9 @@ class PayloadError(Exception):
     def __init__(self, model: str, input_name: str, reason: str) -> None:
         self.model = model
         self.input_name = input_name
-        super().__init__(f"model {model!r}, input {input_name!r}: {reason}")
+        self.reason = f"input {input_name!r}: {reason}"
+        """Which input and why, without the model (for a label next to ``model``)."""
+        super().__init__(f"model {model!r}, {self.reason}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,10 @@ class TensorSpec:
     name: str
     datatype: str
     shape: tuple[int, ...]
+    optional: bool = False
+    """The config marks it ``optional``: sent only when ``canary.inputs`` names it."""
+    shape_tensor: bool = False
+    """The config marks it ``is_shape_tensor``: only a sample file can fill it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +145,11 @@ def input_specs(
 
     Args:
         metadata: ``GET v2/models/{m}`` (``inputs[].name/datatype/shape``).
-        config: ``GET v2/models/{m}/config`` when the server has it, else None.
+        config: ``GET v2/models/{m}/config`` when the server has it, else None
+            (``input[].optional`` and ``input[].is_shape_tensor`` are read from it).
     """
     batching = config is not None and int(config.get("max_batch_size", 0)) > 0
+    configured = {str(entry.get("name")): entry for entry in (config or {}).get("input") or []}
     specs = []
     for entry in metadata.get("inputs", []):
         name = str(entry["name"])
@@ -143,7 +160,16 @@ def input_specs(
         leading_batch = batching or (config is None and shape[:1] == [-1])
         if leading_batch and shape:
             shape[0] = 1
-        specs.append(TensorSpec(name, datatype, tuple(shape)))
+        own = configured.get(name, {})
+        specs.append(
+            TensorSpec(
+                name,
+                datatype,
+                tuple(shape),
+                optional=bool(own.get("optional", False)),
+                shape_tensor=bool(own.get("is_shape_tensor", False)),
+            )
+        )
     if not specs:
         raise PayloadError(model, "-", "the model metadata lists no inputs")
     return specs
@@ -205,18 +231,22 @@ def build_inputs(
     *,
     string_length: int = DEFAULT_STRING_LENGTH,
     string_data: str | None = None,
+    dynamic_dim: int | None = None,
 ) -> list[Tensor]:
-    """Concrete tensors for every input of ``model``.
+    """Concrete tensors for every input of ``model`` that is sent: every required one,
+    and the optional ones ``overrides`` names.
 
     Args:
         string_length: characters of each random string in a BYTES input.
         string_data: sent in every element of every BYTES input instead (then
             ``string_length`` is unused), as perf_analyzer's ``--string-data``.
+        dynamic_dim: the size of every dynamic dim (-1) an override does not fix;
+            None refuses such an input, as perf_analyzer does without ``--shape``.
 
     Raises:
-        PayloadError: an input with a dynamic dim and no shape override, an override
-            for an input the model does not have, or a sample whose shape contradicts
-            the model.
+        PayloadError: a dynamic dim with no shape override and no ``dynamic_dim``, a
+            shape tensor without a sample file, an override for an input the model
+            does not have, or a sample whose shape contradicts the model.
     """
     known = {spec.name for spec in specs}
     for name in overrides:
@@ -227,6 +257,8 @@ def build_inputs(
     rng = random.Random(seed)  # noqa: S311 - test data, not secrets
     tensors = []
     for spec in specs:
+        if spec.optional and spec.name not in overrides:
+            continue
         override = overrides.get(spec.name, InputOverride())
         shape = tuple(override.shape) if override.shape else spec.shape
         if override.file is not None:
@@ -241,12 +273,22 @@ def build_inputs(
                 )
             tensors.append(sample)
             continue
-        if any(d < 0 for d in shape):
+        if spec.shape_tensor:
             raise PayloadError(
                 model,
                 spec.name,
-                f"shape {list(spec.shape)} has a dynamic dim; set canary.inputs.{spec.name}.shape",
+                "is a shape tensor (its values are shapes the model uses, not data), "
+                f"so only a sample can fill it; set canary.inputs.{spec.name}.file",
             )
+        if any(d < 0 for d in shape):
+            if dynamic_dim is None:
+                raise PayloadError(
+                    model,
+                    spec.name,
+                    f"shape {list(spec.shape)} has a dynamic dim; "
+                    f"set canary.inputs.{spec.name}.shape",
+                )
+            shape = tuple(dynamic_dim if d < 0 else d for d in shape)
         if spec.datatype == "BYTES":
             raw = _strings(shape, string_length, string_data, rng)
         else:

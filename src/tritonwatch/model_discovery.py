@@ -1,0 +1,304 @@
+"""Model discovery: which models a target serves, from its repository index.
+
+A target whose ``models:`` is a selection (or absent) is watched for every READY model
+that the server's repository index lists (``POST /v2/repository/index`` with
+``{"ready": true}``, or gRPC ``RepositoryIndex`` for a gRPC-only target), filtered by
+``include``/``exclude`` and capped at ``discovery.max_models_per_target``; its
+``listed`` models are always watched, with their own settings.
+
+The daemon reads the index again every ``discovery.model_refresh_interval``: when the
+set changes — a model loaded, unloaded, or reloaded with a new config or metadata (so
+the canary builds its request again) — it re-applies the config as a reload does, and
+series of models gone disappear. A server that cannot be read keeps the models found
+last, so a blip does not drop them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import requests
+
+from tritonwatch.client_tls import tls_for
+from tritonwatch.config.schema import Config, ModelSelection, TargetConfig, WatchedModel
+from tritonwatch.logs import get_logger
+
+_log = get_logger("model_discovery")
+READY = "READY"
+MAX_ANSWER_BYTES = 16 * 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """One row of the repository index: a model version and its state."""
+
+    name: str
+    version: str = ""
+    state: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FoundModel:
+    """A discovered model; ``signature`` changes when it is reloaded differently."""
+
+    name: str
+    signature: str = ""
+
+
+class DiscoveryError(Exception):
+    """The index could not be read (unreachable, refused, not JSON)."""
+
+
+def parse_index(document: object) -> list[IndexEntry]:
+    """The entries of an index answer (HTTP: a list; gRPC as JSON: ``{"models": [...]}``)."""
+    rows = document.get("models", []) if isinstance(document, dict) else document
+    if not isinstance(rows, list):
+        raise DiscoveryError("the repository index is not a list")
+    entries = []
+    for row in rows:
+        if isinstance(row, dict) and row.get("name"):
+            entries.append(
+                IndexEntry(
+                    str(row["name"]),
+                    str(row.get("version", "")),
+                    str(row.get("state", "")),
+                    str(row.get("reason", "")),
+                )
+            )
+    return entries
+
+
+def ready_names(entries: Iterable[IndexEntry]) -> list[str]:
+    """Names with at least one READY version, sorted, each once."""
+    return sorted({entry.name for entry in entries if entry.state.upper() == READY})
+
+
+def select_names(
+    target: str, selection: ModelSelection, names: Iterable[str], cap: int
+) -> list[str]:
+    """The discovered names watched: selected by include/exclude, the first ``cap`` by
+    name (listed models are watched besides, and do not count)."""
+    listed = {model.name for model in selection.listed}
+    chosen = [n for n in sorted(set(names)) if n not in listed and selection.selects(n)]
+    if len(chosen) > cap:
+        _log.warning(
+            "model_discovery_cap_reached",
+            target=target,
+            found=len(chosen),
+            cap=cap,
+            left_out=chosen[cap : cap + 10],
+        )
+        chosen = chosen[:cap]
+    return chosen
+
+
+def resolved_models(
+    selection: ModelSelection, found: Iterable[FoundModel]
+) -> tuple[WatchedModel, ...]:
+    """The listed models, then one default entry per discovered one."""
+    discovered = tuple(WatchedModel(name=model.name) for model in found)
+    return (*selection.listed, *discovered)
+
+
+def with_discovered_models(config: Config, found: Mapping[str, tuple[FoundModel, ...]]) -> Config:
+    """``config`` with each discovering target's models resolved from ``found`` (a target
+    not found yet has its listed models only); fixed lists stay as they are."""
+    targets = []
+    for target in config.targets:
+        selection = target.selection
+        if selection is not None:
+            models = resolved_models(selection, found.get(target.name, ()))
+            targets.append(target.model_copy(update={"model_spec": models}))
+        else:
+            targets.append(target)
+    return config.model_copy(update={"targets": tuple(targets)})
+
+
+class ModelReader(Protocol):
+    def index(self) -> list[IndexEntry]: ...
+
+    def metadata(self, model: str) -> dict[str, Any]: ...
+
+    def model_config(self, model: str) -> dict[str, Any] | None: ...
+
+    def close(self) -> None: ...
+
+
+def describe(reader: ModelReader, model: str) -> bytes:
+    """What identifies a model's load: its metadata and config (a reload that changes
+    either changes this)."""
+    both = [reader.metadata(model), reader.model_config(model)]
+    return json.dumps(both, sort_keys=True).encode()
+
+
+def _document(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError as error:
+        raise DiscoveryError(f"the {what} is not JSON: {error}") from None
+
+
+class HttpModelReader:
+    """The repository index and each model's metadata and config over HTTP."""
+
+    def __init__(self, target: TargetConfig, timeout: float) -> None:
+        self._base = target.effective_http_url.rstrip("/")
+        self._timeout = timeout
+        self._session = requests.Session()
+        secure = tls_for(self._base, target.client_tls)
+        if secure is not None:
+            secure.configure_session(self._session)
+
+    def _call(self, method: str, path: str, body: object = None) -> bytes:
+        try:
+            with self._session.request(
+                method, self._base + path, json=body, timeout=self._timeout, stream=True
+            ) as response:
+                data = response.raw.read(MAX_ANSWER_BYTES + 1, decode_content=True)
+                if response.status_code != 200:
+                    raise DiscoveryError(f"HTTP {response.status_code} from {path}")
+        except requests.RequestException as error:
+            raise DiscoveryError(str(error)[:300]) from None
+        if len(data) > MAX_ANSWER_BYTES:
+            raise DiscoveryError(f"the answer to {path} is larger than 16 MiB")
+        return bytes(data)
+
+    def index(self) -> list[IndexEntry]:
+        data = self._call("POST", "/v2/repository/index", {"ready": True})
+        return parse_index(_document(data, "repository index"))
+
+    def metadata(self, model: str) -> dict[str, Any]:
+        data = self._call("GET", f"/v2/models/{quote(model, safe='')}")
+        return dict(_document(data, "model metadata"))
+
+    def model_config(self, model: str) -> dict[str, Any] | None:
+        data = self._call("GET", f"/v2/models/{quote(model, safe='')}/config")
+        return dict(_document(data, "model config"))
+
+    def close(self) -> None:
+        self._session.close()
+
+
+class GrpcModelReader:
+    """The same over gRPC, for a target configured by its gRPC endpoint alone."""
+
+    def __init__(self, target: TargetConfig, timeout: float) -> None:
+        import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; gRPC targets only
+
+        secure = tls_for(target.url, target.client_tls)
+        creds = secure.grpc_credentials() if secure is not None else None
+        self._client: Any = grpcclient.InferenceServerClient(
+            target.url.partition("://")[2].rstrip("/"), creds=creds
+        )
+        self._timeout = timeout
+
+    def _ask(self, call: str, *args: str) -> Any:
+        from tritonclient.utils import InferenceServerException  # noqa: PLC0415
+
+        try:
+            return getattr(self._client, call)(*args, as_json=True, client_timeout=self._timeout)
+        except (InferenceServerException, OSError, ValueError) as error:
+            raise DiscoveryError(str(error)[:300]) from None
+
+    def index(self) -> list[IndexEntry]:
+        return parse_index(self._ask("get_model_repository_index"))
+
+    def metadata(self, model: str) -> dict[str, Any]:
+        return dict(self._ask("get_model_metadata", model))
+
+    def model_config(self, model: str) -> dict[str, Any] | None:
+        answer = self._ask("get_model_config", model)
+        return dict(answer.get("config", answer))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def reader_for(target: TargetConfig, timeout: float) -> ModelReader:
+    """gRPC for a gRPC target without ``http_url`` (as the scrapers do); HTTP otherwise."""
+    if target.protocol == "grpc" and not target.http_url:
+        return GrpcModelReader(target, timeout)
+    return HttpModelReader(target, timeout)
+
+
+def discover(
+    target: TargetConfig, reader: ModelReader, cap: int, known: Mapping[str, FoundModel]
+) -> tuple[FoundModel, ...]:
+    """The target's discovered models, each with the signature of its metadata and
+    config (a model whose description cannot be read keeps its last signature).
+
+    Raises:
+        DiscoveryError: the index could not be read.
+    """
+    selection = target.selection or ModelSelection()
+    names = select_names(target.name, selection, ready_names(reader.index()), cap)
+    found = []
+    for name in names:
+        try:
+            signature = hashlib.sha256(describe(reader, name)).hexdigest()[:16]
+        except DiscoveryError:
+            previous = known.get(name)
+            signature = previous.signature if previous is not None else ""
+        found.append(FoundModel(name, signature))
+    return tuple(found)
+
+
+class ModelDiscovery:
+    """The models found per target, kept between refreshes."""
+
+    def __init__(self, timeout: float = 5.0) -> None:
+        self._timeout = timeout
+        self._found: dict[str, tuple[FoundModel, ...]] = {}
+
+    @property
+    def found(self) -> Mapping[str, tuple[FoundModel, ...]]:
+        return dict(self._found)
+
+    def refresh(self, config: Config) -> bool:
+        """Reads the index of every discovering target of ``config`` (the effective,
+        sharded targets: a replica discovers only on the targets it owns).
+
+        Returns:
+            True when what was found differs from before (the config must be re-applied).
+        """
+        cap = config.discovery.max_models_per_target
+        found: dict[str, tuple[FoundModel, ...]] = {}
+        for target in config.targets:
+            if target.selection is None:
+                continue
+            previous = self._found.get(target.name)
+            reader = reader_for(target, self._timeout)
+            try:
+                known = {model.name: model for model in previous or ()}
+                found[target.name] = discover(target, reader, cap, known)
+            except DiscoveryError as error:
+                _log.warning("model_discovery_failed", target=target.name, error=str(error))
+                if previous is not None:
+                    found[target.name] = previous
+            finally:
+                reader.close()
+            if target.name in found and found[target.name] != previous:
+                _log_changes(target.name, previous or (), found[target.name])
+        changed = found != self._found
+        self._found = found
+        return changed
+
+
+def _log_changes(
+    target: str, before: tuple[FoundModel, ...], after: tuple[FoundModel, ...]
+) -> None:
+    old = {model.name: model for model in before}
+    new = {model.name: model for model in after}
+    _log.info(
+        "models_discovered",
+        target=target,
+        added=sorted(new.keys() - old.keys()),
+        removed=sorted(old.keys() - new.keys()),
+        reloaded=sorted(n for n in new.keys() & old.keys() if new[n] != old[n]),
+    )
