@@ -210,6 +210,9 @@ class TargetConfig(Section):
     """One Triton server. ``url`` is its HTTP or gRPC endpoint; the others default to
     Triton's standard ports on the same host."""
 
+    # model_dump() writes ``models``, as the file does, so a dumped target loads again.
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
+
     name: Name
     url: TritonUrl
     http_url: HttpUrl | None = None
