@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Comparison = Literal[">=", "<="]
 
@@ -109,6 +109,8 @@ class Table:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
+    measured: str = ""
+    """When and on which commit it ran: a merged report holds tables from several runs."""
 
     @property
     def missed(self) -> list[Row]:
@@ -121,7 +123,27 @@ def table_to_json(table: Table) -> str:
 
 
 def table_from_json(text: str) -> Table:
-    data = json.loads(text)
+    return _table_from_data(json.loads(text))
+
+
+def tables_to_json(tables: Sequence[Table]) -> str:
+    """Every table of a report, kept beside it so a later partial run can merge into it."""
+    return json.dumps([dataclasses.asdict(table) for table in tables], allow_nan=True, indent=1)
+
+
+def tables_from_json(text: str) -> list[Table]:
+    return [_table_from_data(data) for data in json.loads(text)]
+
+
+def merged(kept: Sequence[Table], fresh: Sequence[Table], order: Sequence[str]) -> list[Table]:
+    """``kept`` with every table of ``fresh`` put in place of the one with its key, in
+    ``order`` (keys not in it last): what ``run_all.py --only … --merge`` reports."""
+    by_key = {table.key: table for table in kept} | {table.key: table for table in fresh}
+    rank = {key: index for index, key in enumerate(order)}
+    return sorted(by_key.values(), key=lambda table: rank.get(table.key, len(rank)))
+
+
+def _table_from_data(data: dict[str, Any]) -> Table:
     rows = [
         Row(**{**row, "goal": Goal(**row["goal"]) if row["goal"] else None})
         for row in data.pop("rows")
@@ -197,6 +219,8 @@ def render_table(table: Table) -> str:
     lines += [f"* {note}" for note in table.notes]
     if table.seconds:
         lines.append(f"* benchmark ran {table.seconds:.0f} s")
+    if table.measured:
+        lines.append(f"* measured {table.measured}")
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -12,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
+import harness
 from harness import (
     Goal,
     ProcSample,
@@ -140,3 +141,18 @@ def test_a_table_survives_the_trip_between_processes() -> None:
     assert render_table(back) == render_table(table)
     assert back.rows[0].goal == table.rows[0].goal
     assert back.rows[1].anchor == [1.0, 2.0]
+
+
+def test_a_partial_run_merges_into_the_kept_tables_in_the_harness_order() -> None:
+    kept = [
+        Table("load", "1. Load", "a", "b", rows=[Row("x", [1.0])], measured="day 1"),
+        Table("parse", "2. Parse", "a", "b", rows=[Row("y", [2.0])], measured="day 1"),
+    ]
+    fresh = [Table("parse", "2. Parse", "a", "b", rows=[Row("y", [3.0])], measured="day 2")]
+    extra = [Table("new", "9. New", "a", "b")]
+    restored = harness.tables_from_json(harness.tables_to_json(kept))
+    result = harness.merged(restored, [*extra, *fresh], ["load", "parse"])
+    assert [table.key for table in result] == ["load", "parse", "new"]
+    assert result[1].rows[0].ours == [3.0] and result[1].measured == "day 2"
+    assert result[0].rows[0].ours == [1.0] and result[0].measured == "day 1"
+    assert "* measured day 2" in harness.render_table(result[1])
