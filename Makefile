@@ -35,6 +35,7 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check $(SOURCES)
 	$(BIN)/ruff format --check $(SOURCES)
 	$(BIN)/hadolint Dockerfile
+	$(BIN)/lint-imports
 
 typecheck: $(INSTALLED)
 	$(BIN)/mypy src

@@ -42,10 +42,10 @@ from canary_vs_perf_analyzer import perf_analyzer_at
 from harness import Goal, Row, median
 
 from sim_process import SimProcess
-from tritonwatch.analysis.quantiles import quantiles
+from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.probe.canary import CanaryPlan
 from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.probe.canary_stats import CanaryStats, latency_buckets
+from tritonwatch.quantiles import quantiles
 from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
 from tritonwatch.sim.models import ModelSet, parse_model_set
 

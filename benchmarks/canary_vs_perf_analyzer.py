@@ -37,10 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from perf_analyzer_support import proxy_free_environment
 from real_triton import RealTriton, perf_analyzer_binary
-from tritonwatch.analysis.quantiles import quantiles
+from tritonwatch.canary_series import CanaryStats
 from tritonwatch.probe.canary import CanaryPlan
 from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.probe.canary_stats import CanaryStats
+from tritonwatch.quantiles import quantiles
 
 MODEL = "batching"
 RATE = 20.0

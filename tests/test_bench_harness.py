@@ -3,9 +3,10 @@ goals, formatting, and reading /proc. No benchmark runs here, and nothing is tim
 
 from __future__ import annotations
 
-import math
 import os
+import resource
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -119,11 +120,32 @@ def test_footprint_uses_cpu_between_first_and_last_sample() -> None:
         footprint(samples[:1])
 
 
+def _vm_rss() -> int:
+    """This process's resident set, read straight off /proc/self/status (bytes)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS line in /proc/self/status")
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def test_this_process_can_be_sampled() -> None:
+    """Breaks if read_proc reports RSS in the wrong unit or field (VmPeak, pages, KiB) or
+    CPU in ticks instead of seconds: it must agree with /proc/self/status and getrusage."""
+    rss_before, cpu_before, at_before = _vm_rss(), _cpu_seconds(), time.monotonic()
     sample = read_proc(os.getpid())
-    assert sample.rss > 0
-    assert sample.cpu_seconds >= 0
-    assert not math.isnan(sample.at)
+    rss_after, cpu_after, at_after = _vm_rss(), _cpu_seconds(), time.monotonic()
+    slack = 512 * 1024  # what the interpreter may allocate between two reads
+    assert min(rss_before, rss_after) - slack <= sample.rss <= max(rss_before, rss_after) + slack
+    assert sample.rss <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 + slack
+    # /proc/PID/stat counts whole clock ticks for user and system time apiece
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    assert cpu_before - 2 * tick - 0.05 <= sample.cpu_seconds <= cpu_after + 0.05
+    assert at_before <= sample.at <= at_after
 
 
 def test_cpu_model_from_cpuinfo() -> None:

@@ -6,6 +6,7 @@ import re
 
 from rich.console import Console
 
+from tritonwatch.canary_series import LastError
 from tritonwatch.demo_view import ERROR_CHARACTERS, demo_screen, status_lines
 from tritonwatch.export.status_page import (
     AdviceLine,
@@ -14,7 +15,6 @@ from tritonwatch.export.status_page import (
     SloLine,
     StatusSnapshot,
 )
-from tritonwatch.probe.canary_stats import LastError
 
 
 def test_table_shows_state_breakdown_slo_and_advice() -> None:

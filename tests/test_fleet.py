@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,16 +66,68 @@ def test_file_sd_target_without_models_label_discovers_every_model(tmp_path: Pat
     assert target.models == ()
 
 
-def test_shards_partition_the_targets_exactly_and_stably() -> None:
+def test_shards_partition_the_targets_exactly_and_spread() -> None:
+    """Breaks if a target is owned by no replica or by two, or all pile onto one."""
     names = [f"triton-{i}" for i in range(200)]
     shards = [Shard(i, 3) for i in range(3)]
     owners = [[s.index for s in shards if s.owns(name)] for name in names]
     assert all(len(o) == 1 for o in owners)  # each target on exactly one replica
     counts = [sum(1 for o in owners if o == [i]) for i in range(3)]
+    assert sum(counts) == 200
     assert min(counts) > 40  # and spread, not piled on one
-    assert [Shard(1, 3).owns(n) for n in names] == [Shard(1, 3).owns(n) for n in names]
     with pytest.raises(ValueError, match="--shard-index"):
         Shard(3, 3)
+
+
+# The first 8 bytes of each name's SHA-256, big-endian, modulo the shard count: worked
+# out once with coreutils (``printf %s triton-0 | sha256sum`` → 7f963da579d421c5…).
+# Every replica, on every host and Python, must agree on these.
+EXPECTED_OWNERS = {
+    "triton-0": (1, 1),  # 7f963da579d421c5
+    "triton-1": (0, 0),  # 5a040051b527b902
+    "triton-2": (0, 0),  # 637d54312b161e52
+    "triton-3": (2, 1),  # da9ebf8f71d690d5
+    "triton-4": (1, 0),  # 094f2f2acf62bedc
+    "triton-5": (2, 0),  # bada12b2b5fe8cea
+    "triton-6": (0, 0),  # 30de03b4f41614d4
+    "triton-7": (0, 0),  # 068385ef492d866a
+    "gpu-node-a:8000": (2, 0),  # 86642608a31e4bde
+    "127.0.0.1:8001": (0, 1),  # d512c4e7211fade9
+}
+"""Name → (owner among 3 replicas, owner among 2)."""
+
+
+def _owner(name: str, count: int) -> int:
+    """The one replica of ``count`` that owns ``name``."""
+    (index,) = [i for i in range(count) if Shard(i, count).owns(name)]
+    return index
+
+
+def test_shard_owners_are_the_documented_hash_of_the_name() -> None:
+    """Breaks if ownership stops being SHA-256 of the name (e.g. Python's per-process
+    ``hash()``): replicas would then disagree and targets go unwatched or twice."""
+    assert {n: (_owner(n, 3), _owner(n, 2)) for n in EXPECTED_OWNERS} == EXPECTED_OWNERS
+
+
+@pytest.mark.parametrize("hash_seed", ["0", "12345"])
+def test_shard_owners_are_the_same_in_a_fresh_process_with_another_hash_seed(
+    hash_seed: str,
+) -> None:
+    """Breaks if a replica started with another PYTHONHASHSEED would pick other targets."""
+    script = (
+        "import json, sys\n"
+        "from tritonwatch.fleet import Shard\n"
+        "names = json.loads(sys.argv[1])\n"
+        "print(json.dumps({n: [next(i for i in range(c) if Shard(i, c).owns(n))"
+        " for c in (3, 2)] for n in names}))\n"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    run = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(list(EXPECTED_OWNERS))],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {n: list(o) for n, o in EXPECTED_OWNERS.items()}
 
 
 def test_effective_config_merges_static_first_and_keeps_only_owned(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from tritonwatch.config import parse_config
-from tritonwatch.logs import REDACTOR, configure_logging, get_logger, secrets_of
+from tritonwatch.logs import REDACTOR, configure_logging, get_logger
 
 
 class _Terminal(io.StringIO):
@@ -74,7 +74,7 @@ def test_secret_keys_and_configured_secret_values_are_redacted(
         "targets: [{name: a, url: http://127.0.0.1:8000, models: [{name: m}]}]\n",
         "s.yaml",
     )
-    REDACTOR.set_secrets(secrets_of(config))
+    REDACTOR.set_secrets(config.secret_values())
     stream = io.StringIO()
     configure_logging("json", "info", stream)
     log = get_logger("notifier")

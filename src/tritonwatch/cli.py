@@ -31,11 +31,14 @@ from tritonwatch.config.command_line import UrlFlags, config_from_flags
 from tritonwatch.daemon import Daemon
 from tritonwatch.fleet import Shard
 from tritonwatch.logs import configure_logging, get_logger
+from tritonwatch.malloc_arenas import limit_malloc_arenas
 
 EXIT_OK = 0
 EXIT_CONFIG_ERROR = 2
 SHUTDOWN_BUDGET_SECONDS = 4.0
 """SIGTERM must end the process within 5 s; this leaves a second of margin."""
+COMMAND_POLL_SECONDS = 0.5
+"""How often the main thread wakes to run signal handlers that arrived on other threads."""
 
 Command = Literal["stop", "reload"]
 CORE_COMMANDS = ("run", "check-config", "demo")
@@ -173,6 +176,7 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG_ERROR
     if args.dry_run:
         return _dry_run(args, config, shard)
+    limit_malloc_arenas()  # before the daemon's threads start (malloc_arenas.py: why)
     daemon = Daemon(config_path, config, listen_override=args.listen, shard=shard)
     try:
         daemon.start()
@@ -181,13 +185,24 @@ def _run(args: argparse.Namespace) -> int:
         daemon.stop()
         return 1
     _freeze_start_up_objects()
-    while (command := commands.get()) != "stop":
+    while (command := _next_command(commands)) != "stop":
         if command == "reload":
             daemon.reload()
     deadline = time.monotonic() + SHUTDOWN_BUDGET_SECONDS
     daemon.stop()
     _exit_within(deadline, log)
     return EXIT_OK
+
+
+def _next_command(commands: queue.SimpleQueue[Command]) -> Command:
+    """The next command, waiting in short slices: the kernel may deliver SIGTERM to any
+    thread, and Python runs the handler only when the main thread wakes. An untimed
+    ``get`` would sleep through a signal that landed on a worker thread."""
+    while True:
+        try:
+            return commands.get(timeout=COMMAND_POLL_SECONDS)
+        except queue.Empty:
+            continue
 
 
 def _freeze_start_up_objects() -> None:

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.process_collector import ProcessCollector
 
 from tritonwatch import __version__
+from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config import Config, ConfigError, TargetConfig, load_config
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
@@ -40,12 +41,11 @@ from tritonwatch.export.triton_metrics import TritonModelCollector, server_quant
 from tritonwatch.findings import Findings
 from tritonwatch.fleet import Shard, discovery_files, effective_config, fingerprint
 from tritonwatch.listen import ListenAddress, parse_listen_address
-from tritonwatch.logs import REDACTOR, get_logger, secrets_of
-from tritonwatch.model_discovery import ModelDiscovery, with_discovered_models
+from tritonwatch.logs import REDACTOR, get_logger
+from tritonwatch.model_discovery import ModelDiscovery, signatures, with_discovered_models
 from tritonwatch.observations import ReadinessObservation
 from tritonwatch.probe.canary import canary_plans
 from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.probe.canary_stats import CanaryStats, latency_buckets
 from tritonwatch.probe.readiness import ReadinessProbe, readiness_probe_for
 from tritonwatch.probe.sweep_report import render_svg
 from tritonwatch.probe.sweep_schedule import SweepBoard, run_scheduled_sweep, sweep_plans
@@ -152,7 +152,7 @@ class Daemon:
         self._server: ExporterServer | None = None
         self._effective_targets: list[str] = []
         self._effective = config
-        REDACTOR.set_secrets(secrets_of(config))
+        REDACTOR.set_secrets(config.secret_values())
 
     @property
     def state(self) -> RunState:
@@ -216,7 +216,7 @@ class Daemon:
             return False
         if self._listen_address(new_config) != self._listen_address(self._config):
             _log.warning("exporter_listen_change_needs_restart", listen=new_config.exporter.listen)
-        REDACTOR.set_secrets(secrets_of(new_config))
+        REDACTOR.set_secrets(new_config.secret_values())
         with self._lock:
             self._config = new_config
             self._last_reload_ok = True
@@ -234,12 +234,18 @@ class Daemon:
     def _apply(self, config: Config) -> None:
         """Puts ``config`` — with discovered targets, sharded, and the models discovered
         on them — into force: jobs, scrapers, SLOs, canaries. Series of models no
-        longer in it are dropped here, whatever removed them (a reload, discovery)."""
+        longer in it are dropped here, whatever removed them (a reload, discovery); the
+        canaries of unchanged models run on, a model reloaded differently (its discovery
+        signature changed) gets its canary rebuilt."""
         with self._apply_lock:
             self._discovery_print = fingerprint(discovery_files(config.discovery, self._base))
             sharded = effective_config(config, self._base, self._shard)
-            effective = with_discovered_models(sharded, self._models.found)
-            self._discovering = any(t.selection is not None for t in sharded.targets)
+            found = self._models.found
+            effective = with_discovered_models(sharded, found)
+            discovering = [t.name for t in sharded.targets if t.selection is not None]
+            self._discovering = bool(discovering)
+            if any(name not in found for name in discovering):
+                self._models_read = False  # a target new to discovery: read it now
             self._effective_targets = [target.name for target in effective.targets]
             self._effective = effective
             self.triton.apply(effective)
@@ -247,7 +253,7 @@ class Daemon:
             self.findings.apply(effective, effective)
             self._schedule(effective)
             self.canary_stats.set_buckets(_slo_buckets(effective))
-            self._canaries.apply(canary_plans(effective))
+            self._canaries.apply(canary_plans(effective), signatures(found))
 
     def _rediscover(self) -> None:
         """The discovery job: re-applies the config when a discovery file changed."""
@@ -329,7 +335,9 @@ class Daemon:
 
     def _schedule_model_discovery(self, config: Config, now: datetime) -> None:
         """Reads repository indexes every ``discovery.model_refresh_interval`` when a
-        target discovers its models; the first read right away."""
+        target this replica owns discovers its models; the first read right away, and
+        again right away when a target not read yet joined (a file_sd change, a reload),
+        rather than an interval later."""
         if not self._discovering:
             return
         every = config.discovery.model_refresh_interval

@@ -22,6 +22,7 @@ from tritonwatch.analysis.advisor_input import AdvisorInput, AdvisorThresholds, 
 from tritonwatch.analysis.experiments import MIN_SAMPLES, Measurement, compare
 from tritonwatch.analysis.slo import SLOStatus, slo_specs
 from tritonwatch.analysis.slo_tracker import SLOTracker
+from tritonwatch.canary_series import CanaryStats, SeriesSnapshot
 from tritonwatch.config.schema import Config
 from tritonwatch.export.alert_queue import AlertmanagerNotifier, Notifier, QueueOptions
 from tritonwatch.export.alerts import AlertBook, AlertSpec, active_alerts
@@ -33,7 +34,6 @@ from tritonwatch.observations import (
     ModelConfigChange,
     ModelRates,
 )
-from tritonwatch.probe.canary_stats import CanaryStats, SeriesSnapshot
 from tritonwatch.scrape.collection import TritonScrapers
 from tritonwatch.scrape.model_selection import model_gpus
 from tritonwatch.scrape.target_state import ScrapeOutcome

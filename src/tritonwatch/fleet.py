@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from tritonwatch.config.errors import ConfigError
 from tritonwatch.config.schema import Config, DiscoveryConfig, TargetConfig
+from tritonwatch.config.strict_yaml import read_yaml
 from tritonwatch.logs import get_logger
 
 _log = get_logger("discovery")
@@ -65,11 +66,24 @@ def fingerprint(files: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
 
 
 def _entries(path: Path) -> list[Any]:
+    """The file's groups, read with the config's YAML rules (a key written twice is an
+    error, not the last one winning)."""
     text = path.read_text(encoding="utf-8")
-    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    data = json.loads(text) if path.suffix == ".json" else read_yaml(text, str(path))
     if not isinstance(data, list):
         raise ValueError("a file_sd file holds a list of {targets, labels} groups")
     return data
+
+
+def _group_problem(group: object) -> str | None:
+    """Why one group of a file_sd file cannot be read, or None when it can."""
+    if not isinstance(group, dict):
+        return f"a group is a mapping of targets and labels, not {type(group).__name__}"
+    if not isinstance(group.get("labels") or {}, dict):
+        return "labels is a mapping of names to values"
+    if not isinstance(group.get("targets") or [], list):
+        return "targets is a list of host:port addresses"
+    return None
 
 
 def _target(address: str, labels: dict[str, str], name: str) -> TargetConfig:
@@ -93,10 +107,14 @@ def discovered_targets(discovery: DiscoveryConfig, base: Path) -> list[TargetCon
     for path in discovery_files(discovery, base):
         try:
             groups = _entries(path)
-        except (OSError, ValueError, yaml.YAMLError) as error:
+        except (OSError, ValueError, ConfigError) as error:
             _log.error("discovery_file_unreadable", file=str(path), error=str(error)[:300])
             continue
         for index, group in enumerate(groups):
+            problem = _group_problem(group)
+            if problem is not None:
+                _log.error("discovery_entry_invalid", file=str(path), group=index, error=problem)
+                continue
             labels = {str(k): str(v) for k, v in (group.get("labels") or {}).items()}
             addresses = [str(a) for a in group.get("targets") or []]
             for address in addresses:

@@ -16,7 +16,6 @@ from typing import Any, Literal, TextIO
 
 from pydantic import SecretStr
 
-from tritonwatch.config.schema import Config
 from tritonwatch.structlog_lean import console_renderer, structlog
 
 LogFormat = Literal["auto", "json", "console"]
@@ -71,15 +70,6 @@ class Redactor:
 
 REDACTOR = Redactor()
 """The process-wide redactor: logging is process-wide state, so its filter is too."""
-
-
-def secrets_of(config: Config) -> list[str]:
-    """Every secret value a config holds, for :meth:`Redactor.set_secrets`."""
-    alerting = config.alerting
-    values = [alerting.webhook_url, alerting.bearer_token]
-    if alerting.basic_auth is not None:
-        values.append(alerting.basic_auth.password)
-    return [secret.get_secret_value() for secret in values if secret is not None]
 
 
 def _default_component(

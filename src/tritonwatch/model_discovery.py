@@ -7,10 +7,12 @@ that the server's repository index lists (``POST /v2/repository/index`` with
 ``listed`` models are always watched, with their own settings.
 
 The daemon reads the index again every ``discovery.model_refresh_interval``: when the
-set changes — a model loaded, unloaded, or reloaded with a new config or metadata (so
-the canary builds its request again) — it re-applies the config as a reload does, and
-series of models gone disappear. A server that cannot be read keeps the models found
-last, so a blip does not drop them.
+set changes — a model loaded, unloaded, or reloaded with other inputs, outputs or
+batching (so the canary builds its request again) — it re-applies the config as a
+reload does: the canaries of models gone stop and their series disappear, new ones
+start, a reloaded one restarts, and the others run on untouched. A server that cannot
+be read keeps the models found last, so a blip does not drop them. Reaching the cap is
+logged once, when it is reached, not on every read.
 """
 
 from __future__ import annotations
@@ -45,10 +47,20 @@ class IndexEntry:
 
 @dataclass(frozen=True, slots=True)
 class FoundModel:
-    """A discovered model; ``signature`` changes when it is reloaded differently."""
+    """A discovered model; ``signature`` changes when a reload changes what its canary
+    sends (see :func:`describe`)."""
 
     name: str
     signature: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TargetModels:
+    """What one read of a target's index found."""
+
+    models: tuple[FoundModel, ...]
+    left_out: tuple[str, ...] = ()
+    """Models selected but past ``discovery.max_models_per_target``: not watched."""
 
 
 class DiscoveryError(Exception):
@@ -79,23 +91,11 @@ def ready_names(entries: Iterable[IndexEntry]) -> list[str]:
     return sorted({entry.name for entry in entries if entry.state.upper() == READY})
 
 
-def select_names(
-    target: str, selection: ModelSelection, names: Iterable[str], cap: int
-) -> list[str]:
-    """The discovered names watched: selected by include/exclude, the first ``cap`` by
-    name (listed models are watched besides, and do not count)."""
+def select_names(selection: ModelSelection, names: Iterable[str]) -> list[str]:
+    """The discovered names include/exclude select, sorted; listed models are left out
+    (they are watched besides, with their own settings, and do not count to the cap)."""
     listed = {model.name for model in selection.listed}
-    chosen = [n for n in sorted(set(names)) if n not in listed and selection.selects(n)]
-    if len(chosen) > cap:
-        _log.warning(
-            "model_discovery_cap_reached",
-            target=target,
-            found=len(chosen),
-            cap=cap,
-            left_out=chosen[cap : cap + 10],
-        )
-        chosen = chosen[:cap]
-    return chosen
+    return [n for n in sorted(set(names)) if n not in listed and selection.selects(n)]
 
 
 def resolved_models(
@@ -131,10 +131,13 @@ class ModelReader(Protocol):
 
 
 def describe(reader: ModelReader, model: str) -> bytes:
-    """What identifies a model's load: its metadata and config (a reload that changes
-    either changes this)."""
-    both = [reader.metadata(model), reader.model_config(model)]
-    return json.dumps(both, sort_keys=True).encode()
+    """What the canary builds its request from (:func:`~tritonwatch.probe.payload.input_specs`,
+    the outputs it checks): the metadata, and the config's batching and inputs. A reload
+    that changes these rebuilds the canary; one that changes only, say, instance counts
+    (as ``tune`` does) needs nothing from discovery and leaves the canary running."""
+    config = reader.model_config(model) or {}
+    request = {key: config.get(key) for key in ("max_batch_size", "input")}
+    return json.dumps([reader.metadata(model), request], sort_keys=True).encode()
 
 
 def _document(data: bytes, what: str) -> Any:
@@ -229,24 +232,34 @@ def reader_for(target: TargetConfig, timeout: float) -> ModelReader:
 
 def discover(
     target: TargetConfig, reader: ModelReader, cap: int, known: Mapping[str, FoundModel]
-) -> tuple[FoundModel, ...]:
-    """The target's discovered models, each with the signature of its metadata and
-    config (a model whose description cannot be read keeps its last signature).
+) -> TargetModels:
+    """The target's discovered models — the first ``cap`` by name — each with the
+    signature of :func:`describe` (a model whose description cannot be read keeps its
+    last signature).
 
     Raises:
         DiscoveryError: the index could not be read.
     """
     selection = target.selection or ModelSelection()
-    names = select_names(target.name, selection, ready_names(reader.index()), cap)
+    names = select_names(selection, ready_names(reader.index()))
     found = []
-    for name in names:
+    for name in names[:cap]:
         try:
             signature = hashlib.sha256(describe(reader, name)).hexdigest()[:16]
         except DiscoveryError:
             previous = known.get(name)
             signature = previous.signature if previous is not None else ""
         found.append(FoundModel(name, signature))
-    return tuple(found)
+    return TargetModels(tuple(found), tuple(names[cap:]))
+
+
+def signatures(found: Mapping[str, tuple[FoundModel, ...]]) -> dict[tuple[str, str], str]:
+    """(target, model) → signature: the canary runner restarts a canary whose changed."""
+    return {
+        (target, model.name): model.signature
+        for target, models in found.items()
+        for model in models
+    }
 
 
 class ModelDiscovery:
@@ -255,6 +268,8 @@ class ModelDiscovery:
     def __init__(self, timeout: float = 5.0) -> None:
         self._timeout = timeout
         self._found: dict[str, tuple[FoundModel, ...]] = {}
+        self._capped: set[str] = set()
+        """Targets at the cap when last read: the cap is logged when one joins."""
 
     @property
     def found(self) -> Mapping[str, tuple[FoundModel, ...]]:
@@ -276,7 +291,9 @@ class ModelDiscovery:
             reader = reader_for(target, self._timeout)
             try:
                 known = {model.name: model for model in previous or ()}
-                found[target.name] = discover(target, reader, cap, known)
+                read = discover(target, reader, cap, known)
+                found[target.name] = read.models
+                self._note_cap(target.name, read, cap)
             except DiscoveryError as error:
                 _log.warning("model_discovery_failed", target=target.name, error=str(error))
                 if previous is not None:
@@ -287,7 +304,25 @@ class ModelDiscovery:
                 _log_changes(target.name, previous or (), found[target.name])
         changed = found != self._found
         self._found = found
+        self._capped &= found.keys()
         return changed
+
+    def _note_cap(self, target: str, read: TargetModels, cap: int) -> None:
+        """Logs the cap when the target reaches it; while it stays there, nothing more
+        (a read a minute would repeat it forever); under it again, it may log again."""
+        if not read.left_out:
+            self._capped.discard(target)
+            return
+        if target in self._capped:
+            return
+        self._capped.add(target)
+        _log.warning(
+            "model_discovery_cap_reached",
+            target=target,
+            found=len(read.models) + len(read.left_out),
+            cap=cap,
+            left_out=list(read.left_out[:10]),
+        )
 
 
 def _log_changes(

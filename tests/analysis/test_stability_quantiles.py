@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tritonwatch.analysis.quantiles import nearest_rank, quantiles
-from tritonwatch.analysis.stability import WindowResult, is_stable
+from tritonwatch.probe.stability import WindowResult, is_stable
+from tritonwatch.quantiles import nearest_rank, quantiles
 
 
 def test_three_agreeing_windows_are_stable() -> None:

@@ -151,11 +151,10 @@ def test_prometheus_scrapes_tritonwatch_and_alerts_alertmanager() -> None:
 
 
 def test_prometheus_rules_are_those_of_the_daemons_config() -> None:
-    """The rule files Prometheus loads are what `tritonwatch rules` makes of the config the
-    compose daemon runs: Prometheus evaluates the SLOs the daemon measures."""
+    """Breaks if the rule files Prometheus loads are missing or differ from what
+    `tritonwatch rules` makes of the compose daemon's config (other SLOs than measured)."""
     files = sorted((DEPLOY / "prometheus" / "rules").glob("*.yml"))
-    if not files:
-        pytest.skip("no generated rule file in deploy/prometheus/rules yet")
+    assert [f.name for f in files] == ["tritonwatch-slo.rules.yml"]
     loaded = [g for f in files for g in yaml.safe_load(f.read_text())["groups"]]
     config = load_config(DEPLOY / "compose" / "tritonwatch.yaml")
     assert loaded == yaml.safe_load(render_config_rules(config))["groups"]
@@ -190,22 +189,20 @@ def test_ports_are_published_on_loopback_only() -> None:
 
 
 def test_every_mounted_host_file_exists() -> None:
-    """Alertmanager's config belongs to the alerting work; until it lands it is skipped."""
-    missing = [
-        str(source.relative_to(REPO))
-        for name in SERVICES
-        for source in mounts(name).values()
-        if isinstance(source, Path) and not source.exists()
+    """Breaks if a file or folder a compose service mounts from the repository is gone."""
+    sources = [
+        source for name in SERVICES for source in mounts(name).values() if isinstance(source, Path)
     ]
-    if missing == ["deploy/alertmanager/alertmanager.yml"]:
-        pytest.skip("deploy/alertmanager/alertmanager.yml not written yet")
-    assert not missing
+    assert DEPLOY / "alertmanager" / "alertmanager.yml" in sources  # the mounts were read
+    assert [str(s.relative_to(REPO)) for s in sources if not s.exists()] == []
 
 
 def test_alertmanager_config_passes_amtool() -> None:
+    """Breaks if deploy/alertmanager/alertmanager.yml is gone or Alertmanager would refuse
+    it (amtool comes with prometheus-alertmanager, which make test installs)."""
     path = host_file("alertmanager", flag("alertmanager", "config.file"))
-    if not path.exists():
-        pytest.skip(f"{path.relative_to(REPO)} not written yet")
+    assert path == DEPLOY / "alertmanager" / "alertmanager.yml"
+    assert path.is_file(), f"{path.relative_to(REPO)} is missing"
     checked = subprocess.run(["amtool", "check-config", str(path)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 

@@ -1,9 +1,12 @@
 """The committed Grafana dashboards: generated from code and in sync with it, well formed,
-templated on datasource/target/model, and reading only metrics tritonwatch exports."""
+templated on datasource/target/model, and reading only metrics tritonwatch exports —
+checked against the /metrics of a real daemon watching the simulator, as is the
+hand-kept contract itself."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from itertools import pairwise
@@ -14,7 +17,7 @@ import pytest
 import yaml
 from promql_names import GRAFANA_BUILTINS, metric_names, substitute, variables
 
-from support import REPO
+from support import REPO, DaemonProcess, wait_until
 from tritonwatch.dashboards import DASHBOARDS, expressions, render_all
 
 DASHBOARD_DIR = REPO / "grafana" / "dashboards"
@@ -74,6 +77,35 @@ CONTRACT = frozenset(
         "ALERTS",
     }
 )
+NOT_ON_DASHBOARDS: dict[str, str] = {
+    # Family (as on its ``# TYPE`` line) → why the daemon exports it but no dashboard reads it.
+    "tritonwatch_alerts_queue_length": "alert delivery self-monitoring, for users' own alerts",
+    "tritonwatch_alerts_sent_total": "alert delivery self-monitoring, for users' own alerts",
+    "tritonwatch_alerts_dropped_total": "alert delivery self-monitoring, for users' own alerts",
+    "tritonwatch_alerts_rejected_total": "alert delivery self-monitoring, for users' own alerts",
+    "tritonwatch_alert_delivery_failures_total": "alert delivery self-monitoring",
+    "tritonwatch_canary_circuit_open": "canary state; the status page shows it",
+    "tritonwatch_canary_skipped": "design §8; a model the canary cannot fill, status page",
+    "tritonwatch_scrape_success": "design §8 self-monitoring of the Triton scrapes",
+    "tritonwatch_scrape_duration_seconds": "design §8 self-monitoring of the Triton scrapes",
+    "tritonwatch_scrape_failures_total": "self-monitoring of the Triton scrapes",
+    "tritonwatch_scrape_bad_lines_total": "self-monitoring: unparsable lines in Triton /metrics",
+    "tritonwatch_model_server_latency_seconds": "mean server time; dashboards show the stages",
+    "tritonwatch_model_latency_breakdown_ratio": "the stages' shares; the latency dashboard "
+    "computes them from tritonwatch_model_latency_breakdown_seconds",
+    "tritonwatch_model_bottleneck": "the advisor's diagnosis, shown on the status page",
+    "tritonwatch_model_batch_executions_per_second": "advisor input (batches vs requests)",
+    "tritonwatch_model_config_max_batch_size": "model config as scraped, for users' queries",
+    "tritonwatch_model_config_dynamic_batching_enabled": "model config as scraped",
+    "tritonwatch_model_config_max_queue_delay_seconds": "model config as scraped",
+    "tritonwatch_model_config_instances": "model config as scraped",
+    "tritonwatch_server_cpu_utilization_ratio": "Triton host CPU, from Triton /metrics",
+    "tritonwatch_server_cpu_memory_used_bytes": "Triton host memory, from Triton /metrics",
+    "tritonwatch_server_cpu_memory_total_bytes": "Triton host memory, from Triton /metrics",
+    "tritonwatch_server_pinned_memory_used_bytes": "Triton pinned memory, from Triton /metrics",
+    "tritonwatch_server_pinned_memory_total_bytes": "Triton pinned memory, from Triton /metrics",
+}
+"""The allow-list: ``tritonwatch_`` families outside the contract, each with the reason."""
 PANEL_TYPES = frozenset(
     {"row", "timeseries", "stat", "table", "barchart", "state-timeline", "heatmap"}
 )
@@ -98,7 +130,8 @@ def _values(dashboard: dict[str, Any]) -> dict[str, str]:
 
 
 def test_committed_json_is_what_the_generator_builds() -> None:
-    """Regenerating changes nothing, and there is no stray dashboard file."""
+    """Breaks if a committed file drifts from the generator or a stray file appears."""
+    # Only drift: that the dashboards read real metrics is checked against a daemon below.
     assert {name: json.dumps(d, indent=2) for name, d in ALL.items()} == {
         name: json.dumps(json.loads(text), indent=2) for name, text in render_all().items()
     }
@@ -225,3 +258,86 @@ def test_every_query_parses_as_promql(tmp_path: Path) -> None:
 def test_metric_names_reads_promql(expr: str, names: set[str]) -> None:
     """The tokenizer behind the contract check finds metrics and nothing else."""
     assert metric_names(expr) == names
+
+
+_TYPE_LINE = re.compile(r"^# TYPE (\S+) (\w+)$", re.MULTILINE)
+_SAMPLE_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("", "_sum", "_count")}
+
+
+def _sample_names(family: str, kind: str) -> set[str]:
+    """The sample names a family of type ``kind`` writes in the text exposition format."""
+    return {family + suffix for suffix in _SAMPLE_SUFFIXES.get(kind, ("",))}
+
+
+@pytest.fixture(scope="module")
+def daemon_families(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Family → type, off the ``# TYPE`` lines of a real ``tritonwatch run`` watching the
+    simulator, scraped once its canary has results (families without samples count: a
+    GPU family is declared on a host without a GPU)."""
+    from tritonwatch.sim.server import Simulator
+
+    folder = tmp_path_factory.mktemp("daemon")
+    with Simulator() as sim:
+        config = folder / "tritonwatch.yaml"
+        config.write_text(
+            "scrape: {interval: 1s, timeout: 500ms}\n"
+            f"targets: [{{name: sim, url: '{sim.http_url}', metrics_url: '{sim.metrics_url}',"
+            " models: [{name: simple}]}]\n"
+        )
+        daemon = DaemonProcess(config)
+        try:
+            daemon.wait_for_event("started", timeout=30)
+
+            def with_canary_results() -> str | None:
+                text = daemon.metrics()
+                return text if 'outcome="success"' in text else None
+
+            exposition: str = wait_until(with_canary_results, 20, "the first canary results")
+        finally:
+            assert daemon.stop() == 0
+    return dict(_TYPE_LINE.findall(exposition))
+
+
+def _exported_samples(families: dict[str, str]) -> set[str]:
+    return {name for family, kind in families.items() for name in _sample_names(family, kind)}
+
+
+@pytest.mark.e2e
+def test_the_contract_names_only_metrics_the_daemon_exports(
+    daemon_families: dict[str, str],
+) -> None:
+    """Breaks if the daemon stops exporting (or renames) a metric the contract promises."""
+    missing = CONTRACT - {"ALERTS"} - _exported_samples(daemon_families)
+    assert not missing, f"in CONTRACT, not on the daemon's /metrics: {sorted(missing)}"
+
+
+@pytest.mark.e2e
+def test_every_exported_family_is_in_the_contract_or_allowed(
+    daemon_families: dict[str, str],
+) -> None:
+    """Breaks if an exported tritonwatch_ family is in neither list, or the allow-list is stale."""
+    ours = {f: kind for f, kind in daemon_families.items() if f.startswith("tritonwatch_")}
+    unlisted = {
+        family: sorted(_sample_names(family, kind) - CONTRACT)
+        for family, kind in ours.items()
+        if not _sample_names(family, kind) <= CONTRACT and family not in NOT_ON_DASHBOARDS
+    }
+    assert not unlisted, f"exported, in neither CONTRACT nor NOT_ON_DASHBOARDS: {unlisted}"
+    stale = set(NOT_ON_DASHBOARDS) - set(ours)
+    assert not stale, f"NOT_ON_DASHBOARDS lists families the daemon does not export: {stale}"
+    both = {f for f in NOT_ON_DASHBOARDS if _sample_names(f, ours[f]) & CONTRACT}
+    assert not both, f"in CONTRACT and NOT_ON_DASHBOARDS at once: {both}"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_committed_dashboards_read_what_the_daemon_exports(
+    name: str, daemon_families: dict[str, str]
+) -> None:
+    """Breaks if a committed dashboard reads a metric the running daemon does not export."""
+    dashboard = ALL[name]
+    values = _values(dashboard)
+    exported = _exported_samples(daemon_families) | {"ALERTS"}
+    for where, expr in expressions(dashboard):
+        names = metric_names(substitute(expr, values))
+        assert names <= exported, f"{where}: not on the daemon's /metrics: {names - exported}"

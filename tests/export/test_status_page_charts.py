@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 import pytest
 
 from tritonwatch.analysis.slo import EventCounts, SLOKind, SLOSpec, Source, evaluate_slo
+from tritonwatch.canary_series import LastError
 from tritonwatch.export.latency_history import P95Point
 from tritonwatch.export.status_charts import (
     BAR_WIDTH,
@@ -32,7 +33,6 @@ from tritonwatch.export.status_page import (
     headline,
     render_status_page,
 )
-from tritonwatch.probe.canary_stats import LastError
 
 Element = tuple[str, dict[str, str]]
 

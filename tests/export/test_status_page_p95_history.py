@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
+from tritonwatch.canary_series import SeriesSnapshot
 from tritonwatch.export.latency_history import CAPACITY, HORIZON_SECONDS, P95History, P95Point
-from tritonwatch.probe.canary_stats import SeriesSnapshot
 
 KEY = ("sim", "simple", "http")
 

@@ -27,9 +27,9 @@ from prometheus_client import CollectorRegistry, Gauge
 from support import TRITONWATCH, DaemonProcess, free_port, wait_until
 from tritonwatch.cli import main
 from tritonwatch.config import ConfigError, parse_config
-from tritonwatch.export.basic_auth import BasicAuthChecker, BasicAuthUser
+from tritonwatch.config.web_config import BasicAuthUser, WebConfigError, load_web_config
+from tritonwatch.export.basic_auth import BasicAuthChecker
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
-from tritonwatch.export.web_config import WebConfigError, load_web_config
 from tritonwatch.listen import ListenAddress
 
 EC_KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]

@@ -11,7 +11,7 @@ logged as a crash or, worse, counted as a success.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import copy
 import gzip
 import itertools
 import json
@@ -115,19 +115,74 @@ def _same(ours: np.ndarray[Any, Any], sent: np.ndarray[Any, Any], datatype: str)
     return bool(np.array_equal(ours.astype(np.float64), sent.astype(np.float64), equal_nan=True))
 
 
+def _as_received(datatype: str, sent: np.ndarray[Any, Any], binary: bool) -> np.ndarray[Any, Any]:
+    """What a correct decoder gives back for ``sent``: JSON carries BYTES as text, so
+    they go out as latin-1 and come back as that text's UTF-8."""
+    if datatype == "BYTES" and not binary:
+        return _objects([bytes(x).decode("latin-1").encode() for x in sent.reshape(-1)], sent.shape)
+    return sent
+
+
+_Sent = dict[str, tuple[Any, np.ndarray[Any, Any]]]
+"""Output name → (how it was put on the wire, the array encoded there)."""
+
+
+def _sent_over_http(outputs: Any, binary: bool) -> _Sent:
+    body, header_length = _http_response(outputs, binary)
+    entries = json.loads(body[: header_length or len(body)])["outputs"]
+    return {
+        entry["name"]: (entry, _as_received(datatype, array, binary))
+        for entry, (_, datatype, array) in zip(entries, outputs, strict=True)
+    }
+
+
+def _plain_body(body: bytes, encoding: str | None) -> bytes:
+    """``body`` inflated with the standard library's own gzip and zlib readers."""
+    normal = (encoding or "identity").strip().lower()
+    return {"identity": lambda b: b, "gzip": gzip.decompress, "deflate": zlib.decompress}[normal](
+        body
+    )
+
+
+def _assert_http_answer_as_sent(
+    decoded: InferResponse, body: bytes, header_length: Any, sent: _Sent | None = None
+) -> None:
+    """A successful decode holds exactly what the (inflated) answer says: for the first
+    entry of each name its datatype, its shape and its own slice of the binary data (the
+    slices follow the entries' ``binary_data_size`` in order); and an entry just as we
+    encoded it (``sent``) decodes to the very array we encoded."""
+    split = len(body) if header_length is None else int(str(header_length).strip())
+    document, binary = json.loads(body[:split]), body[split:]
+    assert isinstance(document, dict)
+    wire: dict[str, tuple[Any, bytes | None]] = {}
+    offset = 0
+    for entry in document.get("outputs", []):
+        size = (entry.get("parameters") or {}).get("binary_data_size")
+        wire.setdefault(
+            entry["name"], (entry, None if size is None else binary[offset : offset + size])
+        )
+        offset += size or 0
+    assert set(decoded.tensors) == set(wire)
+    for name, (entry, raw) in wire.items():
+        tensor, shape = decoded.tensors[name], tuple(entry["shape"])
+        assert (tensor.datatype, tensor.shape) == (entry["datatype"], shape), name
+        assert decoded.outputs[name].shape == shape, name  # the data fill the shape
+        if raw is not None:
+            assert tensor.raw == raw, name
+        ours, array = (sent or {}).get(name, (None, None))
+        if entry == ours and (raw is None or raw == _raw(entry["datatype"], array)):
+            assert _same(decoded.outputs[name], array, entry["datatype"]), name
+
+
 @_fuzz
 @given(_outputs, st.booleans())
 def test_what_is_sent_over_http_is_decoded(outputs: Any, binary: bool) -> None:
+    """Breaks if any output of a well-formed answer decodes to other values than sent."""
     body, header_length = _http_response(outputs, binary)
     decoded = decode_http_infer_response(body, header_length)
     assert set(decoded.outputs) == {name for name, _, _ in outputs}
     for name, datatype, sent in outputs:
-        expected = sent
-        if datatype == "BYTES" and not binary:  # JSON carries text: latin-1 out, UTF-8 back
-            expected = _objects(
-                [bytes(x).decode("latin-1").encode() for x in sent.reshape(-1)], sent.shape
-            )
-        assert _same(decoded.outputs[name], expected, datatype), name
+        assert _same(decoded.outputs[name], _as_received(datatype, sent, binary), datatype), name
 
 
 @_fuzz
@@ -170,7 +225,10 @@ def _decodes_or_raises_typed(
 def test_any_bytes_decode_or_raise_response_decode_error(
     body: bytes, header_length: Any, encoding: str | None
 ) -> None:
-    _decodes_or_raises_typed(body, header_length, encoding)
+    """Breaks if junk raises anything else, or is decoded into outputs it does not hold."""
+    decoded = _decodes_or_raises_typed(body, header_length, encoding)
+    if decoded is not None:
+        _assert_http_answer_as_sent(decoded, _plain_body(body, encoding), header_length)
 
 
 _json_junk = st.recursive(
@@ -187,7 +245,9 @@ _json_junk = st.recursive(
 def test_valid_json_with_wrong_types_raises_only_response_decode_error(
     outputs: Any, binary: bool, data: st.DataObject
 ) -> None:
-    """One field of one output (or of the document) replaced by any JSON value, or removed."""
+    """Breaks if one field of one output (or the document) replaced by any JSON value or
+    by that field of another output, or removed, raises anything else, or is read as
+    other values than the answer holds."""
     body, header_length = _http_response(outputs, binary)
     split = header_length if header_length is not None else len(body)
     document = json.loads(body[:split])
@@ -201,13 +261,20 @@ def test_valid_json_with_wrong_types_raises_only_response_decode_error(
         if where == "parameters":
             entry = entry.setdefault("parameters", {})
         key = data.draw(st.sampled_from(sorted(entry) or ["x"]))
+        peers = [
+            e.get("parameters", {}) if where == "parameters" else e for e in document["outputs"]
+        ]
+        swaps = [peer[key] for peer in peers if key in peer]  # a plausible slip: decodes
         if data.draw(st.booleans()):
             entry.pop(key, None)
         else:
-            entry[key] = data.draw(_json_junk)
+            entry[key] = data.draw(_json_junk | st.sampled_from(swaps) if swaps else _json_junk)
     header = json.dumps(document).encode()
     new_length = len(header) if header_length is not None else None
-    _decodes_or_raises_typed(header + body[split:], new_length, None)
+    mutated = header + body[split:]
+    decoded = _decodes_or_raises_typed(mutated, new_length, None)
+    if decoded is not None:
+        _assert_http_answer_as_sent(decoded, mutated, new_length, _sent_over_http(outputs, binary))
 
 
 @_fuzz
@@ -235,11 +302,14 @@ def test_a_header_length_beyond_the_body_is_refused(outputs: Any, excess: int) -
 def test_compressed_answers_decode_and_damaged_ones_are_refused(
     outputs: Any, binary: bool, encoding: str, data: st.DataObject
 ) -> None:
+    """Breaks if a compressed answer decodes to other values than sent, or a damaged
+    stream is taken for an answer other than the one compressed."""
     body, header_length = _http_response(outputs, binary)
+    sent = _sent_over_http(outputs, binary)
     packed = gzip.compress(body) if encoding == "gzip" else zlib.compress(body)
-    assert decode_http_infer_response(packed, header_length, encoding).outputs.keys() == {
-        name for name, _, _ in outputs
-    }
+    decoded = decode_http_infer_response(packed, header_length, encoding)
+    assert decoded.outputs.keys() == {name for name, _, _ in outputs}
+    _assert_http_answer_as_sent(decoded, body, header_length, sent)
     damage = data.draw(st.sampled_from(["truncate", "flip", "append"]))
     if damage == "truncate":
         packed = packed[: data.draw(st.integers(0, len(packed) - 1))]
@@ -255,6 +325,9 @@ def test_compressed_answers_decode_and_damaged_ones_are_refused(
     answer = _decodes_or_raises_typed(packed, header_length, encoding)
     if damage in ("truncate", "append"):
         assert answer is None  # a cut or padded stream is never taken as the answer
+    elif answer is not None:  # a flip the checksums let through left the content alone
+        _assert_http_answer_as_sent(answer, body, header_length, sent)
+        assert answer.outputs.keys() == {name for name, _, _ in outputs}
 
 
 @_fuzz
@@ -282,11 +355,18 @@ def test_an_unknown_encoding_is_named() -> None:
 def test_any_byte_flipped_answer_decodes_or_raises_typed(
     outputs: Any, binary: bool, data: st.DataObject
 ) -> None:
+    """Breaks if a damaged answer raises anything else, or decodes into values its bytes
+    do not hold (a flipped data byte changes that value and nothing else). Half the
+    bytes flipped fall in the binary data, where there is any."""
     body, header_length = _http_response(outputs, binary)
+    tensors_from = header_length if header_length is not None else len(body)
     for _ in range(data.draw(st.integers(1, 3))):
-        index = data.draw(st.integers(0, len(body) - 1))
+        in_data = tensors_from < len(body) and data.draw(st.booleans())
+        index = data.draw(st.integers(tensors_from if in_data else 0, len(body) - 1))
         body = body[:index] + bytes([data.draw(st.integers(0, 255))]) + body[index + 1 :]
-    _decodes_or_raises_typed(body, header_length, None)
+    decoded = _decodes_or_raises_typed(body, header_length, None)
+    if decoded is not None:
+        _assert_http_answer_as_sent(decoded, body, header_length, _sent_over_http(outputs, binary))
 
 
 # -- gRPC --------------------------------------------------------------------------------
@@ -305,9 +385,63 @@ def _grpc_response(outputs: Any, raw_count: int | None = None) -> Any:
     return response
 
 
+# The KServe v2 proto's typed field for each datatype (FP16 and BF16 have none).
+_TYPED_FIELD = {
+    "BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents",
+    "INT32": "int_contents", "INT64": "int64_contents", "UINT8": "uint_contents",
+    "UINT16": "uint_contents", "UINT32": "uint_contents", "UINT64": "uint64_contents",
+    "FP32": "fp32_contents", "FP64": "fp64_contents", "BYTES": "bytes_contents",
+}  # fmt: skip
+
+
+def _same_values(ours: list[Any], theirs: list[Any]) -> bool:
+    """Element by element, NaN equal to NaN."""
+    return len(ours) == len(theirs) and all(
+        a == b or (a != a and b != b) for a, b in zip(ours, theirs, strict=True)
+    )
+
+
+def _assert_grpc_answer_as_sent(
+    decoded: InferResponse, message: Any, sent: dict[str, tuple[Any, Any, Any]] | None = None
+) -> None:
+    """A successful decode holds exactly what the message says: for the first output of
+    each name its datatype, its shape and its data (``raw_output_contents`` at its index,
+    else its typed contents); and an output just as we encoded it (``sent``: the output,
+    its raw contents or None, the array) decodes to the very array we encoded."""
+    raw = list(message.raw_output_contents)
+    wire: dict[str, tuple[Any, bytes | None]] = {}
+    for index, output in enumerate(message.outputs):
+        wire.setdefault(output.name, (output, raw[index] if index < len(raw) else None))
+    assert set(decoded.tensors) == set(wire)
+    for name, (output, contents) in wire.items():
+        tensor, shape = decoded.tensors[name], tuple(output.shape)
+        assert (tensor.datatype, tensor.shape) == (output.datatype, shape), name
+        assert decoded.outputs[name].shape == shape, name  # the data fill the shape
+        if contents is not None:
+            assert tensor.raw == contents, name
+        elif output.datatype in _TYPED_FIELD:
+            typed = list(getattr(output.contents, _TYPED_FIELD[output.datatype]))
+            assert _same_values(decoded.outputs[name].reshape(-1).tolist(), typed), name
+        else:
+            assert tensor.raw == b"", name  # nothing can carry FP16/BF16 but raw contents
+        ours, our_contents, array = (sent or {}).get(name, (None, None, None))
+        if output == ours and contents == our_contents:
+            assert _same(decoded.outputs[name], array, output.datatype), name
+
+
+def _sent_over_grpc(outputs: Any, response: Any) -> dict[str, tuple[Any, Any, Any]]:
+    raw = list(response.raw_output_contents)
+    return {
+        output.name: (copy.deepcopy(output), raw[index] if index < len(raw) else None, array)
+        for index, (output, (_, _, array)) in enumerate(zip(response.outputs, outputs, strict=True))
+    }
+
+
 @_fuzz
 @given(_outputs)
 def test_what_is_sent_over_grpc_is_decoded_as_tritonclient_does(outputs: Any) -> None:
+    """Breaks if a well-formed gRPC answer decodes to other values than sent, or than
+    tritonclient's own reader gives."""
     from tritonclient.grpc import InferResult as GrpcInferResult
 
     response = _grpc_response(outputs)
@@ -324,8 +458,12 @@ def test_what_is_sent_over_grpc_is_decoded_as_tritonclient_does(outputs: Any) ->
 @_fuzz
 @given(st.binary(max_size=500))
 def test_any_grpc_bytes_decode_or_raise_response_decode_error(data: bytes) -> None:
-    with contextlib.suppress(ResponseDecodeError):
-        decode_grpc_infer_response(data)
+    """Breaks if junk raises anything else, or is decoded into outputs it does not hold."""
+    try:
+        decoded = decode_grpc_infer_response(data)
+    except ResponseDecodeError:
+        return
+    _assert_grpc_answer_as_sent(decoded, service_pb2.ModelInferResponse.FromString(data))
 
 
 @_fuzz
@@ -333,7 +471,10 @@ def test_any_grpc_bytes_decode_or_raise_response_decode_error(data: bytes) -> No
 def test_mutated_grpc_responses_raise_only_response_decode_error(
     outputs: Any, data: st.DataObject
 ) -> None:
+    """Breaks if a mutated message raises anything else, or is read as other values than
+    it holds (the outputs the mutation left alone: as sent)."""
     response = _grpc_response(outputs, raw_count=data.draw(st.none() | st.integers(0, 3)))
+    sent = _sent_over_grpc(outputs, response)
     tensor = data.draw(st.sampled_from(list(response.outputs)))
     mutation = data.draw(
         st.sampled_from(["shape", "datatype", "raw", "drop_raw", "contents", "bytes"])
@@ -361,8 +502,12 @@ def test_mutated_grpc_responses_raise_only_response_decode_error(
     if mutation == "bytes" and serialized:
         cut = data.draw(st.integers(0, len(serialized) - 1))
         serialized = serialized[:cut] + data.draw(st.binary(max_size=8))
-    with contextlib.suppress(ResponseDecodeError):
-        decode_grpc_infer_response(serialized)
+    try:
+        decoded = decode_grpc_infer_response(serialized)
+    except ResponseDecodeError:
+        return
+    received = service_pb2.ModelInferResponse.FromString(serialized)
+    _assert_grpc_answer_as_sent(decoded, received, sent)
 
 
 # -- check_outputs over foreign results --------------------------------------------------
@@ -644,8 +789,8 @@ def test_the_canary_counts_an_unreadable_answer_as_bad_response(
 ) -> None:
     from structlog.testing import capture_logs
 
+    from tritonwatch.canary_series import CanaryStats
     from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-    from tritonwatch.probe.canary_stats import CanaryStats
 
     plan = CanaryPlan(
         "t", "m", "", "http", "http://127.0.0.1:1", "grpc://127.0.0.1:2", 1.0, False, 1.0, 4, "zero"

@@ -10,11 +10,11 @@ from structlog.testing import capture_logs
 
 from sim_process import SimProcess
 from support import wait_until
-from tritonwatch.analysis.quantiles import quantiles
+from tritonwatch.canary_series import CanaryStats, SeriesSnapshot, latency_buckets
 from tritonwatch.config.schema import InputOverride
 from tritonwatch.probe.canary import CanaryPlan
 from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.probe.canary_stats import CanaryStats, SeriesSnapshot, latency_buckets
+from tritonwatch.quantiles import quantiles
 from tritonwatch.sim.server import Simulator
 from tritonwatch.sim.testing import model_set_with
 

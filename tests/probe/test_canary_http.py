@@ -21,9 +21,10 @@ import pytest
 from aiohttp import web
 from structlog.testing import capture_logs
 
+from tritonwatch.canary_series import CanaryStats
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-from tritonwatch.probe.canary_stats import CanaryStats
+from tritonwatch.probe.canary_engine import CanaryEngine
 from tritonwatch.probe.clients import ACCEPT_ENCODING, HttpInferenceClient
 from tritonwatch.probe.infer_response import MAX_DECOMPRESSED_BYTES, ResponseDecodeError
 from tritonwatch.probe.payload import Tensor
@@ -188,9 +189,11 @@ def test_a_gzip_bomb_is_refused_at_the_decoders_one_gib_limit() -> None:
 PLAN = CanaryPlan("t", "m", "", "http", "", "grpc://127.0.0.1:1", 50.0, False, 5.0, 1, "zero")
 
 
-def _canary_against(server: FakeServer, sends: int) -> tuple[ModelCanary, list[dict[str, Any]]]:
+def _canary_against(
+    server: FakeServer, sends: int, engine: CanaryEngine | None = None, *, succeed: bool = True
+) -> tuple[ModelCanary, list[dict[str, Any]]]:
     """Runs the canary (as the runner does: prepare, tensor format, sends) for ``sends``
-    requests; returns it and its log lines."""
+    requests, from ``engine`` when given; returns it and its log lines."""
     outcome: list[ModelCanary] = []
 
     async def body(server: FakeServer) -> None:
@@ -198,7 +201,7 @@ def _canary_against(server: FakeServer, sends: int) -> tuple[ModelCanary, list[d
         stats = CanaryStats()
         stats.declare([plan.key])
         client = HttpInferenceClient(server.url)
-        canary = ModelCanary(plan, client, stats)
+        canary = ModelCanary(plan, client, stats, engine=engine)
         task = asyncio.create_task(canary.run())
         try:
             while len(server.requests) < sends:
@@ -209,7 +212,8 @@ def _canary_against(server: FakeServer, sends: int) -> tuple[ModelCanary, list[d
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await client.close()
-        assert stats.snapshot(0)[0].outcomes[Outcome.SUCCESS] >= sends
+        if succeed:
+            assert stats.snapshot(0)[0].outcomes[Outcome.SUCCESS] >= sends
         outcome.append(canary)
 
     with capture_logs() as logs:
@@ -321,3 +325,62 @@ def test_the_server_metadata_is_asked_once_per_client() -> None:
 
     _run(FakeServer(metadata), body)
     assert calls == [1]
+
+
+# -- the same through the engine (the daemon's plain-HTTP canaries send from it) ----------
+
+
+@pytest.fixture
+def engine() -> Any:
+    running = CanaryEngine()
+    yield running
+    running.stop()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", None])
+def test_the_engine_sends_the_clients_bytes_and_decodes_like_it(
+    engine: CanaryEngine, encoding: str | None
+) -> None:
+    """Fails if the engine's requests differ from the event loop's (binary tensors, the
+    Accept-Encoding the decoder reads) or its answers skip the client's decoder."""
+    reply = (
+        _compressed(
+            encoding, gzip.compress(ANSWER) if encoding == "gzip" else zlib.compress(ANSWER)
+        )
+        if encoding
+        else (lambda: web.Response(body=ANSWER, content_type="application/json"))
+    )
+    server = FakeServer(_extensions("binary_tensor_data"), infer=reply)
+    canary, logs = _canary_against(server, sends=3, engine=engine)
+    assert engine.sent == len(server.requests) >= 3
+    assert canary.tensor_format == "binary"
+    for headers, body in server.requests:
+        assert headers["Accept-Encoding"] == ACCEPT_ENCODING
+        assert int(headers["Inference-Header-Content-Length"]) < len(body)
+    assert not [log for log in logs if log["event"] == "canary_request_failed"]
+
+
+def test_through_the_engine_a_wrong_answer_is_a_bad_response_and_a_500_an_http_error(
+    engine: CanaryEngine,
+) -> None:
+    """Fails if the engine's answers are not judged as the event loop's are: an answer
+    lacking the model's output is bad_response, a 500 is http_error with its status."""
+    answers = iter(
+        [
+            web.Response(body=b'{"outputs": []}', content_type="application/json"),
+            web.json_response({"error": "model failed"}, status=500),
+        ]
+    )
+
+    def infer() -> web.Response:
+        return next(answers, web.Response(body=ANSWER, content_type="application/json"))
+
+    server = FakeServer(_extensions(), infer=infer)
+    _canary, logs = _canary_against(server, sends=3, engine=engine, succeed=False)
+    assert engine.sent >= 3
+    failed = [log for log in logs if log["event"] == "canary_request_failed"]
+    assert [(log["outcome"], log.get("status")) for log in failed] == [
+        ("bad_response", None),
+        ("http_error", 500),
+    ]
+    assert "model failed" in failed[1]["error"]

@@ -12,11 +12,11 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from structlog.testing import capture_logs
 
+from tritonwatch.canary_series import SKIPPED, CanaryStats
 from tritonwatch.config.schema import InputOverride
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.status_page import ModelStatus, StatusSnapshot, render_status_page
 from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-from tritonwatch.probe.canary_stats import SKIPPED, CanaryStats
 from tritonwatch.probe.datatypes import TRITON_DATATYPES, item_size
 from tritonwatch.probe.payload import PayloadError, TensorSpec, build_inputs, input_specs
 

@@ -12,9 +12,9 @@ import pytest
 from structlog.testing import capture_logs
 from tritonclient.utils import InferenceServerException
 
+from tritonwatch.canary_series import CanaryStats
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-from tritonwatch.probe.canary_stats import CanaryStats
 from tritonwatch.probe.payload import Tensor
 
 METADATA = {
@@ -208,6 +208,8 @@ def test_consecutive_failures_open_the_circuit_and_a_success_closes_it() -> None
 
 
 def test_canaries_are_capped_per_target_whatever_the_config_asks() -> None:
+    """Breaks if a target's canaries together may exceed 50/s or 64 in flight, if the
+    cap scales a target it should not touch, or if it stops being logged."""
     from structlog.testing import capture_logs
 
     from tritonwatch.config import parse_config
@@ -218,16 +220,21 @@ def test_canaries_are_capped_per_target_whatever_the_config_asks() -> None:
         "slo: {latency: {threshold: 100ms}}\n"
         "targets:\n"
         "  - {name: a, url: http://127.0.0.1:1, models: [{name: m1}, {name: m2}]}\n"
-        "  - {name: b, url: http://127.0.0.1:2, models: [{name: m3, canary: {rate: 2/s}}]}\n",
+        "  - {name: b, url: http://127.0.0.1:2, models: [{name: m3, canary: {rate: 2/s}}]}\n"
+        "  - {name: c, url: http://127.0.0.1:3,"
+        " models: [{name: m4, canary: {rate: 3/s, max_in_flight: 10}}]}\n",
         "caps.yaml",
     )
     with capture_logs() as logs:
         plans = {plan.model: plan for plan in canary_plans(config)}
-    assert (plans["m1"].rate, plans["m2"].rate) == (25.0, 25.0)  # 50/s for the target
-    assert (plans["m1"].max_in_flight, plans["m2"].max_in_flight) == (32, 32)
-    assert (plans["m3"].rate, plans["m3"].max_in_flight) == (
-        2.0,
-        100 if False else plans["m3"].max_in_flight,
-    )
-    assert plans["m3"].max_in_flight == 64  # one model alone is still held to 64 in flight
+    # Worked out by hand from the caps (50/s, 64 in flight per target):
+    # a asks 2 x 100/s and 2 x 100 in flight: each model gets its share, 25/s and 32;
+    # b asks 2/s (under the cap, kept) and 100 in flight: held to 64;
+    # c asks 3/s and 10 in flight, both under the caps: left alone.
+    assert {m: (p.rate, p.max_in_flight) for m, p in plans.items()} == {
+        "m1": (25.0, 32),
+        "m2": (25.0, 32),
+        "m3": (2.0, 64),
+        "m4": (3.0, 10),
+    }
     assert [log["target"] for log in logs if log["event"] == "canary_capped"] == ["a", "b"]

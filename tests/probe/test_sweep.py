@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 
 from sim_process import SimProcess
-from support import TRITONWATCH, free_port, wait_until
-from tritonwatch.analysis.stability import WindowResult
+from support import TRITONWATCH, fixtures_dir, free_port, wait_until
 from tritonwatch.cli import build_parser
 from tritonwatch.config import parse_config
 from tritonwatch.probe.load.grpc_callbacks import CallbackGrpcLoad
 from tritonwatch.probe.load.pool import cut_all, split_concurrency, start_workers, stop_workers
-from tritonwatch.probe.load.spec import LoadSpec, grpc_load_spec, http_load_spec
+from tritonwatch.probe.load.spec import LoadMode, LoadSpec, grpc_load_spec, http_load_spec
 from tritonwatch.probe.load.worker import CALLBACK_MAX_CONCURRENCY, WindowSamples, uses_callbacks
 from tritonwatch.probe.payload import Tensor, TensorSpec, build_inputs
+from tritonwatch.probe.stability import WindowResult
 from tritonwatch.probe.sweep import SweepRunner, SweepSettings, _result, _step_result
-from tritonwatch.probe.sweep_report import PERF_ANALYZER_COLUMNS, render_svg, to_csv, to_json
+from tritonwatch.probe.sweep_report import render_svg, to_csv, to_json
 from tritonwatch.probe.sweep_schedule import sweep_plans
 from tritonwatch.sim.testing import model_set_with
 from tritonwatch.sweep_cli import parse_levels, settings_from
@@ -42,6 +42,12 @@ TWO_INSTANCES = {
     "instance_group": {"count": 2, "kind": "KIND_GPU", "gpus": [0]},
     "gpu_occupancy": {"base": 0.3, "per_item": 0},
 }  # fmt: skip
+
+
+PERF_ANALYZER_CSV_HEADERS: dict[str, str] = json.loads(
+    (fixtures_dir() / "perf_analyzer_csv_header.json").read_text()
+)["headers"]
+"""The first line of the real perf_analyzer's ``-f`` CSV per mode, as it wrote it."""
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +145,8 @@ def test_sweep_stops_at_the_budget_and_reports_its_operating_point(sim: SimProce
 
 @pytest.mark.e2e
 def test_cli_writes_perf_analyzer_csv_json_and_plot(sim: SimProcess, tmp_path: Path) -> None:
+    """Breaks if `tritonwatch sweep` stops writing perf_analyzer's CSV (header, level
+    order, µs), the JSON steps or the plot's budget, knee and operating-point marks."""
     out_csv, out_json, out_svg = tmp_path / "p.csv", tmp_path / "p.json", tmp_path / "p.svg"
     result = subprocess.run(
         [TRITONWATCH, "sweep", "--url", sim.http_url, "--model", "simple", "--concurrency", "1,4",
@@ -149,11 +157,7 @@ def test_cli_writes_perf_analyzer_csv_json_and_plot(sim: SimProcess, tmp_path: P
     assert result.returncode == 0, result.stderr
     assert "operating point: " in result.stdout
     rows = list(csv.reader(io.StringIO(out_csv.read_text())))
-    assert rows[0] == [
-        "Concurrency", "Inferences/Second", "Client Send", "Network+Server Send/Recv",
-        "Server Queue", "Server Compute Input", "Server Compute Infer", "Server Compute Output",
-        "Client Recv", "p50 latency", "p90 latency", "p95 latency", "p99 latency",
-    ]  # fmt: skip
+    assert rows[0] == PERF_ANALYZER_CSV_HEADERS["concurrency"].split(",")
     assert [row[0] for row in rows[1:]] == ["1", "4"]  # sorted by increasing inferences/s
     assert 3000 <= int(rows[1][6]) <= 6000  # compute infer ≈ 4000 µs
     assert len(json.loads(out_json.read_text())["steps"]) == 2
@@ -178,10 +182,13 @@ def test_client_saturation_is_flagged_and_the_knee_called_a_lower_bound() -> Non
     assert any("lower bound" in warning for warning in result.warnings)
 
 
-def test_csv_header_is_perf_analyzers() -> None:
-    settings = SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1,), mode="rate")
+@pytest.mark.parametrize("mode", ["concurrency", "rate"])
+def test_csv_header_is_perf_analyzers(mode: LoadMode) -> None:
+    """Breaks if our CSV's header drifts from the one the real perf_analyzer writes in
+    this mode (captured from the binary; tests/triton re-checks the capture)."""
+    settings = SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1,), mode=mode)
     text = to_csv(_result(settings, [], False, []))
-    assert text == "Request Rate," + ",".join(PERF_ANALYZER_COLUMNS) + "\n"
+    assert text.splitlines() == [PERF_ANALYZER_CSV_HEADERS[mode]]
     assert render_svg(_result(settings, [], False, [])).startswith("<svg")
 
 

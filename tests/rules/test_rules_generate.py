@@ -1,22 +1,24 @@
-"""``tritonwatch rules``: the committed rule file, promtool's checks and unit tests, the CLI."""
+"""``tritonwatch rules``: the committed rule file, promtool's checks and unit tests, the
+committed rules evaluated by promtool over a real daemon's series, the CLI."""
 
 from __future__ import annotations
 
 import argparse
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from support import REPO
+from support import REPO, DaemonProcess, wait_until
 from tritonwatch.analysis.slo import BURN_POLICY, WINDOWS, SLOKind, SLOSpec, SLOStatus, Source
+from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config import load_config, parse_config
 from tritonwatch.export.alerts import slo_burn_alert
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.observations import CanaryResult, Outcome
-from tritonwatch.probe.canary_stats import CanaryStats, latency_buckets
 from tritonwatch.rules import cli
 from tritonwatch.rules.generate import le_label, render_config_rules
 
@@ -42,8 +44,186 @@ def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_committed_rules_are_what_the_demo_config_generates() -> None:
-    """Regenerate with: tritonwatch rules --config examples/demo.yaml --out <committed file>."""
+    """Breaks if the committed file drifts from `tritonwatch rules --config examples/demo.yaml`."""
+    # Only drift (regenerate with --out <committed file>); that the rules are right is
+    # checked against the daemon's own series by the promtool test below.
     assert COMMITTED.read_text() == render_config_rules(load_config(DEMO))
+
+
+_CANARY_COUNTERS = (
+    "tritonwatch_canary_requests_total",
+    "tritonwatch_canary_latency_seconds_bucket",
+    "tritonwatch_canary_latency_seconds_count",
+)
+"""What the SLO rules read."""
+Series = tuple[str, frozenset[tuple[str, str]]]
+
+
+def _canary_counters(exposition: str) -> dict[Series, float]:
+    """The canary counters of the demo's model in a /metrics text, by name and labels."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (sample.name, frozenset(sample.labels.items())): float(sample.value)
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+        if sample.name in _CANARY_COUNTERS
+        and (sample.labels.get("target"), sample.labels.get("model")) == ("local", "simple")
+    }
+
+
+def _requests(counters: dict[Series, float]) -> float:
+    return sum(v for (name, _), v in counters.items() if name == _CANARY_COUNTERS[0])
+
+
+def _two_scrapes(
+    config: Path, between: Callable[[], object]
+) -> tuple[dict[Series, float], dict[Series, float]]:
+    """Two /metrics readings of a real daemon on ``config``, some canary traffic apart,
+    with ``between`` run right after the first."""
+    daemon = DaemonProcess(config)
+    readings: list[dict[Series, float]] = []
+
+    def requests_beyond(count: float) -> bool:
+        readings.append(_canary_counters(daemon.metrics()))
+        return _requests(readings[-1]) > count
+
+    try:
+        wait_until(lambda: requests_beyond(0), 30, "the first canary results", every=0.2)
+        first = readings[-1]
+        between()
+        wait_until(lambda: requests_beyond(_requests(first) + 40), 30, "40 more", every=0.2)
+    finally:
+        assert daemon.stop() == 0
+    return first, readings[-1]
+
+
+def _increase(
+    first: dict[Series, float], second: dict[Series, float], name: str, **labels: str
+) -> float:
+    """How much every ``name`` series with ``labels`` among its labels grew, summed."""
+    return sum(
+        value - first.get((series_name, series_labels), 0.0)
+        for (series_name, series_labels), value in second.items()
+        if series_name == name and set(labels.items()) <= series_labels
+    )
+
+
+def _input_series(first: dict[Series, float], second: dict[Series, float]) -> list[dict[str, str]]:
+    """Each series at its first reading for 5 minutes, then its second: a 5-minute rate
+    at minute 5 is then exactly (second - first) / 300 s, without extrapolation."""
+    series = []
+    for (name, labels), value in sorted(
+        second.items(), key=lambda kv: (kv[0][0], sorted(kv[0][1]))
+    ):
+        before = first.get((name, labels), 0.0)
+        assert before.is_integer() and value.is_integer(), (name, labels, before, value)
+        matchers = ",".join(f'{k}="{v}"' for k, v in sorted(labels))
+        values = " ".join([str(int(before))] * 5 + [str(int(value))])
+        series.append({"series": f"{name}{{{matchers}}}", "values": values})
+    return series
+
+
+def _close_to(expr: str, slo: str, value: float) -> dict[str, object]:
+    """A promtool case: ``expr`` for the demo model's ``slo`` is ``value`` at minute 5."""
+    return {
+        "expr": f'abs({expr}{{slo="{slo}"}} - {value!r}) < bool 1e-9',
+        "eval_time": "5m",
+        "exp_samples": [{"labels": f'{{target="local",model="simple",slo="{slo}"}}', "value": 1}],
+    }
+
+
+@pytest.mark.e2e
+def test_committed_rules_compute_the_slis_from_the_daemons_series(tmp_path: Path) -> None:
+    """Breaks if the committed rules read series the daemon lacks or compute other SLIs."""
+    # promtool evaluates them over two real scrapes of a daemon running the demo config.
+    from tritonwatch.sim.server import Simulator
+
+    demo = yaml.safe_load(DEMO.read_text())
+    demo_config = load_config(DEMO)
+    slo = demo_config.slo_for(demo_config.targets[0].models[0])
+    with Simulator() as sim:
+        # A quarter of the requests fail: the availability SLI is far from 0.
+        sim.inject_fault(kind="error_burst", reason="BACKEND", fraction=0.25, model="simple")
+        config = {**demo, "canary": {"rate": "20/s"}}
+        config["targets"] = [{**demo["targets"][0], "url": sim.http_url}]
+        path = tmp_path / "demo.yaml"
+        path.write_text(yaml.safe_dump(config))
+        # simple computes in about 1 ms; 65 times that for a second puts some requests
+        # between the 50 ms threshold and the next bucket: a wrong ``le`` shows.
+        first, second = _two_scrapes(
+            path,
+            lambda: sim.inject_fault(
+                kind="latency_spike", factor=65, duration_s=1.0, model="simple"
+            ),
+        )
+
+    # The SLIs by their definitions (docs/design.md §6), from the daemon's counters.
+    requests = _increase(first, second, "tritonwatch_canary_requests_total")
+    succeeded = _increase(first, second, "tritonwatch_canary_requests_total", outcome="success")
+    timed = _increase(first, second, "tritonwatch_canary_latency_seconds_count")
+    (le,) = {
+        value
+        for name, labels in second
+        for key, value in labels
+        if key == "le" and value != "+Inf" and float(value) == slo.latency.threshold
+    }
+    fast = _increase(first, second, "tritonwatch_canary_latency_seconds_bucket", le=le)
+    assert 0 < succeeded < requests
+    assert 0 < fast < timed, "some canary requests are over the threshold, some under"
+    latency_error = 1 - fast / timed
+    availability_error = 1 - succeeded / requests
+
+    windows = sorted(
+        {
+            rule["record"]
+            for group in yaml.safe_load(COMMITTED.read_text())["groups"]
+            for rule in group["rules"]
+            if rule.get("record", "").startswith("tritonwatch:slo_sli_error:ratio_rate")
+        }
+    )
+    assert len(windows) == 8  # 5m, 30m, 1h, 2h, 6h, 1d, 3d, 28d
+    cases = [
+        _close_to("tritonwatch:slo_sli_error:ratio_rate5m", "latency", latency_error),
+        _close_to("tritonwatch:slo_sli_error:ratio_rate5m", "availability", availability_error),
+        _close_to(
+            "tritonwatch:slo_current_burn_rate:ratio",
+            "latency",
+            latency_error / (1 - slo.latency.objective),
+        ),
+        _close_to(
+            "tritonwatch:slo_current_burn_rate:ratio",
+            "availability",
+            availability_error / (1 - slo.availability.objective),
+        ),
+    ]
+    # Every window's SLI exists for both SLOs (longer windows extrapolate: no exact value).
+    cases += [
+        {
+            "expr": f"count by (target, model) (({record} >= 0) <= 1)",
+            "eval_time": "5m",
+            "exp_samples": [{"labels": '{target="local",model="simple"}', "value": 2}],
+        }
+        for record in windows
+    ]
+    test_file = tmp_path / "daemon-series.test.yml"
+    test_file.write_text(
+        yaml.safe_dump(
+            {
+                "rule_files": [str(COMMITTED)],
+                "evaluation_interval": "1m",
+                "tests": [
+                    {
+                        "interval": "1m",
+                        "input_series": _input_series(first, second),
+                        "promql_expr_test": cases,
+                    }
+                ],
+            }
+        )
+    )
+    result = _promtool("test", "rules", str(test_file))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_promtool_accepts_the_committed_and_a_fleet_rule_file(tmp_path: Path) -> None:

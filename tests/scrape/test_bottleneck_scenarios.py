@@ -12,10 +12,10 @@ from sim_traffic import FakeClock, MeasuredCanary, infer, sim_target
 
 from support import wait_until
 from tritonwatch.analysis.breakdown import BottleneckThresholds
+from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config.schema import Config
 from tritonwatch.probe.canary import canary_plans
 from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.probe.canary_stats import CanaryStats, latency_buckets
 from tritonwatch.scrape.collection import TritonScrapers, canary_totals
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.target_state import ModelState

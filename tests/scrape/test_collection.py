@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import Config, TargetConfig
 from tritonwatch.observations import (
     CanaryResult,
@@ -14,7 +15,6 @@ from tritonwatch.observations import (
     Outcome,
     TritonGpuRates,
 )
-from tritonwatch.probe.canary_stats import CanaryStats
 from tritonwatch.scrape.collection import TritonScrapers, canary_totals
 from tritonwatch.scrape.target_state import ScrapeOutcome, TargetState
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from support import fixtures_dir
+from tritonwatch.counters import counter_increase
 from tritonwatch.observations import ModelKey, ModelRates, TritonRates, TritonScrape
 from tritonwatch.scrape import triton_families as f
-from tritonwatch.scrape.triton_deltas import counter_increase, model_rates, triton_rates
+from tritonwatch.scrape.triton_deltas import model_rates, triton_rates
 from tritonwatch.scrape.triton_text import parse_triton_metrics
 
 T4 = "GPU-8331ed5e-e44e-72c7-fba5-ed5d48487989"

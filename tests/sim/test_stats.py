@@ -74,8 +74,15 @@ def test_summary_window_quantiles_cover_the_last_60_seconds_only() -> None:
 
 
 def test_idle_summary_reports_nan() -> None:
-    """With nothing in the window every quantile is NaN (printed ``Nan``)."""
-    assert all(math.isnan(value) for _, value in SummaryWindow().quantiles(now=0.0))
+    """Breaks if an idle summary (never observed, or everything aged out) drops one of
+    Triton's five quantiles or prints a number for it instead of NaN (``Nan``)."""
+    aged_out = SummaryWindow()
+    aged_out.observe(now=0.0, value=42)
+    for window, now in ((SummaryWindow(), 0.0), (aged_out, 61.0)):
+        quantiles = window.quantiles(now=now)
+        assert [q for q, _ in quantiles] == [0.5, 0.9, 0.95, 0.99, 0.999]
+        assert [math.isnan(value) for _, value in quantiles] == [True] * 5
+    assert (aged_out.count, aged_out.total) == (1, 42)  # _count and _sum keep it
 
 
 def test_faults_expire_and_apply_per_model() -> None:

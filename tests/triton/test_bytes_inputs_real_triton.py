@@ -27,10 +27,10 @@ from tritonclient.grpc import service_pb2
 
 from real_triton import RealTriton
 from support import TRITONWATCH
+from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config import parse_config
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import ModelCanary, canary_plans
-from tritonwatch.probe.canary_stats import CanaryStats
 from tritonwatch.probe.clients import InferenceClient, client_for
 from tritonwatch.probe.load.spec import grpc_load_spec, http_load_spec
 from tritonwatch.probe.payload import STRING_CHARACTERS, Tensor

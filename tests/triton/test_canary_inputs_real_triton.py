@@ -19,10 +19,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from real_triton import RealTriton
+from tritonwatch.canary_series import SKIPPED, CanaryStats, SeriesSnapshot
 from tritonwatch.config.schema import InputOverride
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import CanaryPlan, ModelCanary, run_canaries
-from tritonwatch.probe.canary_stats import SKIPPED, CanaryStats, SeriesSnapshot
 from tritonwatch.probe.clients import client_for
 from tritonwatch.probe.payload import Tensor
 

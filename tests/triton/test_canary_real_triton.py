@@ -25,10 +25,10 @@ import tritonclient.http as httpclient
 from structlog.testing import capture_logs
 
 from real_triton import RealTriton
+from tritonwatch.canary_series import CanaryStats, SeriesSnapshot
 from tritonwatch.config.schema import InputOverride
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import BREAKER_FAILURES, CanaryPlan, ModelCanary
-from tritonwatch.probe.canary_stats import CanaryStats, SeriesSnapshot
 from tritonwatch.probe.clients import ACCEPT_ENCODING, client_for
 from tritonwatch.probe.infer_response import decode_http_infer_response
 from tritonwatch.probe.payload import Tensor

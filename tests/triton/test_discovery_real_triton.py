@@ -1,5 +1,6 @@
 """``tritonwatch run --url`` against a real tritonserver: every READY model is found
-in the repository index and watched; models loaded or unloaded later follow."""
+in the repository index (HTTP or gRPC) and watched; models loaded, unloaded or reloaded
+with another config later follow."""
 
 from __future__ import annotations
 
@@ -13,9 +14,21 @@ FIRST_THREE = ("batching", "needs_two", "text")  # text: a BYTES (TYPE_STRING) i
 REFRESH = "500ms"
 
 
-def _successes(daemon: DaemonProcess, target: str, model: str) -> float | None:
-    labels = [("target", target), ("model", model), ("outcome", "success")]
+def _successes(
+    daemon: DaemonProcess, target: str, model: str, protocol: str = "http"
+) -> float | None:
+    labels = [("target", target), ("model", model), ("protocol", protocol), ("outcome", "success")]
     return sample_value(daemon.metrics(), "tritonwatch_canary_requests_total", labels)
+
+
+def _watch(url: str, server: RealTriton) -> DaemonProcess:
+    """``tritonwatch run --url URL`` alone, re-reading the index every 500 ms."""
+    return DaemonProcess(
+        None,
+        "--url", url,
+        "--metrics-url", server.metrics_url,
+        env={"TRITONWATCH_MODEL_REFRESH_INTERVAL": REFRESH},
+    )  # fmt: skip
 
 
 def _canary_models(daemon: DaemonProcess) -> set[str]:
@@ -38,12 +51,7 @@ def test_run_url_alone_watches_every_ready_model_and_follows_loads(
     not re-read, or a removed model's series are left behind."""
     server = start_real_triton(*FIRST_THREE)
     target = f"127.0.0.1:{server.http_port}"
-    daemon = DaemonProcess(
-        None,
-        "--url", f"http://{target}",
-        "--metrics-url", server.metrics_url,
-        env={"TRITONWATCH_MODEL_REFRESH_INTERVAL": REFRESH},
-    )  # fmt: skip
+    daemon = _watch(f"http://{target}", server)
     try:
         for model in FIRST_THREE:
             wait_until(lambda m=model: (_successes(daemon, target, m) or 0) >= 1, 60, model)
@@ -58,6 +66,61 @@ def test_run_url_alone_watches_every_ready_model_and_follows_loads(
         wait_until(lambda: "needs_two" not in _canary_models(daemon), 30, "series removed")
         assert _canary_models(daemon) == {"batching", "text", "slow_queue"}
         assert _successes(daemon, target, "text") is not None
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_a_grpc_only_target_discovers_over_repository_index_and_follows_loads(
+    start_real_triton: Callable[..., RealTriton],
+) -> None:
+    """``--url grpc://`` alone: breaks if the gRPC RepositoryIndex is not read (or read
+    wrong), a model loaded later is not watched over gRPC, or an unloaded one stays."""
+    server = start_real_triton("batching")
+    target = server.grpc_address
+    daemon = _watch(server.grpc_url, server)
+    try:
+        wait_until(lambda: (_successes(daemon, target, "batching", "grpc") or 0) >= 1, 60, "found")
+        assert _canary_models(daemon) == {"batching"}
+
+        server.load("text")
+        wait_until(lambda: (_successes(daemon, target, "text", "grpc") or 0) >= 1, 30, "loaded")
+        discovered = daemon.wait_for_event("models_discovered", added=["text"])
+        assert (discovered["target"], discovered["removed"]) == (target, [])
+
+        server.unload("batching")
+        wait_until(lambda: "batching" not in _canary_models(daemon), 30, "series removed")
+        assert _canary_models(daemon) == {"text"}
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_a_model_reloaded_with_other_input_dims_gets_its_canary_rebuilt(
+    start_real_triton: Callable[..., RealTriton],
+) -> None:
+    """Reloads ``batching`` with INPUT0 [8] (was [16]): Triton refuses the old [1, 16]
+    request, so successes resume only if the canary read the new config and sends
+    [1, 8]. Breaks if a reload goes unnoticed or the canary is not rebuilt."""
+    server = start_real_triton("batching")
+    target = f"127.0.0.1:{server.http_port}"
+    daemon = _watch(f"http://{target}", server)
+    try:
+        wait_until(lambda: (_successes(daemon, target, "batching") or 0) >= 1, 60, "found")
+        config = server.config("batching")
+        for tensor in (*config["input"], *config["output"]):
+            tensor["dims"] = [8]
+        mark = len(daemon.events)
+        server.load("batching", config)
+        assert server.config("batching")["input"][0]["dims"] == [8]
+
+        reloaded = daemon.wait_for_event("models_discovered", 30, mark, reloaded=["batching"])
+        assert (reloaded["added"], reloaded["removed"]) == ([], [])
+        daemon.wait_for_event("canary_started", 30, mark, model="batching")
+        rebuilt = _successes(daemon, target, "batching") or 0
+        wait_until(
+            lambda: (_successes(daemon, target, "batching") or 0) >= rebuilt + 3,
+            30,
+            "successes with the new shape",
+        )
     finally:
         assert daemon.stop() == 0
 

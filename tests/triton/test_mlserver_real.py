@@ -23,10 +23,10 @@ import pytest
 
 from real_mlserver import ECHO_MODEL, RealMLServer
 from support import wait_until
+from tritonwatch.canary_series import CanaryStats, SeriesSnapshot
 from tritonwatch.probe import canary_runner
 from tritonwatch.probe.canary import CanaryPlan
 from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.probe.canary_stats import CanaryStats, SeriesSnapshot
 from tritonwatch.probe.clients import client_for
 from tritonwatch.probe.payload import Tensor
 

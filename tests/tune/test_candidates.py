@@ -5,8 +5,8 @@ from __future__ import annotations
 from array import array
 from dataclasses import replace
 
-from tritonwatch.analysis.stability import WindowResult
 from tritonwatch.probe.load.worker import WindowSamples
+from tritonwatch.probe.stability import WindowResult
 from tritonwatch.probe.sweep import SweepSettings, _result, _step_result
 from tritonwatch.probe.sweep_stats import ServerBreakdown
 from tritonwatch.sim.server import Simulator
@@ -18,6 +18,7 @@ CONFIG = {
     "dynamic_batching": {"max_queue_delay_microseconds": 1000},
     "instance_group": [{"count": 2, "kind": "KIND_GPU", "gpus": [0]}],
 }
+DELAY = "dynamic_batching.max_queue_delay_microseconds"
 
 
 def _flat_sweep(queue: float, gpu: float | None, batch: float = 6.0) -> object:
@@ -48,8 +49,12 @@ def test_flat_curve_with_an_idle_gpu_asks_for_an_instance() -> None:
 
 
 def test_flat_curve_with_a_busy_gpu_and_no_waiting_does_not() -> None:
-    changes = candidates(CONFIG, _flat_sweep(queue=0.0002, gpu=0.95), 0.05)  # type: ignore[arg-type]
-    assert all(c.parameter != "instance_group[0].count" for c in changes)
+    """Breaks if a flat curve on a busy GPU with nothing queueing still gets one more
+    instance (it would only add contention), or the other rules stop running beside it."""
+    full_batches = candidates(CONFIG, _flat_sweep(queue=0.0002, gpu=0.95), 0.05)  # type: ignore[arg-type]
+    assert full_batches == []  # nothing to change at all: batches of 6 of 4 possible
+    small_batches = candidates(CONFIG, _flat_sweep(queue=0.0002, gpu=0.95, batch=1.5), 0.05)  # type: ignore[arg-type]
+    assert [(c.parameter, c.current, c.proposed) for c in small_batches] == [(DELAY, 1000, 2000)]
 
 
 def test_without_gpu_numbers_waiting_still_decides() -> None:
@@ -69,7 +74,9 @@ def test_gpu_probe_reads_the_models_gpu_from_triton_metrics() -> None:
 
 
 def test_a_still_rising_curve_with_gpu_room_inside_the_budget_asks_for_an_instance() -> None:
-    sweep = _flat_sweep(queue=0.0002, gpu=0.6)
+    """Breaks if a rising curve with GPU room gets no instance first, or one with a busy
+    GPU gets one anyway."""
+    sweep = _flat_sweep(queue=0.0002, gpu=0.6, batch=1.5)
     rising = [replace(s, inferences_per_second=500.0 * s.level) for s in sweep.steps]  # type: ignore[attr-defined]
     result = _result(
         SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1, 2, 4), budget_p95=0.05),
@@ -80,14 +87,15 @@ def test_a_still_rising_curve_with_gpu_room_inside_the_budget_asks_for_an_instan
     assert result.knee is not None
     assert not result.knee.reached
     changes = candidates(CONFIG, result, 0.05)
-    assert changes[0].parameter == "instance_group[0].count"
+    assert [(c.parameter, c.current, c.proposed) for c in changes] == [
+        ("instance_group[0].count", 2, 3),
+        (DELAY, 1000, 2000),  # batches of 1.5 of 8 possible: the raise comes after
+    ]
     assert "still rising at 4" in changes[0].reason
     busy = _result(SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1, 2, 4), budget_p95=0.05),
                    [replace(s, gpu_utilization=0.95) for s in rising], False, [])  # fmt: skip
-    assert all(c.parameter != "instance_group[0].count" for c in candidates(CONFIG, busy, 0.05))
-
-
-DELAY = "dynamic_batching.max_queue_delay_microseconds"
+    busy_changes = candidates(CONFIG, busy, 0.05)
+    assert [(c.parameter, c.current, c.proposed) for c in busy_changes] == [(DELAY, 1000, 2000)]
 
 
 def _delay_changes(config: dict[str, object], sweep: object) -> list[tuple[object, object]]:

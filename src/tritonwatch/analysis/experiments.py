@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from tritonwatch.analysis.quantiles import nearest_rank
+from tritonwatch.quantiles import nearest_rank
 
 BOOTSTRAP_ITERATIONS = 1000
 CONFIDENCE = 0.95

@@ -12,7 +12,7 @@ Events come from two sources (docs/design.md §6):
 
 The cumulative canary counters restart when the daemon restarts or a reload changes
 the histogram's buckets; a counter that went down is taken to have restarted from
-zero, as Prometheus' ``rate()`` does (:func:`~tritonwatch.scrape.triton_deltas.counter_increase`).
+zero, as Prometheus' ``rate()`` does (:func:`~tritonwatch.counters.counter_increase`).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from tritonwatch.analysis.slo import (
     evaluate_slo,
 )
 from tritonwatch.analysis.slo_store import SeriesKey, SLOEventStore
+from tritonwatch.canary_series import SeriesSnapshot
+from tritonwatch.counters import counter_increase
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import Outcome, TritonRates
-from tritonwatch.probe.canary_stats import SeriesSnapshot
-from tritonwatch.scrape.triton_deltas import counter_increase
 
 _log = get_logger("slo")
 

@@ -12,6 +12,7 @@ from tritonwatch.client_tls import is_secure
 from tritonwatch.config.errors import ConfigError, Problem
 from tritonwatch.config.schema import SWEEP_CONCURRENCY_CAP, Config
 from tritonwatch.config.units import format_duration
+from tritonwatch.config.web_config import load_web_config
 from tritonwatch.listen import ListenAddressError, parse_listen_address
 
 Check = Callable[[Config], Iterator[Problem]]
@@ -74,8 +75,6 @@ def _exporter_web_config(config: Config) -> Iterator[Problem]:
     exporter = config.exporter
     if exporter.web_config_file is None:
         return
-    # Imported here: web_config reads YAML with the loader, which imports this module.
-    from tritonwatch.export.web_config import load_web_config  # noqa: PLC0415
 
     try:
         web = load_web_config(exporter.web_config_file)

@@ -416,6 +416,15 @@ class Config(Section):
                 return target
         return None
 
+    def secret_values(self) -> list[str]:
+        """Every secret value the config holds, for the log redactor
+        (:meth:`tritonwatch.logs.Redactor.set_secrets`)."""
+        alerting = self.alerting
+        values = [alerting.webhook_url, alerting.bearer_token]
+        if alerting.basic_auth is not None:
+            values.append(alerting.basic_auth.password)
+        return [secret.get_secret_value() for secret in values if secret is not None]
+
     def canary_for(self, target: TargetConfig, model: WatchedModel) -> CanaryConfig:
         """The model's canary settings, with the protocol resolved from the target's URL."""
         merged = merge_overrides(self.canary, model.canary)

@@ -17,21 +17,14 @@ import hashlib
 import hmac
 import secrets
 import threading
-from dataclasses import dataclass, field
 
 import bcrypt
+
+from tritonwatch.config.web_config import BasicAuthUser
 
 BCRYPT_MAX_PASSWORD_BYTES = 72
 """bcrypt reads no further; htpasswd and Go truncate, bcrypt 5 raises, so we truncate."""
 CACHE_ENTRIES = 256
-
-
-@dataclass(frozen=True, slots=True)
-class BasicAuthUser:
-    """One ``basic_auth_users`` entry; the hash is left out of ``repr`` and logs."""
-
-    name: str
-    password_hash: bytes = field(repr=False)
 
 
 def parse_basic_authorization(header: str | None) -> tuple[bytes, bytes] | None:

@@ -14,7 +14,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from tritonwatch.probe.canary_stats import CanaryStats
+from tritonwatch.canary_series import CanaryStats
 
 QUANTILE_FAMILY = "tritonwatch_latency_quantile_seconds"
 ServerQuantiles = Callable[[], Iterable[tuple[str, dict[str, str], float]]]

@@ -26,7 +26,7 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from tritonwatch.export.basic_auth import BasicAuthChecker, parse_basic_authorization
-from tritonwatch.export.web_config import WebConfigWatcher
+from tritonwatch.export.web_config_watcher import WebConfigWatcher
 from tritonwatch.listen import ListenAddress
 from tritonwatch.logs import get_logger
 

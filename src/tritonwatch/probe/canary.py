@@ -17,18 +17,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tritonwatch.canary_series import CanaryStats
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, Config, InputOverride
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import CanaryResult, Outcome
+from tritonwatch.probe.canary_engine import CanaryEngine, RawAnswer
 from tritonwatch.probe.canary_failures import Failure, FailureLog
-from tritonwatch.probe.canary_stats import CanaryStats
 from tritonwatch.probe.canary_timing import WakeTimer
 from tritonwatch.probe.clients import (
     BINARY_TENSOR_EXTENSION,
+    HttpInferenceClient,
     InferenceClient,
     classify_error,
     error_text,
+    http_infer_answer,
     http_status,
     is_refused_connection,
 )
@@ -154,8 +157,11 @@ class ModelCanary:
         *,
         seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        engine: CanaryEngine | None = None,
     ) -> None:
         self.plan = plan
+        self._engine = engine
+        """Plain-HTTP canaries send from it when given (the daemon's do); else the loop."""
         self._client = client
         self._stats = stats
         self._random = random.Random(seed)  # noqa: S311 - scheduling jitter, not secrets
@@ -283,6 +289,8 @@ class ModelCanary:
         )
         loop = asyncio.get_running_loop()
         next_send = loop.time() + self._random.uniform(0, 1.0 / self.plan.rate)
+        if await self._run_on_engine(next_send):
+            return
         try:
             while True:
                 # Each request's task is made as soon as the one before has gone out and
@@ -304,13 +312,39 @@ class ModelCanary:
                 task.cancel()
             self._failure_log.flush()
 
+    async def _run_on_engine(self, first_send: float) -> bool:
+        """Hands a plain-HTTP canary to the engine (probe/canary_engine.py), which sends
+        until this task is cancelled; False when there is no engine, the target speaks
+        TLS or gRPC, or its host does not resolve (the event loop then sends)."""
+        client = self._client
+        if self._engine is None or not isinstance(client, HttpInferenceClient):
+            return False
+        address = client.address
+        if address is None:
+            return False
+        plan = self.plan
+        request = client.infer_request(plan.model, plan.version, self._tensors, binary=self._binary)
+        client.close_idle_connections()
+        try:
+            await self._engine.serve(
+                self, *address, request, timeout=plan.timeout,
+                max_in_flight=plan.max_in_flight, first_send=first_send,
+            )  # fmt: skip
+        except OSError as error:
+            _log.warning("canary_engine_unavailable", target=plan.target, model=plan.model,
+                         error=str(error)[:200])  # fmt: skip
+            return False
+        finally:
+            self._failure_log.flush()
+        return True
+
     async def _one(self, intended: float, gone: asyncio.Future[None] | None = None) -> None:
         """One request, latency from ``intended`` to its answer's last byte (or to the
         failure, or the timeout), however long it waited for a slot. ``gone`` is set at
         the send time, once the pause and the breaker have had their say."""
         try:
             await self._timer.sleep_until(intended)
-            allowed = not self.paused and self._breaker_allows(intended)
+            allowed = self.may_send(intended)
         finally:
             if gone is not None and not gone.done():
                 gone.set_result(None)
@@ -319,19 +353,31 @@ class ModelCanary:
 
     async def _send(self, intended: float) -> None:
         loop = asyncio.get_running_loop()
-        plan = self.plan
-        deadline = intended + plan.timeout
-        outcome, text = Outcome.SUCCESS, ""
-        finished: float | None = None
+        deadline = intended + self.plan.timeout
         try:
             async with asyncio.timeout_at(deadline):
                 async with self._slots:
                     result = await self._infer(max(0.001, deadline - loop.time()))
-            finished = _received_at(result)
-            check_outputs(result, self._outputs)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # every failure is an outcome, never a crash
+            self.finish(intended, error)
+            return
+        self.finish(intended, result)
+
+    def finish(self, intended: float, answer: Any) -> None:
+        """Judges one request's ``answer`` (a decoded result, or the exception it ended
+        with) and records it: latency from ``intended`` to the answer's last byte, or to
+        now for a failure. Both send paths end here, the event loop's and the engine's."""
+        plan = self.plan
+        outcome, text = Outcome.SUCCESS, ""
+        finished: float | None = None
+        try:
+            if isinstance(answer, BaseException):
+                raise answer
+            finished = _received_at(answer)
+            check_outputs(answer, self._outputs)
+        except Exception as error:
             # (a ResponseDecodeError too: it answered, but not with what was asked)
             outcome = (
                 Outcome.BAD_RESPONSE
@@ -343,18 +389,37 @@ class ModelCanary:
                 status = http_status(error) if plan.protocol == "http" else None
                 self._failure_log.failed(Failure(outcome, text, status))
         self._failure_log.tick()
-        elapsed = (finished if finished is not None else loop.time()) - intended
+        now = time.monotonic()  # the event loop's clock, and the engine's
+        elapsed = (finished if finished is not None else now) - intended
         latency: float | None = elapsed
         if outcome == Outcome.TIMEOUT:
             latency = plan.timeout
         elif outcome not in (Outcome.SUCCESS, Outcome.BAD_RESPONSE):
             latency = None  # a refused connection says nothing about latency
-        self._trip_or_reset(outcome, loop.time())
+        self._trip_or_reset(outcome, now)
         self._stats.record(
             CanaryResult(
                 plan.target, plan.model, plan.protocol, self._clock(), outcome, latency, text
             )
         )
+
+    # --- what the engine asks (probe/canary_engine.py: EngineCanary) ------------------
+
+    def next_gap(self) -> float:
+        return self._gap()
+
+    def may_send(self, intended: float) -> bool:
+        return not self.paused and self._breaker_allows(intended)
+
+    def answered(self, intended: float, answer: RawAnswer | BaseException) -> None:
+        """The engine's answer: decoded here as the HTTP client decodes its own."""
+        if not isinstance(answer, BaseException):
+            status, headers, payload, received = answer
+            try:
+                answer = http_infer_answer(status, headers, payload, received)
+            except Exception as error:  # a status or a body that says it failed
+                answer = error
+        self.finish(intended, answer)
 
     def _breaker_allows(self, now: float) -> bool:
         """Closed: every send. Open: one probe per BREAKER_PROBE_SECONDS."""

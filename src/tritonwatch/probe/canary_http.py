@@ -105,6 +105,12 @@ class ConnectionPool:
         )
         return protocol
 
+    def close_idle(self) -> None:
+        """Closes the connections no exchange is using (the pool stays usable)."""
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
     def close(self) -> None:
         idle, self._idle = self._idle, []
         for connection in idle:

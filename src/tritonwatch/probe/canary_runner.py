@@ -2,28 +2,38 @@
 
 The daemon is threaded (APScheduler, the exporter); the canary is asyncio, because
 hundreds of concurrent in-flight requests are cheap as coroutines and expensive as
-threads. This class is the bridge: one loop in one thread, reconfigured whole on
-config reload, stopped within a bounded time.
+threads. This class is the bridge: one loop in one thread, one task per canary,
+stopped within a bounded time.
+
+A reload (or a model discovered, unloaded, reloaded) changes only what changed: a
+canary whose plan and revision are the same keeps running — the same object, its
+request prepared once, its schedule and breaker as they were, no gap in its series —
+while removed ones stop, new ones start and changed ones restart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
+from tritonwatch.canary_series import CanaryStats, SeriesKey
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.logs import get_logger
 from tritonwatch.probe import canary_timing
 from tritonwatch.probe.canary import CanaryPlan, ModelCanary, run_canaries
-from tritonwatch.probe.canary_stats import CanaryStats
+from tritonwatch.probe.canary_engine import CanaryEngine
 from tritonwatch.probe.clients import InferenceClient, client_for
+from tritonwatch.probe.timer_slack import tighten_timer_slack
 
 _log = get_logger("canary")
 STOP_TIMEOUT_SECONDS = 2.0
 
 
 ClientKey = tuple[str, str, str, ClientTLS | None]
+Revisions = Mapping[tuple[str, str], str]
+"""(target, model) → what the model was loaded as (model discovery's signature)."""
 
 
 def _client_key(plan: CanaryPlan) -> ClientKey:
@@ -33,32 +43,67 @@ def _client_key(plan: CanaryPlan) -> ClientKey:
     return (plan.target, plan.protocol, url, plan.tls)
 
 
+@dataclass(frozen=True, slots=True)
+class _Running:
+    canary: ModelCanary
+    revision: str
+    task: asyncio.Task[None]
+
+
 class CanaryRunner:
     """Runs the canaries of a set of :class:`CanaryPlan` s in a background event loop."""
 
     def __init__(self, stats: CanaryStats) -> None:
         self.stats = stats
         self._loop = canary_timing.new_event_loop()  # sub-millisecond timers
-        self._thread = threading.Thread(target=self._loop.run_forever, name="canary", daemon=True)
-        self._main: asyncio.Task[None] | None = None
-        self._canaries: list[ModelCanary] = []
+        self._thread = threading.Thread(target=self._run_loop, name="canary", daemon=True)
+        self._engine = CanaryEngine()
+        """Plain-HTTP canaries send from its thread (probe/canary_engine.py); the rest,
+        and everything before a canary's first send, on this loop."""
+        self._running: dict[SeriesKey, _Running] = {}
         self._clients: dict[ClientKey, InferenceClient] = {}
 
-    def start(self, plans: Sequence[CanaryPlan]) -> None:
+    def start(self, plans: Sequence[CanaryPlan], revisions: Revisions | None = None) -> None:
         self._thread.start()
-        self.apply(plans)
+        self.apply(plans, revisions)
 
-    def apply(self, plans: Sequence[CanaryPlan]) -> None:
-        """Replaces the running canaries with ``plans`` (statistics of kept models stay)."""
-        self.stats.declare(plan.key for plan in plans)
-        asyncio.run_coroutine_threadsafe(self._replace(list(plans)), self._loop).result(
+    def apply(self, plans: Sequence[CanaryPlan], revisions: Revisions | None = None) -> None:
+        """Brings the canaries to ``plans``: one whose plan and revision (``revisions``,
+        by target and model; none: "") are unchanged runs on untouched, a changed or
+        skipped one restarts, a removed one stops, a new one starts. Statistics of kept
+        models stay; those of removed ones go."""
+        wanted = {
+            plan.key: (plan, (revisions or {}).get((plan.target, plan.model), "")) for plan in plans
+        }
+        self.stats.declare(wanted)
+        asyncio.run_coroutine_threadsafe(self._reconcile(wanted), self._loop).result(
             timeout=STOP_TIMEOUT_SECONDS * 2
         )
 
-    async def _replace(self, plans: list[CanaryPlan]) -> None:
-        await self._cancel_all()
-        self._canaries = [ModelCanary(plan, self._client(plan), self.stats) for plan in plans]
-        self._main = asyncio.create_task(run_canaries(self._canaries), name="canaries")
+    def running(self) -> dict[SeriesKey, ModelCanary]:
+        """The canaries now running, by series key."""
+        return {key: running.canary for key, running in tuple(self._running.items())}
+
+    async def _reconcile(self, wanted: Mapping[SeriesKey, tuple[CanaryPlan, str]]) -> None:
+        # A canary that ended (skipped: its model could not be filled) tries again, as
+        # a reload always made it: a sample file may have been fixed in place.
+        changed = [
+            key
+            for key, running in self._running.items()
+            if running.task.done() or wanted.get(key) != (running.canary.plan, running.revision)
+        ]
+        stopped = [self._running.pop(key) for key in changed]
+        await _stop(stopped)
+        paused = {key: old.canary.paused for key, old in zip(changed, stopped, strict=True)}
+        for key, (plan, revision) in wanted.items():
+            if key in self._running:
+                continue
+            canary = ModelCanary(plan, self._client(plan), self.stats, engine=self._engine)
+            canary.paused = paused.get(key, False)  # a sweep of it is still running
+            task = asyncio.create_task(run_canaries([canary]), name=f"canary:{key}")
+            self._running[key] = _Running(canary, revision, task)
+        used = {_client_key(running.canary.plan) for running in self._running.values()}
+        await self._close_clients([key for key in self._clients if key not in used])
 
     def _client(self, plan: CanaryPlan) -> InferenceClient:
         """The target's client for the plan's protocol, made on first use."""
@@ -67,27 +112,32 @@ class CanaryRunner:
             self._clients[key] = client_for(plan.protocol, plan.http_url, plan.grpc_url, plan.tls)
         return self._clients[key]
 
-    async def _cancel_all(self) -> None:
-        if self._main is not None:
-            self._main.cancel()
-            # Wait for every canary task to unwind, so none is left pending on the loop.
-            await asyncio.wait([self._main], timeout=STOP_TIMEOUT_SECONDS / 2)
-            self._main = None
-        clients, self._clients = self._clients, {}
-        for client in clients.values():
+    async def _close_clients(self, keys: Iterable[ClientKey]) -> None:
+        for key in list(keys):
+            client = self._clients.pop(key)
             try:
                 async with asyncio.timeout(STOP_TIMEOUT_SECONDS / 2):
                     await client.close()
             except Exception as error:  # closing must never block shutdown
                 _log.debug("canary_client_close_failed", error=str(error))
 
+    async def _cancel_all(self) -> None:
+        running, self._running = list(self._running.values()), {}
+        await _stop(running)
+        await self._close_clients(list(self._clients))
+
     def set_paused(self, target: str, model: str, paused: bool) -> None:
         """Pauses one model's canary (a sweep of that model is running)."""
-        for canary in self._canaries:
+        for canary in self.running().values():
             if (canary.plan.target, canary.plan.model) == (target, model):
                 canary.paused = paused
 
+    def _run_loop(self) -> None:
+        tighten_timer_slack()  # gRPC and TLS canaries send from this thread
+        self._loop.run_forever()
+
     def stop(self) -> None:
+        self._engine.stop(STOP_TIMEOUT_SECONDS)
         if not self._thread.is_alive():
             if not self._loop.is_closed() and not self._loop.is_running():
                 self._loop.close()
@@ -102,3 +152,12 @@ class CanaryRunner:
         self._thread.join(timeout=STOP_TIMEOUT_SECONDS)
         if not self._thread.is_alive():
             self._loop.close()
+
+
+async def _stop(running: Sequence[_Running]) -> None:
+    """Cancels the canaries' tasks and waits (bounded) for each to unwind, so none is
+    left pending on the loop."""
+    for each in running:
+        each.task.cancel()
+    if running:
+        await asyncio.wait([each.task for each in running], timeout=STOP_TIMEOUT_SECONDS / 2)

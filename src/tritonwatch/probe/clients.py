@@ -280,20 +280,36 @@ class HttpInferenceClient:
     ) -> Any:
         """One infer; the answer carries ``received_at``, the loop's time when its last
         byte was in (decoding, which is our CPU and no part of the latency, comes after)."""
-        request = self._requests.get(
-            (model, version, binary), tensors, lambda: self._encode(model, version, tensors, binary)
-        )
+        request = self.infer_request(model, version, tensors, binary=binary)
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout):  # not wait_for: see ModelCanary.prepare
             status, headers, payload = await self._pool().exchange(request)
-        received = loop.time()
-        encoding = headers.get("content-encoding")
-        if status != 200:
-            raise _status_error(status, payload, encoding)
-        answer = decode_http_infer_response(
-            payload, headers.get("inference-header-content-length"), encoding
+        return http_infer_answer(status, headers, payload, loop.time())
+
+    def infer_request(
+        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool
+    ) -> bytes:
+        """The whole HTTP/1.1 infer request for these tensors, encoded once and reused
+        while they stay the same objects (the canary's engine sends these bytes too)."""
+        return self._requests.get(
+            (model, version, binary), tensors, lambda: self._encode(model, version, tensors, binary)
         )
-        return replace(answer, received_at=received)
+
+    def close_idle_connections(self) -> None:
+        """Lets go of idle keep-alive connections: once its canaries send from the
+        engine, the pool only serves the odd metadata GET, and a connection kept open
+        for that would be one more on the server per target for nothing."""
+        if self._pool_ is not None:
+            self._pool_.close_idle()
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """(host, port) of a plain-HTTP server; None over TLS, which only the event
+        loop's connections speak."""
+        if self._ssl is not None:
+            return None
+        parts = urlsplit(self._root)
+        return parts.hostname or "127.0.0.1", parts.port or 80
 
     def _encode(self, model: str, version: str, tensors: Sequence[Tensor], binary: bool) -> bytes:
         """The whole HTTP/1.1 request, once per model and tensor form."""
@@ -320,6 +336,21 @@ def json_request_body(tensors: Sequence[Tensor]) -> tuple[bytes, dict[str, str]]
             {"name": tensor.name, "shape": shape, "datatype": tensor.datatype, "data": data}
         )
     return json.dumps({"inputs": inputs}).encode(), {"Content-Type": "application/json"}
+
+
+def http_infer_answer(
+    status: int, headers: Mapping[str, str], payload: bytes, received: float
+) -> Any:
+    """An infer answer as it arrived (status, the kept headers, the body as sent) made
+    into the decoded result, stamped ``received_at``; a non-200 status raises
+    :class:`ServerError` as ``tritonclient.http`` raises its exception."""
+    encoding = headers.get("content-encoding")
+    if status != 200:
+        raise _status_error(status, payload, encoding)
+    answer = decode_http_infer_response(
+        payload, headers.get("inference-header-content-length"), encoding
+    )
+    return replace(answer, received_at=received)
 
 
 def _status_error(status: int, body: bytes, encoding: str | None) -> ServerError:

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from tritonwatch.analysis.knee import CurvePoint, Knee, find_knee, operating_point
-from tritonwatch.analysis.quantiles import nearest_rank
-from tritonwatch.analysis.stability import MAX_WINDOWS, STABILITY_WINDOWS, WindowResult, is_stable
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, InputOverride
 from tritonwatch.probe.clients import normalise_grpc_json, sync_client
@@ -29,7 +27,9 @@ from tritonwatch.probe.load.pool import Worker, cut_all, start_workers, stop_wor
 from tritonwatch.probe.load.spec import LoadMode, LoadSpec, grpc_load_spec, http_load_spec
 from tritonwatch.probe.load.worker import WindowSamples
 from tritonwatch.probe.payload import Tensor, build_inputs, input_specs
+from tritonwatch.probe.stability import MAX_WINDOWS, STABILITY_WINDOWS, WindowResult, is_stable
 from tritonwatch.probe.sweep_stats import ServerBreakdown, StatsReader, breakdown
+from tritonwatch.quantiles import nearest_rank
 
 GENERATOR_BOUND_UTILISATION = 0.85
 """A worker process busier than this is likely the bottleneck itself."""

@@ -18,9 +18,9 @@ from types import MappingProxyType
 from typing import Protocol
 
 from tritonwatch.analysis.breakdown import BottleneckThresholds
+from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import Config, TargetConfig
 from tritonwatch.observations import ModelConfigChange, TritonGpuRates
-from tritonwatch.probe.canary_stats import CanaryStats
 from tritonwatch.scrape.target_scraper import (
     DEFAULT_CONFIG_EVERY,
     CanaryTotals,

@@ -66,6 +66,7 @@ from tritonwatch.analysis.breakdown import (
     latency_breakdown,
 )
 from tritonwatch.config.schema import TargetConfig
+from tritonwatch.counters import counter_increase
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import (
     BatchStatisticsRates,
@@ -87,7 +88,7 @@ from tritonwatch.scrape.target_state import (
     TargetState,
 )
 from tritonwatch.scrape.triton_config import config_changes, parse_model_config
-from tritonwatch.scrape.triton_deltas import counter_increase, triton_rates
+from tritonwatch.scrape.triton_deltas import triton_rates
 from tritonwatch.scrape.triton_families import REQUEST_SUMMARY_US
 from tritonwatch.scrape.triton_stats import (
     batch_statistics_rates,

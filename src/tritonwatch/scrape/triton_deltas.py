@@ -16,10 +16,10 @@ the old one) cannot be seen by anyone, Prometheus included.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from tritonwatch.counters import counter_increase
 from tritonwatch.observations import (
     ModelCounters,
     ModelRates,
@@ -30,17 +30,6 @@ from tritonwatch.observations import (
 from tritonwatch.scrape import triton_families as families
 
 _MICROSECONDS = 1e6
-
-
-def counter_increase(previous: float | None, current: float | None, reset: bool) -> float | None:
-    """How much a counter grew; its new value after a reset; None when either is unknown."""
-    if previous is None or current is None:
-        return None
-    if not (math.isfinite(previous) and math.isfinite(current)):
-        return None
-    if reset or current < previous:
-        return current
-    return current - previous
 
 
 def _went_down(previous: Mapping[str, float], current: Mapping[str, float]) -> bool:

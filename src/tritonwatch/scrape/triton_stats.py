@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from tritonwatch.counters import counter_increase
 from tritonwatch.observations import BatchStatisticsRates, ModelKey, ModelStatistics
-from tritonwatch.scrape.triton_deltas import counter_increase
 
 
 def _count(value: Any, where: str) -> int:

@@ -71,6 +71,13 @@ def _toward_the_budget(before: SweepResult, after: SweepResult) -> Judgement:
 
 
 def _between_operating_points(old: StepResult, new: StepResult, after: SweepResult) -> Judgement:
+    if min(len(old.latency_samples), len(new.latency_samples)) < MIN_SAMPLES:
+        # A starved host (or a very slow model) measured too few requests at one of the
+        # two points to tell noise from change: say so rather than guess, or crash.
+        return Judgement(
+            Verdict.INCONCLUSIVE,
+            f"too few requests at the operating points to compare (fewer than {MIN_SAMPLES})",
+        )
     comparison = compare(_measurement(old), _measurement(new))
     if comparison.throughput == Direction.BETTER:
         return Judgement(

@@ -72,6 +72,16 @@ class Http1Connection(asyncio.Protocol):
         if parsed is not None:
             self._waiter.set_result(parsed)
 
+    def feed(self, data: bytes) -> tuple[int, bytes] | None:
+        """Takes bytes read from the socket by someone else (the canary's engine reads
+        its sockets itself) and returns (status, body) once the answer is whole.
+
+        Raises:
+            HttpProtocolError: the bytes are not an HTTP/1.1 answer this client reads.
+        """
+        self._buffer += data
+        return self._parse()
+
     def _parse(self) -> tuple[int, bytes] | None:
         end = self._buffer.find(b"\r\n\r\n")
         if end < 0:

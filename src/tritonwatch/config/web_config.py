@@ -9,28 +9,25 @@ relative to its own folder, as exporter-toolkit does.
 Settings tritonwatch cannot honour are rejected by name rather than ignored: a
 security setting that is silently dropped (``client_allowed_sans``, say) would leave
 the endpoint more open than its owner believes.
+
+This module reads and checks the file (schema, users, certificates and keys), so
+``check-config`` can refuse a bad one without starting a server;
+:mod:`tritonwatch.export.web_config_watcher` keeps the exporter's copy current.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import ssl
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tritonwatch.config.errors import ConfigError, Problem, problems_from_validation
-from tritonwatch.config.loader import _StrictLoader, _yaml_problem  # same YAML rules as the config
-from tritonwatch.export.basic_auth import BasicAuthChecker, BasicAuthUser
-from tritonwatch.logs import get_logger
-
-_log = get_logger("exporter")
+from tritonwatch.config.strict_yaml import read_mapping  # the same YAML rules as the config
 
 TLS_VERSIONS: dict[str, ssl.TLSVersion] = {
     "TLS12": ssl.TLSVersion.TLSv1_2,
@@ -66,6 +63,14 @@ _OLD_TLS_VERSIONS = ("TLS10", "TLS11")
 
 TLSVersionName = Literal["TLS12", "TLS13"]
 ClientAuthName = Literal["NoClientCert", "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"]
+
+
+@dataclass(frozen=True, slots=True)
+class BasicAuthUser:
+    """One ``basic_auth_users`` entry; the hash is left out of ``repr`` and logs."""
+
+    name: str
+    password_hash: bytes = field(repr=False)
 
 
 class WebConfigError(ConfigError):
@@ -182,20 +187,7 @@ def _read_document(source: Path) -> dict[Any, Any]:
         raise WebConfigError(
             str(source), [Problem("", f"cannot read the file: {reason}")]
         ) from None
-    try:
-        document = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as error:
-        raise WebConfigError(str(source), [_yaml_problem(error, text)]) from None
-    except RecursionError:  # PyYAML composes nested collections recursively
-        raise WebConfigError(
-            str(source), [Problem("", "invalid YAML: nested too deeply")]
-        ) from None
-    if document is None:
-        raise WebConfigError(str(source), [Problem("", "the file is empty")])
-    if not isinstance(document, dict):
-        problem = Problem("", "must be a mapping at the top level", document)
-        raise WebConfigError(str(source), [problem])
-    return document
+    return read_mapping(text, str(source), WebConfigError)
 
 
 def _unsupported_problems(document: dict[Any, Any]) -> Iterator[Problem]:
@@ -366,86 +358,3 @@ def _key_message(error: ssl.SSLError) -> str:
     if error.reason == "KEY_VALUES_MISMATCH":
         return "must hold the private key of the certificate in cert_file, but does not match it"
     return "must hold a PEM private key"
-
-
-Fingerprint = tuple[tuple[str, int, int, int] | None, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ActiveWebConfig:
-    """A loaded web-config with what serving needs from it, built once per load."""
-
-    config: WebConfig
-    checker: BasicAuthChecker | None
-    tls_context: ssl.SSLContext | None
-    fingerprint: Fingerprint
-
-
-def _fingerprint(paths: tuple[Path, ...]) -> Fingerprint:
-    """Identity and mtime of each file: a rewrite, rename or rotation changes it."""
-    marks: list[tuple[str, int, int, int] | None] = []
-    for path in paths:
-        try:
-            stat = os.stat(path)  # noqa: PTH116 - the one stat call serves three fields
-        except OSError:
-            marks.append(None)
-        else:
-            marks.append((str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size))
-    return tuple(marks)
-
-
-def _activate(config: WebConfig) -> ActiveWebConfig:
-    checker = BasicAuthChecker(config.users) if config.users else None
-    context = config.tls.server_context() if config.tls is not None else None
-    return ActiveWebConfig(config, checker, context, _fingerprint(config.files()))
-
-
-class WebConfigWatcher:
-    """Holds the current web-config and re-reads it when it, or a certificate, key or CA
-    file it names, changes on disk.
-
-    exporter-toolkit re-reads the file on every request so rotated certificates and
-    changed users apply at once; a ``stat`` per file per request gives the same
-    effect without re-parsing. A changed file that does not validate is logged and the
-    last good one stays in force, as for the main config on SIGHUP. Turning TLS on or
-    off needs a restart: the exporter's URL scheme would change under its users.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._active = _activate(load_web_config(path))
-        self._rejected: Fingerprint | None = None
-        self._lock = threading.Lock()
-
-    def current(self) -> ActiveWebConfig:
-        """The web-config in force, reloaded first if its files changed since last time."""
-        active = self._active
-        fingerprint = _fingerprint(active.config.files())
-        if fingerprint in (active.fingerprint, self._rejected):
-            return active
-        with self._lock:
-            return self._reload(fingerprint)
-
-    def _reload(self, fingerprint: Fingerprint) -> ActiveWebConfig:
-        active = self._active
-        if fingerprint in (active.fingerprint, self._rejected):
-            return active  # another request reloaded it meanwhile
-        try:
-            config = load_web_config(self.path)
-            if (config.tls is None) != (active.config.tls is None):
-                raise WebConfigError(
-                    str(self.path),
-                    [Problem("tls_server_config", "turning TLS on or off needs a restart")],
-                )
-            self._active = _activate(config)
-        except (ConfigError, ssl.SSLError, OSError) as error:
-            self._rejected = fingerprint
-            _log.error("web_config_reload_failed", error=str(error))
-            return active
-        _log.info(
-            "web_config_reloaded",
-            path=str(self.path),
-            users=len(config.users),
-            tls=config.tls is not None,
-        )
-        return self._active

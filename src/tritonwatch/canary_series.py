@@ -15,8 +15,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from tritonwatch.analysis.quantiles import DEFAULT_QUANTILES, quantiles
 from tritonwatch.observations import CanaryResult, Outcome
+from tritonwatch.quantiles import DEFAULT_QUANTILES, quantiles
 
 DEFAULT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 QUANTILE_WINDOWS = {"1m": 60.0, "5m": 300.0}

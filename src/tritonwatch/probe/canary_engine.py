@@ -1,0 +1,482 @@
+"""Plain-HTTP canary requests sent and read by one thread with a bare ``select()`` loop.
+
+Why not the event loop: at the default 1 request/s per model, 20 models cost the daemon
+2.1–2.5 % of a core on the test VM, against 0.6 % for the leanest Python canary
+(``benchmarks/canary_cpu_floor.py``: a select loop, two wake-ups per request) and
+0.95 % for the same written as bare asyncio callbacks. On that VM one wake-up of a
+thread costs 70–100 µs of CPU, and asyncio adds its own turns around each (a select
+*and* an epoll call per wait, the ready queue, a task, a future and two timeouts per
+request). This engine does what the floor does — one ``select()`` over every socket
+until the next send or deadline, the request's bytes built once, the answer read to
+its length — and hands each answer to its :class:`EngineCanary`, which judges and
+records it exactly as the event-loop path does (:meth:`ModelCanary.finish`).
+
+Open loop, as before: each request has an intended send time; it goes out then on an
+idle connection (a new one is opened while fewer than ``max_in_flight`` are busy),
+or waits for one with its clock running, and fails as a timeout at ``intended +
+timeout`` wherever it is. Latency runs from the intended time to the answer's last
+byte. Before a send the thread stops sleeping early and polls until the send time
+(:class:`~tritonwatch.probe.canary_timing.WakeTimer`'s estimate of the OS's lateness),
+so a late wake-up lands inside the poll, not on the request.
+
+TLS targets and gRPC stay on the event loop (``ssl`` on non-blocking sockets and the
+gRPC channel need it); so does everything before the first send (metadata, config,
+server extensions). A connection that did not finish its exchange is closed, never
+reused, as in :class:`~tritonwatch.probe.canary_http.ConnectionPool`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import heapq
+import itertools
+import math
+import os
+import select
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tritonwatch.logs import get_logger
+from tritonwatch.probe.canary_http import HeadedConnection
+from tritonwatch.probe.canary_timing import SPIN_SECONDS, WakeTimer
+from tritonwatch.probe.load.http1 import HttpProtocolError
+from tritonwatch.probe.timer_slack import tighten_timer_slack
+
+_log = get_logger("canary")
+READ_CHUNK = 64 * 1024
+FD_SETSIZE = 1024
+"""select() cannot watch a descriptor at or above it; poll() takes over there."""
+RawAnswer = tuple[int, dict[str, str], bytes, float]
+"""(status, the headers the decoder needs, the body as sent, when its last byte came)."""
+Address = tuple[int, Any]
+"""(address family, socket address): what ``getaddrinfo`` resolved the target to."""
+
+
+class EngineCanary(Protocol):
+    """What the engine asks of the canary it sends for (:class:`ModelCanary` is one)."""
+
+    def next_gap(self) -> float:
+        """Seconds from one intended send to the next."""
+        ...
+
+    def may_send(self, intended: float) -> bool:
+        """Whether to send at ``intended`` (False: paused, or the breaker is open)."""
+        ...
+
+    def answered(self, intended: float, answer: RawAnswer | BaseException) -> None:
+        """Judges and records one request's answer or failure (on the engine's thread)."""
+        ...
+
+
+@dataclass(eq=False)
+class _Exchange:
+    """One request on one connection: connecting, sending, or waiting for the answer."""
+
+    sock: socket.socket
+    intended: float
+    deadline: float
+    unsent: memoryview
+    connecting: bool
+    parser: HeadedConnection = field(default_factory=HeadedConnection)
+
+
+@dataclass(eq=False)
+class _Channel:
+    """One model's canary: its schedule, its connections and its requests in flight."""
+
+    canary: EngineCanary
+    address: Address
+    request: bytes
+    timeout: float
+    max_in_flight: int
+    next_send: float
+    idle: list[socket.socket] = field(default_factory=list)
+    waiting: deque[float] = field(default_factory=deque)
+    """Intended send times of requests that found every allowed connection busy."""
+    busy: dict[int, _Exchange] = field(default_factory=dict)
+    """Exchanges by socket descriptor."""
+    closed: bool = False
+
+
+class CanaryEngine:
+    """Runs the plain-HTTP canaries handed to :meth:`serve` on one thread of its own."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._added: list[_Channel] = []
+        self._removed: list[_Channel] = []
+        self._channels: list[_Channel] = []
+        self._due: list[tuple[float, int, _Channel]] = []
+        self._order = itertools.count()
+        self._timer = WakeTimer()
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._wake_read.setblocking(False)
+        self._wake_write.setblocking(False)
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._sent = 0
+        self._read_buffer = bytearray(READ_CHUNK)
+        self._read_view = memoryview(self._read_buffer)
+        self._next_deadline = 0.0
+        """The earliest deadline of a request in flight or waiting, as of the last wait."""
+
+    async def serve(
+        self,
+        canary: EngineCanary,
+        host: str,
+        port: int,
+        request: bytes,
+        *,
+        timeout: float,
+        max_in_flight: int,
+        first_send: float,
+    ) -> None:
+        """Sends ``request`` to ``host:port`` on ``canary``'s schedule until cancelled.
+
+        Raises:
+            OSError: ``host`` does not resolve (the caller falls back to the event loop,
+                which reports and retries connection failures per request).
+        """
+        loop = asyncio.get_running_loop()
+        found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, _, _, _, address = found[0]
+        channel = _Channel(
+            canary,
+            (family, address),
+            request,
+            timeout,
+            max_in_flight,
+            first_send,
+        )
+        self._command(added=channel)
+        try:
+            await loop.create_future()  # until the canary's task is cancelled
+        finally:
+            self._command(removed=channel)
+
+    @property
+    def sent(self) -> int:
+        """Requests sent so far, all canaries together (tests ask which path sent)."""
+        return self._sent
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stops the thread; every connection is closed, nothing more is recorded."""
+        with self._lock:
+            self._stopping = True
+            thread = self._thread
+        self._wake()
+        if thread is not None:
+            thread.join(timeout)
+        if thread is None or not thread.is_alive():
+            self._wake_read.close()  # idempotent: the thread may have closed them
+            self._wake_write.close()
+
+    def _command(self, *, added: _Channel | None = None, removed: _Channel | None = None) -> None:
+        with self._lock:
+            if added is not None:
+                self._added.append(added)
+            if removed is not None:
+                self._removed.append(removed)
+            if self._thread is None and not self._stopping:
+                self._thread = threading.Thread(target=self._run, name="canary-http", daemon=True)
+                self._thread.start()
+        self._wake()
+
+    def _wake(self) -> None:
+        # BlockingIOError: already woken (the buffer is full); OSError: shutting down.
+        with contextlib.suppress(BlockingIOError, OSError):
+            self._wake_write.send(b"\0")
+
+    # --- the thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        tighten_timer_slack()
+        try:
+            while not self._stopping:
+                self._turn()
+        except Exception:  # the engine must never die silently: say so, then stop
+            _log.exception("canary_engine_crashed")
+        finally:
+            for channel in self._channels:
+                self._close_channel(channel)
+            self._wake_read.close()
+            self._wake_write.close()
+
+    def _turn(self) -> None:
+        self._take_commands()
+        now = self._clock()
+        self._send_due(now)
+        self._expire(now)
+        readers, writers = self._watched()
+        now = self._clock()
+        timeout, timer_at = self._wait_for(now)
+        if timer_at is None and timeout == 0.0 and self._due and self._due[0][0] > now:
+            # The next send is closer than the OS wakes a thread on time: read what has
+            # arrived, then wait it out on the clock (one system call, not one per turn).
+            readable, writable = _wait_ready(readers, writers, 0.0)
+            if not readable and not writable:
+                _spin_until(self._clock, self._due[0][0])
+        else:
+            readable, writable = _wait_ready(readers, writers, timeout)
+        if timer_at is not None and not readable and not writable:
+            self._timer.record(self._clock() - timer_at)
+        for sock in writable:
+            self._on_writable(sock)
+        for sock in readable:
+            if sock is self._wake_read:
+                self._drain_wake()
+            else:
+                self._on_readable(sock)
+
+    def _take_commands(self) -> None:
+        with self._lock:
+            added, self._added = self._added, []
+            removed, self._removed = self._removed, []
+        for channel in added:
+            self._channels.append(channel)
+            heapq.heappush(self._due, (channel.next_send, next(self._order), channel))
+        for channel in removed:
+            if channel in self._channels:
+                self._channels.remove(channel)
+            self._close_channel(channel)
+
+    def _wait_for(self, now: float) -> tuple[float, float | None]:
+        """How long ``select`` may block, and when the timer it stands for was due
+        (None when a deadline, not a send, ends the wait)."""
+        next_send = self._due[0][0] if self._due else None
+        deadlines = [e.deadline for c in self._channels for e in c.busy.values()]
+        deadlines += [w + c.timeout for c in self._channels for w in c.waiting]
+        next_deadline = min(deadlines, default=None)
+        self._next_deadline = math.inf if next_deadline is None else next_deadline
+        if next_send is None and next_deadline is None:
+            return 1.0, None  # idle: only a command (the wake socket) ends the wait
+        spin = self._timer.spin_seconds
+        wake = min(t for t in (None if next_send is None else next_send - spin, next_deadline)
+                   if t is not None)  # fmt: skip
+        if wake <= now:
+            return 0.0, None  # poll: the send is within the spin, or a deadline passed
+        return wake - now, (wake if next_send is not None and wake == next_send - spin else None)
+
+    def _send_due(self, now: float) -> None:
+        while self._due and self._due[0][0] <= now:
+            intended, _, channel = heapq.heappop(self._due)
+            if channel.closed:
+                continue
+            if channel.canary.may_send(intended):
+                self._start(channel, intended)
+            following = intended + channel.canary.next_gap()
+            if following < now - channel.timeout:
+                following = now  # the thread stood still (a suspended process): skip ahead
+            channel.next_send = following
+            heapq.heappush(self._due, (following, next(self._order), channel))
+
+    def _start(self, channel: _Channel, intended: float) -> None:
+        """Sends at ``intended`` on an idle connection or a new one, or queues it."""
+        if len(channel.busy) >= channel.max_in_flight:
+            channel.waiting.append(intended)
+            return
+        deadline = intended + channel.timeout
+        while channel.idle:
+            sock = channel.idle.pop()
+            if _still_open(sock):
+                self._begin(channel, _Exchange(sock, intended, deadline, memoryview(b""), False))
+                return
+            sock.close()  # the server closed it while it idled: open another
+        family, address = channel.address
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        code = sock.connect_ex(address)
+        if code not in (0, errno.EINPROGRESS):
+            sock.close()
+            _deliver(channel, intended, OSError(code, os.strerror(code)))
+            return
+        self._begin(channel, _Exchange(sock, intended, deadline, memoryview(b""), True))
+
+    def _begin(self, channel: _Channel, exchange: _Exchange) -> None:
+        self._sent += 1
+        channel.busy[exchange.sock.fileno()] = exchange
+        exchange.unsent = memoryview(channel.request)
+        if not exchange.connecting:
+            self._push(channel, exchange)
+
+    def _push(self, channel: _Channel, exchange: _Exchange) -> None:
+        """Writes what the socket takes of the request now; the rest when it is writable."""
+        try:
+            sent = exchange.sock.send(exchange.unsent)
+        except BlockingIOError:
+            return
+        except OSError as error:
+            self._fail(channel, exchange, error)
+            return
+        exchange.unsent = exchange.unsent[sent:]
+
+    def _watched(self) -> tuple[list[socket.socket], list[socket.socket]]:
+        readers: list[socket.socket] = [self._wake_read]
+        writers: list[socket.socket] = []
+        for channel in self._channels:
+            for exchange in channel.busy.values():
+                if exchange.connecting or exchange.unsent:
+                    writers.append(exchange.sock)
+                else:
+                    readers.append(exchange.sock)
+        return readers, writers
+
+    def _find(self, sock: socket.socket) -> tuple[_Channel, _Exchange] | None:
+        """The exchange a watched socket belongs to (only busy ones are watched)."""
+        fd = sock.fileno()
+        for channel in self._channels:
+            exchange = channel.busy.get(fd)
+            if exchange is not None and exchange.sock is sock:
+                return channel, exchange
+        return None
+
+    def _on_writable(self, sock: socket.socket) -> None:
+        found = self._find(sock)
+        if found is None:
+            return
+        channel, exchange = found
+        if exchange.connecting:
+            code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                self._fail(channel, exchange, OSError(code, os.strerror(code)))
+                return
+            exchange.connecting = False
+        self._push(channel, exchange)
+
+    def _on_readable(self, sock: socket.socket) -> None:
+        found = self._find(sock)
+        if found is None:
+            return
+        channel, exchange = found
+        try:
+            # Into one reused buffer: a fresh 256 KiB bytes per recv() is an mmap and a
+            # shrink each time, and this thread's malloc arena grew RSS by it.
+            size = sock.recv_into(self._read_buffer)
+        except BlockingIOError:
+            return
+        except OSError as error:
+            self._fail(channel, exchange, error)
+            return
+        if not size:
+            self._fail(channel, exchange, ConnectionResetError("connection closed by the server"))
+        else:
+            self._on_data(channel, exchange, bytes(self._read_view[:size]))
+
+    def _on_data(self, channel: _Channel, exchange: _Exchange, data: bytes) -> None:
+        sock = exchange.sock
+        try:
+            parsed = exchange.parser.feed(data)
+        except HttpProtocolError as error:
+            self._fail(channel, exchange, error)
+            return
+        if parsed is None:
+            return
+        received = self._clock()
+        del channel.busy[sock.fileno()]
+        headers = exchange.parser.headers
+        if headers.get("connection", "").lower() == "close":
+            sock.close()
+        else:
+            channel.idle.append(sock)
+        _deliver(channel, exchange.intended, (parsed[0], headers, parsed[1], received))
+        self._next_waiting(channel)
+
+    def _expire(self, now: float) -> None:
+        if now < self._next_deadline:
+            return
+        for channel in list(self._channels):
+            for exchange in [e for e in channel.busy.values() if e.deadline <= now]:
+                self._fail(channel, exchange, TimeoutError("the canary's timeout passed"))
+            while channel.waiting and channel.waiting[0] + channel.timeout <= now:
+                error = TimeoutError("no connection came free in time")
+                _deliver(channel, channel.waiting.popleft(), error)
+
+    def _fail(self, channel: _Channel, exchange: _Exchange, error: BaseException) -> None:
+        channel.busy.pop(exchange.sock.fileno(), None)
+        exchange.sock.close()
+        _deliver(channel, exchange.intended, error)
+        self._next_waiting(channel)
+
+    def _next_waiting(self, channel: _Channel) -> None:
+        """A connection came free: the oldest waiting request goes, its clock still running."""
+        if channel.waiting and not channel.closed and len(channel.busy) < channel.max_in_flight:
+            self._start(channel, channel.waiting.popleft())
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_read.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _close_channel(self, channel: _Channel) -> None:
+        channel.closed = True
+        for sock in channel.idle:
+            sock.close()
+        for exchange in channel.busy.values():
+            exchange.sock.close()
+        channel.idle, channel.busy = [], {}
+        channel.waiting.clear()
+
+
+def _still_open(sock: socket.socket) -> bool:
+    """Whether an idle keep-alive connection can carry the next request: the server has
+    neither closed it (EOF) nor sent anything unasked. Asked when it is taken, not by
+    watching every idle connection in each ``select()``: the kernel's cost of a select
+    grows with the descriptors it watches, and most of them are idle."""
+    try:
+        sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return True  # nothing to read: open and quiet
+    except OSError:
+        return False
+    return False  # b"": closed; anything else: bytes nobody asked for
+
+
+def _spin_until(clock: Callable[[], float], when: float) -> None:
+    """Busy-waits for ``when`` (at most :data:`~tritonwatch.probe.canary_timing.SPIN_SECONDS`
+    plus a margin, whatever the clock says): cheaper than polling the sockets, and an
+    answer that lands meanwhile is read right after, a fraction of a millisecond late."""
+    limit = clock() + 2 * SPIN_SECONDS
+    while clock() < min(when, limit):
+        pass
+
+
+def _wait_ready(
+    readers: list[socket.socket], writers: list[socket.socket], timeout: float
+) -> tuple[list[socket.socket], list[socket.socket]]:
+    """``select()`` (microsecond timeouts) while every descriptor fits its fd_set;
+    ``poll()`` (whole milliseconds, rounded up) in a process with 1024 or more open."""
+    if all(sock.fileno() < FD_SETSIZE for sock in (*readers, *writers)):
+        readable, writable, _ = select.select(readers, writers, [], timeout)
+        return readable, writable
+    poller = select.poll()
+    by_fd = {sock.fileno(): sock for sock in (*readers, *writers)}
+    for sock in readers:
+        poller.register(sock, select.POLLIN)
+    for sock in writers:
+        poller.register(sock, select.POLLOUT)
+    ready = poller.poll(timeout * 1e3)
+    readable = [by_fd[fd] for fd, event in ready if event & ~select.POLLOUT and fd in by_fd
+                and by_fd[fd] in readers]  # fmt: skip
+    writable = [by_fd[fd] for fd, event in ready if event & ~select.POLLIN and fd in by_fd
+                and by_fd[fd] in writers]  # fmt: skip
+    return readable, writable
+
+
+def _deliver(channel: _Channel, intended: float, answer: RawAnswer | BaseException) -> None:
+    """Hands one answer to its canary; a canary that raises is logged, and the engine
+    (every other model's canary) goes on."""
+    try:
+        channel.canary.answered(intended, answer)
+    except Exception:
+        _log.exception("canary_answer_failed")

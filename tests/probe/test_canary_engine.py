@@ -1,0 +1,365 @@
+"""The canary's select-loop engine against raw loopback servers that misbehave on cue.
+
+The engine is handed a stand-in canary that only writes down what it is told, so each
+test checks the engine's own contract: open-loop send times, one keep-alive connection
+reused, every request answered exactly once (an answer, a timeout, or the error that
+ended it), nothing reused that did not finish. ModelCanary's judgement of the answers
+is the same code as the event loop's (tests/probe/test_canary.py runs the daemon's
+runner, whose plain-HTTP canaries use this engine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from tritonwatch.probe import canary_engine as engine_module
+from tritonwatch.probe.canary_engine import CanaryEngine, RawAnswer
+from tritonwatch.probe.load.http1 import HttpProtocolError
+
+REQUEST = (
+    b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n"
+    b"Content-Length: 4\r\n\r\nbody"
+)
+OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+def _read_request(conn: socket.socket, buffer: bytearray) -> bytes | None:
+    """One whole request from ``conn`` (None at EOF), leaving the rest in ``buffer``."""
+    while True:
+        end = buffer.find(b"\r\n\r\n")
+        if end >= 0:
+            head = bytes(buffer[:end]).decode("latin-1")
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            if len(buffer) >= end + 4 + length:
+                request = bytes(buffer[: end + 4 + length])
+                del buffer[: end + 4 + length]
+                return request
+        data = conn.recv(65536)
+        if not data:
+            return None
+        buffer += data
+
+
+Behaviour = Callable[[socket.socket, "RawServer"], None]
+
+
+@dataclass
+class RawServer:
+    """Accepts on a loopback port; each connection runs ``behaviour`` in a thread."""
+
+    behaviour: Behaviour
+    connections: int = 0
+    open_now: int = 0
+    most_open: int = 0
+    """The most connections open at once."""
+    requests: list[bytes] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+    """When each request was read whole (time.monotonic), where a behaviour notes it."""
+    closed: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            self.open_now += 1
+            self.most_open = max(self.most_open, self.open_now)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            self.behaviour(conn, self)
+        self.open_now -= 1
+        self.closed.set()
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def answer_each(reply: bytes, delay: float = 0.0) -> Behaviour:
+    """Keep-alive: every request gets ``reply`` after ``delay`` seconds."""
+
+    def behaviour(conn: socket.socket, server: RawServer) -> None:
+        buffer = bytearray()
+        while (request := _read_request(conn, buffer)) is not None:
+            server.requests.append(request)
+            time.sleep(delay)
+            conn.sendall(reply)
+
+    return behaviour
+
+
+@dataclass
+class Recorder:
+    """The stand-in canary: a fixed gap, optionally refusing sends, answers written down."""
+
+    gap: float
+    allow: bool = True
+    answers: list[tuple[float, RawAnswer | BaseException]] = field(default_factory=list)
+    asked: list[float] = field(default_factory=list)
+    """Every send time the engine asked about while allowed (so: the requests sent)."""
+    refused: int = 0
+
+    def next_gap(self) -> float:
+        return self.gap
+
+    def may_send(self, intended: float) -> bool:
+        if self.allow:
+            self.asked.append(intended)
+        else:
+            self.refused += 1
+        return self.allow
+
+    def answered(self, intended: float, answer: RawAnswer | BaseException) -> None:
+        self.answers.append((intended, answer))
+
+
+@contextlib.contextmanager
+def _server(behaviour: Behaviour) -> Iterator[RawServer]:
+    server = RawServer(behaviour)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def _serve_for(
+    port: int,
+    canary: Recorder,
+    seconds: float,
+    *,
+    timeout: float = 2.0,
+    max_in_flight: int = 4,
+    request: bytes = REQUEST,
+    settle: Callable[[], bool] | None = None,
+) -> float:
+    """Runs the engine for ``canary`` for ``seconds``, then (up to 10 s) until ``settle``
+    says so; returns the first intended send time."""
+    engine = CanaryEngine()
+
+    async def main() -> float:
+        first = time.monotonic() + 0.05
+        serving = engine.serve(
+            canary, "127.0.0.1", port, request,
+            timeout=timeout, max_in_flight=max_in_flight, first_send=first,
+        )  # fmt: skip
+        task = asyncio.create_task(serving)
+        await asyncio.sleep(seconds)
+        if settle is not None:
+            canary.allow = False  # no new sends: wait for the answers of those sent
+        limit = time.monotonic() + 10
+        while settle is not None and not settle() and time.monotonic() < limit:
+            await asyncio.sleep(0.02)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return first
+
+    try:
+        return asyncio.run(main())
+    finally:
+        engine.stop()
+
+
+def _sends_settled(canary: Recorder) -> Callable[[], bool]:
+    """True once every request sent has its answer."""
+    return lambda: len(canary.answers) >= len(canary.asked) > 0
+
+
+def test_answers_come_back_on_one_reused_connection_at_the_intended_times() -> None:
+    """Fails if the engine opens a connection per request, drops or repeats an answer,
+    drifts from the open-loop schedule, or stamps an answer before its send."""
+    canary = Recorder(gap=0.02)
+    with _server(answer_each(OK)) as server:
+        first = _serve_for(server.port, canary, 0.5, settle=_sends_settled(canary))
+    assert len(canary.answers) >= 10
+    assert len(canary.answers) == len(canary.asked) == len(server.requests)
+    assert server.connections == 1
+    assert all(request == REQUEST for request in server.requests)
+    intended = [at for at, _ in canary.answers]
+    assert intended == pytest.approx([first + k * 0.02 for k in range(len(intended))], abs=1e-9)
+    for at, answer in canary.answers:
+        assert not isinstance(answer, BaseException)
+        status, _headers, body, received = answer
+        assert (status, body) == (200, b"{}")
+        assert received > at
+
+
+def test_a_server_that_never_answers_times_every_request_out_none_lost() -> None:
+    """Fails if a request stuck behind max_in_flight is dropped instead of timing out,
+    more than max_in_flight are sent at once, or a timed-out connection is reused (its
+    late answer would be read as the next request's)."""
+    canary = Recorder(gap=0.02)
+
+    def silent(conn: socket.socket, server: RawServer) -> None:
+        buffer = bytearray()
+        while (request := _read_request(conn, buffer)) is not None:
+            server.arrivals.append(time.monotonic())
+            server.requests.append(request)
+
+    with _server(silent) as server:
+        _serve_for(server.port, canary, 0.4, timeout=0.15, max_in_flight=2,
+                   settle=_sends_settled(canary))  # fmt: skip
+    assert len(canary.answers) == len(canary.asked) >= 10
+    assert all(isinstance(answer, TimeoutError) for _, answer in canary.answers)
+    assert [at for at, _ in canary.answers] == sorted(canary.asked)
+    # Two in flight at most: the k-th request went out only once the (k-2)-th timed out.
+    intended, arrivals = sorted(canary.asked), sorted(server.arrivals)
+    assert all(arrivals[k] >= intended[k - 2] + 0.15 for k in range(2, len(arrivals)))
+    assert arrivals[2] - intended[2] > 0.05  # so it did wait, its clock running
+    # Each timed-out connection was closed: every request the server saw came on a new one.
+    assert server.connections == len(server.requests) == len(canary.asked)
+
+
+def test_a_refused_port_is_a_refused_connection_per_request() -> None:
+    """Fails if a refused connect is retried silently, raised out of the engine, or
+    reported as anything but ConnectionRefusedError (the breaker and the logs read it)."""
+    canary = Recorder(gap=0.05)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]  # bound, not listening: connections are refused
+        _serve_for(port, canary, 0.3, settle=_sends_settled(canary))
+    assert len(canary.answers) == len(canary.asked) >= 4
+    assert all(isinstance(answer, ConnectionRefusedError) for _, answer in canary.answers)
+
+
+def test_an_answer_cut_short_is_a_connection_error_and_the_next_one_reconnects() -> None:
+    """Fails if half an answer is read as a whole one, or the broken connection is reused."""
+    canary = Recorder(gap=0.05)
+
+    def cut_first(conn: socket.socket, server: RawServer) -> None:
+        buffer = bytearray()
+        request = _read_request(conn, buffer)
+        server.requests.append(request or b"")
+        if server.connections == 1:
+            conn.sendall(OK[:30])  # part of the head, then the connection goes
+            return
+        conn.sendall(OK)
+        answer_each(OK)(conn, server)
+
+    with _server(cut_first) as server:
+        _serve_for(server.port, canary, 0.3, settle=_sends_settled(canary))
+    first, *rest = [answer for _, answer in canary.answers]
+    assert isinstance(first, ConnectionResetError)
+    assert rest and all(not isinstance(a, BaseException) and a[0] == 200 for a in rest)
+    assert server.connections == 2
+
+
+def test_an_idle_connection_the_server_closed_is_not_used_again() -> None:
+    """Fails if the engine sends on a keep-alive connection the server already closed
+    (the request would fail for nothing) instead of opening a new one."""
+    canary = Recorder(gap=0.1)
+
+    def one_then_close(conn: socket.socket, server: RawServer) -> None:
+        buffer = bytearray()
+        server.requests.append(_read_request(conn, buffer) or b"")
+        conn.sendall(OK)
+
+    with _server(one_then_close) as server:
+        _serve_for(server.port, canary, 0.45, settle=_sends_settled(canary))
+    assert len(canary.answers) >= 4
+    assert all(not isinstance(a, BaseException) and a[0] == 200 for _, a in canary.answers)
+    assert server.connections == len(canary.answers)
+
+
+def test_a_slow_server_does_not_slow_the_schedule_and_latency_counts_the_wait() -> None:
+    """Fails if requests waiting for the one allowed connection are sent late *and*
+    timed from their late send (coordinated omission): their latency must grow."""
+    canary = Recorder(gap=0.02)
+    with _server(answer_each(OK, delay=0.06)) as server:
+        _serve_for(server.port, canary, 0.3, max_in_flight=1, settle=_sends_settled(canary))
+    assert len(canary.answers) == len(canary.asked) >= 10
+    latencies = [a[3] - at for at, a in canary.answers if not isinstance(a, BaseException)]
+    assert len(latencies) == len(canary.answers)
+    # Three sends per service time: the k-th waits for k earlier ones (~40 ms more each).
+    assert latencies[-1] > latencies[0] + 0.2
+    assert server.connections == 1
+
+
+def test_nothing_is_sent_while_the_canary_says_not_to() -> None:
+    """Fails if the engine sends when the canary is paused or its breaker is open."""
+    canary = Recorder(gap=0.02, allow=False)
+    with _server(answer_each(OK)) as server:
+        _serve_for(server.port, canary, 0.25)
+    assert canary.refused >= 5
+    assert canary.asked == []
+    assert canary.answers == []
+    assert server.requests == []
+
+
+def test_a_request_larger_than_the_socket_buffer_goes_out_whole() -> None:
+    """Fails if a partial send() is taken for a whole one (the server would wait for
+    the rest of the body forever and every request would time out)."""
+    body = bytes(range(256)) * 16384  # 4 MiB
+    request = (
+        b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    canary = Recorder(gap=0.2)
+    with _server(answer_each(OK)) as server:
+        _serve_for(server.port, canary, 0.3, request=request, settle=_sends_settled(canary))
+    assert server.requests and all(seen == request for seen in server.requests)
+    assert all(not isinstance(a, BaseException) and a[0] == 200 for _, a in canary.answers)
+
+
+def test_a_chunked_answer_and_a_garbled_one() -> None:
+    """Fails if chunked answers stop being joined, or a garbled status line is read as
+    an answer instead of failing as HttpProtocolError."""
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+    )
+    canary = Recorder(gap=0.05)
+    with _server(answer_each(chunked)) as server:
+        _serve_for(server.port, canary, 0.2, settle=_sends_settled(canary))
+    assert canary.answers
+    assert all(not isinstance(a, BaseException) and a[2] == b"abcde" for _, a in canary.answers)
+    garbled = Recorder(gap=0.05)
+    with _server(answer_each(b"HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n")) as server:
+        _serve_for(server.port, garbled, 0.2, settle=_sends_settled(garbled))
+    assert garbled.answers
+    assert all(isinstance(a, HttpProtocolError) for _, a in garbled.answers)
+
+
+def test_stopping_the_canary_closes_its_connections() -> None:
+    """Fails if a removed canary's sockets stay open (a reload would leak a connection
+    per model) or it keeps sending after its task is cancelled."""
+    canary = Recorder(gap=0.02)
+    with _server(answer_each(OK)) as server:
+        _serve_for(server.port, canary, 0.2)
+        assert server.closed.wait(5), "the engine left its connection open"
+        seen = len(server.requests)
+        time.sleep(0.1)
+        assert len(server.requests) == seen
+
+
+def test_past_select_limits_the_wait_falls_back_to_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails if, with descriptors past select()'s FD_SETSIZE (a daemon with over 1024
+    open), the poll() fallback misreports which sockets are ready."""
+    monkeypatch.setattr(engine_module, "FD_SETSIZE", 0)  # every descriptor is "too high"
+    left, right = socket.socketpair()
+    idle_a, idle_b = socket.socketpair()
+    with left, right, idle_a, idle_b:
+        right.send(b"x")
+        readable, writable = engine_module._wait_ready([left, idle_a], [right], 1.0)
+        assert (readable, writable) == ([left], [right])
+        readable, writable = engine_module._wait_ready([idle_a], [], 0.05)
+        assert (readable, writable) == ([], [])
