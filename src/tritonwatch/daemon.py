@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.process_collector import ProcessCollector
 
 from tritonwatch import __version__
+from tritonwatch.bottleneck_board import BottleneckBoard
 from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config import Config, ConfigError, TargetConfig, load_config
 from tritonwatch.export.canary_metrics import CanaryCollector
@@ -54,7 +55,7 @@ from tritonwatch.schedule_health import JobLedger
 from tritonwatch.scrape.collection import TritonScrapers, canary_totals
 from tritonwatch.scrape.gpu_metrics import GpuMetricsCollector
 from tritonwatch.scrape.nvml_collector import NvmlCollector
-from tritonwatch.scrape.target_state import ModelState
+from tritonwatch.target_state import ModelState
 
 ProbeFactory = Callable[[TargetConfig, float], ReadinessProbe]
 _log = get_logger("daemon")
@@ -128,7 +129,9 @@ class Daemon:
                 server_quantiles=lambda: server_quantile_samples(self.triton.states()),
             )
         )
-        self.registry.register(TritonModelCollector(self.triton.states))
+        self.judged = BottleneckBoard(self.triton.states)
+        """The scraped states with their breakdowns and bottlenecks, as exported."""
+        self.registry.register(TritonModelCollector(self.judged.states))
         self._nvml = NvmlCollector(clock=clock) if config.nvml.enabled is not False else None
         self.registry.register(
             GpuMetricsCollector(
@@ -249,6 +252,7 @@ class Daemon:
             self._effective_targets = [target.name for target in effective.targets]
             self._effective = effective
             self.triton.apply(effective)
+            self.judged.apply(effective)
             # The effective config for both: advice, like SLOs, covers every model watched.
             self.findings.apply(effective, effective)
             self._schedule(effective)
@@ -360,11 +364,17 @@ class Daemon:
         self._scheduler.add_job(
             self._run_ledgered,
             IntervalTrigger(seconds=interval, timezone=UTC),
-            args=[job_id, lambda: self.findings.observe_scrape(self.triton.scrape(target))],
+            args=[job_id, lambda: self._scrape(target)],
             id=job_id,
             next_run_time=now + timedelta(seconds=offset),
             misfire_grace_time=max(1, int(interval)),
         )
+
+    def _scrape(self, target: str) -> None:
+        """One scrape of ``target``, then its verdicts and findings."""
+        outcome = self.triton.scrape(target)
+        self.judged.observe(target)
+        self.findings.observe_scrape(outcome)
 
     def _schedule_nvml(self, config: Config, now: datetime) -> None:
         """NVML sampling on ``nvml.interval`` when NVML started (no GPU: no job)."""
@@ -436,7 +446,7 @@ class Daemon:
         models = {(t.name, m.name): m for t in self._effective.targets for m in t.models}
         readiness = self._board.snapshot()
         sweeps = self.sweeps.snapshot()
-        triton = {state.target: state for state in self.triton.states()}
+        triton = {state.target: state for state in self.judged.states()}
         advice = self.findings.recommendations.by_model()
         slos: dict[tuple[str, str], list[SloLine]] = {}
         for status in self.findings.statuses():

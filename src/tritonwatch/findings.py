@@ -36,7 +36,7 @@ from tritonwatch.observations import (
 )
 from tritonwatch.scrape.collection import TritonScrapers
 from tritonwatch.scrape.model_selection import model_gpus
-from tritonwatch.scrape.target_state import ScrapeOutcome
+from tritonwatch.target_state import ScrapeOutcome
 
 _log = get_logger("findings")
 SLO_STATE_FILE = "slo-events.json"

@@ -25,8 +25,8 @@ from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.readiness import GrpcReadinessProbe, HttpReadinessProbe
 from tritonwatch.probe.sweep import SweepRunner, SweepSettings
 from tritonwatch.scrape.target_scraper import TargetScraper
-from tritonwatch.scrape.target_state import Source
 from tritonwatch.sim.server import GrpcTLS, Simulator
+from tritonwatch.target_state import Source
 from tritonwatch.tune.repository import ModelRepository
 
 

@@ -1,8 +1,9 @@
 """The simulator's scenarios yield the matching bottleneck finding, end to end.
 
 Each test drives a few requests through the real ``tritonclient`` against a simulator in
-a scenario, scrapes before and after, and reads the finding the scraper computed with a
-50 ms latency budget (so a bottleneck must be worth at least 10 ms).
+a scenario, scrapes before and after, and judges the scraped state (the wiring's
+:func:`~tritonwatch.analysis.breakdown.judge_target`) with a 50 ms latency budget (so a
+bottleneck must be worth at least 10 ms).
 """
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ import pytest
 from sim_traffic import FakeClock, MeasuredCanary, infer, sim_target
 
 from support import wait_until
-from tritonwatch.analysis.breakdown import BottleneckThresholds
+from tritonwatch.analysis.breakdown import BottleneckThresholds, judge_target
+from tritonwatch.bottleneck_board import BottleneckBoard
 from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config.schema import Config
 from tritonwatch.probe.canary import canary_plans
 from tritonwatch.probe.canary_runner import CanaryRunner
 from tritonwatch.scrape.collection import TritonScrapers, canary_totals
 from tritonwatch.scrape.target_scraper import TargetScraper
-from tritonwatch.scrape.target_state import ModelState
 from tritonwatch.sim.server import Simulator
+from tritonwatch.target_state import ModelState
 
 pytestmark = pytest.mark.e2e
 
@@ -32,14 +34,12 @@ def finding(scenario: str, model: str, requests: int = 4) -> ModelState:
     with Simulator(scenario=scenario, seed=0) as sim:
         canary, clock = MeasuredCanary(), FakeClock()
         canary.add(model, [])
-        scraper = TargetScraper(
-            sim_target(sim, model), 5.0, clock, canary_totals=canary, thresholds={model: BUDGET}
-        )
+        scraper = TargetScraper(sim_target(sim, model), 5.0, clock, canary_totals=canary)
         scraper.scrape_once()
         canary.add(model, infer(sim, model, requests))
         clock.advance(10.0)
         scraper.scrape_once()
-        state = scraper.state().models[model]
+        state = judge_target(scraper.state(), {model: BUDGET}).models[model]
     assert state.breakdown is not None and state.bottleneck is not None
     assert state.breakdown.network_client is not None
     return state
@@ -97,6 +97,8 @@ def test_network_bound_from_the_real_canary() -> None:
         stats = CanaryStats(latency_buckets([0.05]))
         scrapers = TritonScrapers(canary_totals=canary_totals(stats))
         scrapers.apply(config)
+        judged = BottleneckBoard(scrapers.states)
+        judged.apply(config)
         runner = CanaryRunner(stats)
         runner.start(canary_plans(config))
 
@@ -109,7 +111,7 @@ def test_network_bound_from_the_real_canary() -> None:
             baseline = sent()
             wait_until(lambda: sent() >= baseline + 6, 10, "six more canary results")
             scrapers.scrape("sim")
-            (target,) = scrapers.states()
+            (target,) = judged.states()
         finally:
             runner.stop()
             scrapers.close()

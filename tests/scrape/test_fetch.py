@@ -10,7 +10,8 @@ import pytest
 import requests
 from stub_server import Route, StubServer
 
-from tritonwatch.scrape.fetch import FetchResult, FetchStatus, fetch
+from tritonwatch.scrape.fetch import FetchResult, fetch
+from tritonwatch.target_state import FetchStatus
 
 
 @pytest.fixture

@@ -27,11 +27,10 @@ from tls_support import Pki, make_pki
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import ModelKey
-from tritonwatch.scrape.fetch import FetchStatus
 from tritonwatch.scrape.model_apis import GrpcModelApis, HttpModelApis, model_apis_for
 from tritonwatch.scrape.target_scraper import TargetScraper
-from tritonwatch.scrape.target_state import Source
 from tritonwatch.sim.server import GrpcTLS, Simulator
+from tritonwatch.target_state import FetchStatus, Source
 
 pytestmark = pytest.mark.e2e
 

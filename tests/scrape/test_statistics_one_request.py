@@ -23,14 +23,13 @@ from stub_server import Route, StubServer
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import ModelStatistics
 from tritonwatch.scrape import target_scraper
-from tritonwatch.scrape.fetch import FetchStatus
 from tritonwatch.scrape.target_scraper import TargetScraper
-from tritonwatch.scrape.target_state import ScrapeOutcome, Source
 from tritonwatch.scrape.triton_stats import parse_model_statistics
 from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
 from tritonwatch.sim.load import example_inputs
 from tritonwatch.sim.models import ModelSet, parse_model_set
 from tritonwatch.sim.server import Simulator
+from tritonwatch.target_state import FetchStatus, ScrapeOutcome, Source
 
 pytestmark = pytest.mark.e2e
 

@@ -12,13 +12,13 @@ from structlog.testing import capture_logs
 from stub_server import Route, StubServer
 
 from support import fixtures_dir
+from tritonwatch.analysis.breakdown import judge_target
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import ModelKey
 from tritonwatch.scrape import target_scraper
-from tritonwatch.scrape.fetch import FetchStatus
 from tritonwatch.scrape.target_scraper import TargetScraper
-from tritonwatch.scrape.target_state import Source
 from tritonwatch.sim.server import Simulator
+from tritonwatch.target_state import FetchStatus, Source
 
 pytestmark = pytest.mark.e2e
 
@@ -51,13 +51,15 @@ def test_rates_after_two_scrapes_under_load(sim: Simulator, clock: FakeClock) ->
     state = scraper.state()
     simple = state.models["simple"]
     assert simple.rates == rates
+    assert simple.breakdown is None and simple.canary_mean_seconds is None  # readings only
+    simple = judge_target(state).models["simple"]
     assert simple.breakdown is not None
     assert simple.breakdown.compute_infer == pytest.approx(
         rates.compute_infer_seconds_average, rel=1e-9
     )
     assert simple.breakdown.network_client is None  # no canary here
     assert simple.config is not None and simple.config.max_batch_size == 8
-    idle = state.models["resnet50"]
+    idle = judge_target(state).models["resnet50"]
     assert idle.rates is not None and idle.rates.requests_per_second == 0
     assert idle.breakdown is None and idle.bottleneck is None  # no traffic, no finding
     assert len(state.gpus) == 3  # the simulator's GPUs, as Triton reports them

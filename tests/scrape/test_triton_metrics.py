@@ -15,6 +15,7 @@ from sim_traffic import infer, sim_target
 
 from support import sample_value
 from tritonwatch.analysis.breakdown import find_bottleneck, latency_breakdown
+from tritonwatch.bottleneck_board import BottleneckBoard
 from tritonwatch.config.schema import Config
 from tritonwatch.export.canary_metrics import QUANTILE_FAMILY
 from tritonwatch.export.triton_metrics import TritonModelCollector, server_quantile_samples
@@ -27,10 +28,9 @@ from tritonwatch.observations import (
     TritonSummary,
 )
 from tritonwatch.scrape.collection import TritonScrapers
-from tritonwatch.scrape.fetch import FetchStatus
 from tritonwatch.scrape.gpu_metrics import GpuMetricsCollector
-from tritonwatch.scrape.target_state import ModelState, Source, SourceOutcome, TargetState
 from tritonwatch.sim.server import Simulator
+from tritonwatch.target_state import FetchStatus, ModelState, Source, SourceOutcome, TargetState
 
 RATES = ModelRates(
     model="resnet50",
@@ -198,13 +198,15 @@ def test_a_real_scrape_of_the_simulator_passes_promtool() -> None:
         config = Config.model_validate({"targets": [sim_target(sim, "simple").model_dump()]})
         scrapers = TritonScrapers()
         scrapers.apply(config)
+        judged = BottleneckBoard(scrapers.states)
+        judged.apply(config)
         try:
             scrapers.scrape("sim")
             infer(sim, "simple", 3)
             sim.poll_metrics()
             scrapers.scrape("sim")
             text = exposition(
-                TritonModelCollector(scrapers.states),
+                TritonModelCollector(judged.states),
                 ServerQuantiles(scrapers.states()),
                 GpuMetricsCollector(triton=scrapers.triton_gpus),
             )

@@ -23,13 +23,13 @@ import tritonclient.grpc as grpcclient
 from real_triton import RealTriton
 from support import DaemonProcess, RefusedHttp, sample_value, wait_until
 from tls_support import Pki, make_pki
+from tritonwatch.analysis.breakdown import judge_target
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import ModelKey, ModelStatistics
-from tritonwatch.scrape.fetch import FetchStatus
 from tritonwatch.scrape.model_apis import GrpcModelApis
 from tritonwatch.scrape.target_scraper import TargetScraper
-from tritonwatch.scrape.target_state import Source
 from tritonwatch.scrape.triton_stats import parse_model_statistics
+from tritonwatch.target_state import FetchStatus, Source
 
 pytestmark = pytest.mark.e2e
 
@@ -224,7 +224,7 @@ def test_slow_queue_has_a_queue_bound_breakdown_over_grpc(
             send(grpc_client, "slow_queue")
         settle(real_triton, "slow_queue", done + 8)
         scraper.scrape_once()
-        state = scraper.state().models["slow_queue"]
+        state = judge_target(scraper.state()).models["slow_queue"]
     finally:
         scraper.close()
     assert state.config is not None and state.config.dynamic_batching is not None

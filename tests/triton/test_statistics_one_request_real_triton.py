@@ -24,11 +24,10 @@ from real_triton import RealTriton
 from support import wait_until
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import ModelKey, ModelStatistics
-from tritonwatch.scrape.fetch import FetchStatus
 from tritonwatch.scrape.model_apis import GrpcModelApis, HttpModelApis
 from tritonwatch.scrape.target_scraper import TargetScraper
-from tritonwatch.scrape.target_state import Source
 from tritonwatch.scrape.triton_stats import parse_all_model_statistics, parse_model_statistics
+from tritonwatch.target_state import FetchStatus, Source
 
 pytestmark = pytest.mark.e2e
 

@@ -2,7 +2,8 @@
 
 Pure functions: a latency breakdown from one model's Triton averages over a window and
 the canary's end-to-end mean over the same window, and a bottleneck finding from the
-breakdown. Both are computed on every scrape and exported; the advisor reads them.
+breakdown. The wiring judges every target's state after each scrape
+(:func:`judge_target`); the exporter and the status page read the verdicts.
 
 Stages, in seconds per request (averages over the window):
 
@@ -22,23 +23,21 @@ Stages, in seconds per request (averages over the window):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Literal
 
+from tritonwatch.config.schema import Config, TargetConfig
 from tritonwatch.observations import ModelRates
-
-STAGES = (
-    "queue",
-    "compute_input",
-    "compute_infer",
-    "compute_output",
-    "server_other",
-    "network_client",
+from tritonwatch.target_state import (
+    Bottleneck,
+    BottleneckKind,
+    LatencyBreakdown,
+    ModelState,
+    TargetState,
 )
-"""The ``stage`` label values of ``tritonwatch_model_latency_breakdown_seconds``."""
 
-BottleneckKind = Literal["queue-bound", "compute-bound", "io-bound", "network-bound", "balanced"]
+BOTTLENECK_BUDGET_SHARE = 0.2
+"""A bottleneck must take at least this share of the model's latency SLO threshold."""
 
 BOTTLENECK_GROUPS: dict[BottleneckKind, tuple[str, ...]] = {
     "queue-bound": ("queue",),
@@ -48,32 +47,6 @@ BOTTLENECK_GROUPS: dict[BottleneckKind, tuple[str, ...]] = {
 }
 """Each bottleneck kind and the stages whose shares add up to it, in tie-break order.
 ``server_other`` belongs to no kind: time nobody can attribute suggests no change."""
-
-BOTTLENECK_KINDS: tuple[BottleneckKind, ...] = (*BOTTLENECK_GROUPS, "balanced")
-"""The ``kind`` label values of ``tritonwatch_model_bottleneck``."""
-
-
-@dataclass(frozen=True, slots=True)
-class LatencyBreakdown:
-    """Mean seconds per request in each stage over one window (see the module docstring).
-
-    ``server_seconds`` is Triton's mean request time and ``end_to_end_seconds`` the
-    canary's mean, None without canary data.
-    """
-
-    queue: float
-    compute_input: float
-    compute_infer: float
-    compute_output: float
-    server_other: float
-    network_client: float | None
-    server_seconds: float
-    end_to_end_seconds: float | None
-
-    def stages(self) -> dict[str, float]:
-        """Stage → seconds, in :data:`STAGES` order; ``network_client`` only when known."""
-        values = {stage: getattr(self, stage) for stage in STAGES}
-        return {stage: value for stage, value in values.items() if value is not None}
 
 
 def latency_breakdown(
@@ -146,19 +119,6 @@ class BottleneckThresholds:
         return cls(dominant_share, threshold_seconds * budget_share)
 
 
-@dataclass(frozen=True, slots=True)
-class Bottleneck:
-    """The finding: what limits the model's latency, and the shares that show it.
-
-    ``shares`` maps each stage of the breakdown to its share of the total (they add up
-    to 1); ``reason`` says in one sentence why this kind was chosen.
-    """
-
-    kind: BottleneckKind
-    shares: Mapping[str, float]
-    reason: str
-
-
 def find_bottleneck(
     breakdown: LatencyBreakdown, thresholds: BottleneckThresholds | None = None
 ) -> Bottleneck:
@@ -214,3 +174,34 @@ def find_bottleneck(
 def _name(kind: BottleneckKind) -> str:
     """The stages of a kind as a reader says them: ``compute_input + compute_output``."""
     return " + ".join(BOTTLENECK_GROUPS[kind])
+
+
+def bottleneck_thresholds(config: Config, target: TargetConfig) -> dict[str, BottleneckThresholds]:
+    """Each model's thresholds: a bottleneck must be worth 20 % of its latency budget."""
+    return {
+        model.name: BottleneckThresholds.for_budget(
+            config.slo_for(model).latency.threshold, budget_share=BOTTLENECK_BUDGET_SHARE
+        )
+        for model in target.models
+    }
+
+
+def judge_model(state: ModelState, thresholds: BottleneckThresholds | None = None) -> ModelState:
+    """``state`` with its breakdown and bottleneck: both None when no request completed."""
+    breakdown = (
+        latency_breakdown(state.rates, state.canary_mean_seconds)
+        if state.rates is not None
+        else None
+    )
+    bottleneck = find_bottleneck(breakdown, thresholds) if breakdown is not None else None
+    return replace(state, breakdown=breakdown, bottleneck=bottleneck)
+
+
+def judge_target(
+    state: TargetState, thresholds: Mapping[str, BottleneckThresholds] | None = None
+) -> TargetState:
+    """Every model of a scraped target with its breakdown and bottleneck (by model name;
+    default thresholds for a model not in ``thresholds``)."""
+    limits = thresholds or {}
+    models = {name: judge_model(model, limits.get(name)) for name, model in state.models.items()}
+    return replace(state, models=models)

@@ -26,8 +26,8 @@ from tritonwatch.export.status_charts import budget_bar, burn_chart, p95_sparkli
 
 if TYPE_CHECKING:
     from tritonwatch.analysis.advisor_input import Recommendation
-    from tritonwatch.analysis.breakdown import LatencyBreakdown
     from tritonwatch.analysis.slo import SLOStatus
+    from tritonwatch.target_state import LatencyBreakdown
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Protocol
 
-from tritonwatch.analysis.breakdown import BottleneckThresholds
 from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import Config, TargetConfig
 from tritonwatch.observations import ModelConfigChange, TritonGpuRates
@@ -26,10 +25,7 @@ from tritonwatch.scrape.target_scraper import (
     CanaryTotals,
     TargetScraper,
 )
-from tritonwatch.scrape.target_state import ScrapeOutcome, TargetState
-
-BOTTLENECK_BUDGET_SHARE = 0.2
-"""A bottleneck must take at least this share of the model's latency SLO threshold."""
+from tritonwatch.target_state import ScrapeOutcome, TargetState
 
 
 class Scraper(Protocol):
@@ -45,7 +41,7 @@ class Scraper(Protocol):
 
 
 ScraperFactory = Callable[..., Scraper]
-_Settings = tuple[TargetConfig, float, dict[str, BottleneckThresholds], int]
+_Settings = tuple[TargetConfig, float, int]
 """What a scraper was built from: a target keeps its scraper while these stay equal."""
 
 
@@ -67,16 +63,6 @@ def canary_totals(stats: CanaryStats, clock: Callable[[], float] = time.monotoni
         return summed
 
     return totals
-
-
-def bottleneck_thresholds(config: Config, target: TargetConfig) -> dict[str, BottleneckThresholds]:
-    """Each model's thresholds: a bottleneck must be worth 20 % of its latency budget."""
-    return {
-        model.name: BottleneckThresholds.for_budget(
-            config.slo_for(model).latency.threshold, budget_share=BOTTLENECK_BUDGET_SHARE
-        )
-        for model in target.models
-    }
 
 
 class TritonScrapers:
@@ -113,8 +99,7 @@ class TritonScrapers:
         built: dict[str, tuple[_Settings, Scraper]] = {}
         for target in config.targets:
             scrape = config.scrape
-            thresholds = bottleneck_thresholds(config, target)
-            settings = (target, scrape.timeout, thresholds, scrape.max_body_bytes)
+            settings = (target, scrape.timeout, scrape.max_body_bytes)
             kept = previous.get(target.name)
             if kept is not None and kept[0] == settings:
                 built[target.name] = kept
@@ -124,7 +109,6 @@ class TritonScrapers:
                 config.scrape.timeout,
                 self._clock,
                 canary_totals=self._canary_totals,
-                thresholds=thresholds,
                 config_every=self._config_every,
                 max_bytes=scrape.max_body_bytes,
             )

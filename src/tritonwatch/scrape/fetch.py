@@ -15,31 +15,18 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 
 import requests
 from urllib3 import HTTPResponse
 from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError
+
+from tritonwatch.target_state import FetchStatus
 
 DEFAULT_MAX_BYTES = 16 * 2**20
 """The largest body read (16 MiB): a 500-model Triton page is about 4 MiB."""
 
 _CHUNK_BYTES = 64 * 2**10
 _ERRNO_TEXT = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
-
-
-class FetchStatus(StrEnum):
-    """How a fetch (or a gRPC read of the statistics or config API) ended; also logged
-    as ``outcome`` and exported as the failures' ``outcome`` label."""
-
-    SUCCESS = "success"
-    TIMEOUT = "timeout"
-    CONNECTION_ERROR = "connection_error"
-    HTTP_ERROR = "http_error"
-    GRPC_ERROR = "grpc_error"
-    """The server answered a gRPC call with an error status (the canary's word too)."""
-    TOO_LARGE = "too_large"
-    BAD_RESPONSE = "bad_response"
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,8 +37,8 @@ import requests
 from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import ModelKey
-from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, FetchStatus, fetch
-from tritonwatch.scrape.target_state import Source
+from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, fetch
+from tritonwatch.target_state import FetchStatus, Source
 
 _LACKS_API_HTTP = frozenset({400, 404, 405, 501})
 _LACKS_API_GRPC = "UNIMPLEMENTED"

@@ -12,7 +12,6 @@ scrape interval:
    typed snapshot; a difference from the last one is logged (``model_config_changed``,
    with every changed field old → new) and queued for consumers
    (:meth:`drain_config_changes`).
-5. Per model: the latency breakdown and the bottleneck finding.
 
 The statistics and config APIs are asked in the protocol the target is configured by
 (:mod:`~tritonwatch.scrape.model_apis`): over gRPC for a ``grpc(s)://`` ``url`` without
@@ -36,7 +35,7 @@ or a 5xx is the cycle's failure, not a reason to ask 20 more times.
 The whole cycle shares one deadline, ``timeout`` after it starts (the config refuses a
 timeout not under the interval), so a slow server can never make a job overrun its
 interval; what is left undone is a ``timeout`` outcome. Results are data: every failure
-is an outcome in :class:`~tritonwatch.scrape.target_state.ScrapeOutcome` and in the
+is an outcome in :class:`~tritonwatch.target_state.ScrapeOutcome` and in the
 exported self-monitoring metrics, and nothing the server does raises.
 
 A server that lacks the statistics or config API (answers 400, 404, 405 or 501 with a
@@ -46,7 +45,7 @@ asked again about once an hour in case the server was upgraded.
 
 Threads: the scheduler runs one cycle of a target at a time (a lock makes sure), and
 the exporter reads :meth:`state` from other threads; state is published as one
-immutable :class:`~tritonwatch.scrape.target_state.TargetState`.
+immutable :class:`~tritonwatch.target_state.TargetState`.
 """
 
 from __future__ import annotations
@@ -59,12 +58,6 @@ from typing import Any, TypeVar
 
 import requests
 
-from tritonwatch.analysis.breakdown import (
-    BottleneckKind,
-    BottleneckThresholds,
-    find_bottleneck,
-    latency_breakdown,
-)
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.counters import counter_increase
 from tritonwatch.logs import get_logger
@@ -77,16 +70,9 @@ from tritonwatch.observations import (
     TritonRates,
     TritonScrape,
 )
-from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, FetchResult, FetchStatus, fetch
+from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, FetchResult, fetch
 from tritonwatch.scrape.model_apis import ApiAnswer, ModelApis, model_apis_for
 from tritonwatch.scrape.model_selection import select_models
-from tritonwatch.scrape.target_state import (
-    ModelState,
-    ScrapeOutcome,
-    Source,
-    SourceOutcome,
-    TargetState,
-)
 from tritonwatch.scrape.triton_config import config_changes, parse_model_config
 from tritonwatch.scrape.triton_deltas import triton_rates
 from tritonwatch.scrape.triton_families import REQUEST_SUMMARY_US
@@ -96,6 +82,14 @@ from tritonwatch.scrape.triton_stats import (
     parse_model_statistics,
 )
 from tritonwatch.scrape.triton_text import MetricsTextError, parse_triton_metrics
+from tritonwatch.target_state import (
+    FetchStatus,
+    ModelState,
+    ScrapeOutcome,
+    Source,
+    SourceOutcome,
+    TargetState,
+)
 
 _log = get_logger("scrape")
 _T = TypeVar("_T")
@@ -217,7 +211,6 @@ class TargetScraper:
             own, closed by :meth:`close`. The statistics and config APIs of a gRPC
             target do not use it (:func:`~tritonwatch.scrape.model_apis.model_apis_for`).
         canary_totals: the canary's cumulative latency totals, for ``network_client``.
-        thresholds: bottleneck thresholds by model name (default thresholds otherwise).
         config_every: poll the config API on every ``config_every``-th cycle.
         max_bytes: the largest response body read.
     """
@@ -230,7 +223,6 @@ class TargetScraper:
         session: requests.Session | None = None,
         *,
         canary_totals: CanaryTotals | None = None,
-        thresholds: Mapping[str, BottleneckThresholds] | None = None,
         config_every: int = DEFAULT_CONFIG_EVERY,
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
@@ -246,7 +238,6 @@ class TargetScraper:
         if session is None and target.client_tls is not None:
             target.client_tls.configure_session(self._session)  # used for https:// URLs only
         self._canary_totals = canary_totals
-        self._thresholds = dict(thresholds or {})
         self._config_every = config_every
         self._max_bytes = max_bytes
         self._keys = {model.name: ModelKey(model.name, model.version) for model in target.models}
@@ -259,7 +250,6 @@ class TargetScraper:
         self._previous_canary: dict[str, tuple[float, int]] = {}
         self._previous_bad_lines = 0
         self._configs: dict[str, ModelConfigSnapshot] = {}
-        self._bottlenecks: dict[str, BottleneckKind] = {}
         protocol = self._model_apis.protocol
         self._apis = {
             source: _OptionalApi(target.name, source, protocol) for source in _OPTIONAL_APIS
@@ -576,33 +566,13 @@ class TargetScraper:
     ) -> ModelState:
         model_rates = rates.models.get(key) if rates is not None else None
         counters = scrape.models.get(key) if scrape is not None else None
-        breakdown = (
-            latency_breakdown(model_rates, canary_means.get(name))
-            if model_rates is not None
-            else None
-        )
-        bottleneck = None
-        if breakdown is not None:
-            bottleneck = find_bottleneck(breakdown, self._thresholds.get(name))
-            if self._bottlenecks.get(name) != bottleneck.kind:
-                _log.info(
-                    "bottleneck_changed",
-                    target=self.target.name,
-                    model=name,
-                    kind=bottleneck.kind,
-                    previous=self._bottlenecks.get(name),
-                    shares={stage: round(share, 4) for stage, share in bottleneck.shares.items()},
-                    reason=bottleneck.reason,
-                )
-                self._bottlenecks[name] = bottleneck.kind
         return ModelState(
             model=name,
             rates=model_rates,
             server_summary=counters.summaries.get(REQUEST_SUMMARY_US) if counters else None,
             batches=batches.get(name),
-            breakdown=breakdown,
-            bottleneck=bottleneck,
             config=self._configs.get(name),
+            canary_mean_seconds=canary_means.get(name),
         )
 
     def _note_outcome(self, source: Source, outcome: SourceOutcome) -> None:

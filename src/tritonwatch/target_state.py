@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
 
-from tritonwatch.analysis.breakdown import Bottleneck, LatencyBreakdown
 from tritonwatch.observations import (
     BatchStatisticsRates,
     ModelConfigSnapshot,
@@ -19,7 +19,77 @@ from tritonwatch.observations import (
     TritonRates,
     TritonSummary,
 )
-from tritonwatch.scrape.fetch import FetchStatus
+
+STAGES = (
+    "queue",
+    "compute_input",
+    "compute_infer",
+    "compute_output",
+    "server_other",
+    "network_client",
+)
+"""The ``stage`` label values of ``tritonwatch_model_latency_breakdown_seconds``."""
+
+BottleneckKind = Literal["queue-bound", "compute-bound", "io-bound", "network-bound", "balanced"]
+
+BOTTLENECK_KINDS: tuple[BottleneckKind, ...] = (
+    "queue-bound",
+    "compute-bound",
+    "io-bound",
+    "network-bound",
+    "balanced",
+)
+"""The ``kind`` label values of ``tritonwatch_model_bottleneck``, in tie-break order."""
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyBreakdown:
+    """Mean seconds per request in each stage over one window (see the module docstring).
+
+    ``server_seconds`` is Triton's mean request time and ``end_to_end_seconds`` the
+    canary's mean, None without canary data.
+    """
+
+    queue: float
+    compute_input: float
+    compute_infer: float
+    compute_output: float
+    server_other: float
+    network_client: float | None
+    server_seconds: float
+    end_to_end_seconds: float | None
+
+    def stages(self) -> dict[str, float]:
+        """Stage → seconds, in :data:`STAGES` order; ``network_client`` only when known."""
+        values = {stage: getattr(self, stage) for stage in STAGES}
+        return {stage: value for stage, value in values.items() if value is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class Bottleneck:
+    """The finding: what limits the model's latency, and the shares that show it.
+
+    ``shares`` maps each stage of the breakdown to its share of the total (they add up
+    to 1); ``reason`` says in one sentence why this kind was chosen.
+    """
+
+    kind: BottleneckKind
+    shares: Mapping[str, float]
+    reason: str
+
+
+class FetchStatus(StrEnum):
+    """How a fetch (or a gRPC read of the statistics or config API) ended; also logged
+    as ``outcome`` and exported as the failures' ``outcome`` label."""
+
+    SUCCESS = "success"
+    TIMEOUT = "timeout"
+    CONNECTION_ERROR = "connection_error"
+    HTTP_ERROR = "http_error"
+    GRPC_ERROR = "grpc_error"
+    """The server answered a gRPC call with an error status (the canary's word too)."""
+    TOO_LARGE = "too_large"
+    BAD_RESPONSE = "bad_response"
 
 
 class Source(StrEnum):
@@ -68,10 +138,13 @@ class ScrapeOutcome:
 
 @dataclass(frozen=True, slots=True)
 class ModelState:
-    """The latest findings of one configured model; None where the window had no data.
+    """The latest readings of one configured model; None where the window had no data.
 
     ``server_summary`` is Triton's request-duration summary (microseconds, as printed)
-    when the server exports summaries.
+    when the server exports summaries. ``canary_mean_seconds`` is the canary's mean
+    end-to-end latency over the same window as ``rates`` (None when it sent nothing).
+    ``breakdown`` and ``bottleneck`` are the judgement's, not the scrape's: the scraper
+    leaves them None and :func:`~tritonwatch.analysis.breakdown.judge_target` fills them.
     """
 
     model: str
@@ -81,6 +154,7 @@ class ModelState:
     breakdown: LatencyBreakdown | None = None
     bottleneck: Bottleneck | None = None
     config: ModelConfigSnapshot | None = None
+    canary_mean_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
