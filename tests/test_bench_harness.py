@@ -35,12 +35,14 @@ from harness import (
 
 
 def test_median_ignores_nan_and_is_none_when_empty() -> None:
+    """Breaks if a NaN repeat moves the median, or no figures give a number instead of None."""
     assert median([3.0, float("nan"), 1.0, 2.0]) == 2.0
     assert median([]) is None
     assert median([float("nan")]) is None
 
 
 def test_paired_rows_take_the_median_of_per_repeat_ratios() -> None:
+    """Breaks if paired rows take the ratio of medians instead of the median of ratios."""
     # Repeat by repeat: 0.5, 0.5, 2.0 -> median 0.5; ratio of medians would be 20/20 = 1.
     row = Row("x", ours=[10.0, 20.0, 80.0], anchor=[20.0, 40.0, 40.0])
     assert row.ratio == 0.5
@@ -48,12 +50,14 @@ def test_paired_rows_take_the_median_of_per_repeat_ratios() -> None:
 
 
 def test_unpaired_rows_take_the_ratio_of_medians_and_survive_missing_anchors() -> None:
+    """Breaks if unpaired rows lose the ratio of medians, or a missing or zero anchor raises."""
     assert Row("x", ours=[10.0, 30.0], anchor=[40.0]).ratio == 0.5
     assert Row("x", ours=[10.0]).ratio is None
     assert Row("x", ours=[10.0], anchor=[0.0]).ratio is None
 
 
 def test_goals_judge_the_ratio_or_our_figure() -> None:
+    """Breaks if a goal judges the wrong figure, or a missing figure counts as met or missed."""
     at_least = Row("load", ours=[30.0], anchor=[100.0], goal=Goal(">=", 0.2))
     at_most = Row("parse", ours=[30.0], anchor=[100.0], goal=Goal("<=", 0.2))
     seconds = Row("detect", ours=[31.0], goal=Goal("<=", 60.0, on="ours", unit="s"))
@@ -67,6 +71,7 @@ def test_goals_judge_the_ratio_or_our_figure() -> None:
 
 
 def test_values_read_as_median_with_the_range_of_repeats() -> None:
+    """Breaks if values stop reading as a median with the repeats' range, or ratios lose digits."""
     assert format_value([12468.0], "req/s") == "12 468 req/s"
     assert format_value([3.0, 1.0, 2.0], "ms") == "2 ms [1–3]"
     assert format_value([0.0123]) == "0.0123"
@@ -77,6 +82,7 @@ def test_values_read_as_median_with_the_range_of_repeats() -> None:
 
 
 def test_a_missed_goal_is_marked_in_the_table_and_the_summary() -> None:
+    """Breaks if a missed goal is not marked in its table row and named in the summary."""
     table = Table("parse", "2. Parsing", "ours", "prometheus_client")
     table.rows = [
         Row("page", ours=[70.0], anchor=[560.0], unit="ms", goal=Goal("<=", 0.2)),
@@ -91,12 +97,14 @@ def test_a_missed_goal_is_marked_in_the_table_and_the_summary() -> None:
 
 
 def test_a_failed_benchmark_says_so() -> None:
+    """Breaks if a benchmark that raised is not shown as failed, with its error, in the report."""
     table = Table("tuner", "6. Tuner", "—", "—", error="RuntimeError('boom')")
     assert "**failed**" in render_table(table)
     assert "failed: RuntimeError('boom')" in render_report({}, [table])
 
 
 def test_proc_texts_are_read_whatever_the_command_name() -> None:
+    """Breaks if /proc parsing misreads RSS, or a command name with spaces and parens shifts CPU."""
     status = "Name:\tpython\nVmPeak:\t  999 kB\nVmRSS:\t   2048 kB\nThreads:\t4\n"
     assert rss_bytes(status) == 2048 * 1024
     with pytest.raises(ValueError, match="VmRSS"):
@@ -106,6 +114,7 @@ def test_proc_texts_are_read_whatever_the_command_name() -> None:
 
 
 def test_footprint_uses_cpu_between_first_and_last_sample() -> None:
+    """Breaks if footprint CPU is not over first to last sample, or RSS median and max are wrong."""
     mib = 2**20
     samples = [
         ProcSample(at=100.0, rss=10 * mib, cpu_seconds=5.0),
@@ -149,11 +158,13 @@ def test_this_process_can_be_sampled() -> None:
 
 
 def test_cpu_model_from_cpuinfo() -> None:
+    """Breaks if the CPU model is not read from x86's model name or ARM's Hardware line."""
     assert cpu_model("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n") == "AMD EPYC 7B13"
     assert cpu_model("Hardware\t: BCM2835\n") == "BCM2835"
 
 
 def test_a_table_survives_the_trip_between_processes() -> None:
+    """Breaks if a table changes on its way through JSON: rows, goals, NaN, anchors, notes."""
     table = Table("detection", "5. Detection", "ours", "—", notes=["one run"], seconds=12.5)
     table.rows = [
         Row("0.95", ours=[float("nan")], unit="s", goal=Goal("<=", 60.0, on="ours", unit="s")),
@@ -166,6 +177,7 @@ def test_a_table_survives_the_trip_between_processes() -> None:
 
 
 def test_a_partial_run_merges_into_the_kept_tables_in_the_harness_order() -> None:
+    """Breaks if a partial run's merge loses kept tables, their dates, or the harness order."""
     kept = [
         Table("load", "1. Load", "a", "b", rows=[Row("x", [1.0])], measured="day 1"),
         Table("parse", "2. Parse", "a", "b", rows=[Row("y", [2.0])], measured="day 1"),

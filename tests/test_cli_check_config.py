@@ -22,6 +22,7 @@ def _check(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 
 def test_valid_config_prints_one_line_summary(tmp_path: Path) -> None:
+    """A valid config exits 0 with one summary line counting targets, models and SLOs."""
     config = tmp_path / "ok.yaml"
     config.write_text(
         "targets:\n"
@@ -59,6 +60,7 @@ def test_check_config_prints_the_plan_and_that_models_are_discovered_at_run_time
 
 
 def test_invalid_config_exits_2_with_the_message_and_no_traceback() -> None:
+    """An invalid config exits 2 with the exact one-line message and no traceback."""
     bad = INVALID / "threshold_zero.yaml"
     result = _check(str(bad))
     assert result.returncode == 2
@@ -70,6 +72,7 @@ def test_invalid_config_exits_2_with_the_message_and_no_traceback() -> None:
 
 
 def test_config_from_environment_variable() -> None:
+    """check-config reads its config path from TRITONWATCH_CONFIG."""
     example = REPO / "examples" / "demo.yaml"
     result = _check(env={"TRITONWATCH_CONFIG": str(example)})
     assert result.returncode == 0
@@ -77,6 +80,7 @@ def test_config_from_environment_variable() -> None:
 
 
 def test_run_with_invalid_config_prints_the_same_message_and_exits_2() -> None:
+    """`run` on an invalid config exits 2 with exactly check-config's message."""
     bad = INVALID / "url_bad_scheme.yaml"
     checked = _check(str(bad))
     ran = subprocess.run(

@@ -12,11 +12,13 @@ from tritonwatch.cli_flags import env_name
 
 
 def test_env_name_follows_the_flag() -> None:
+    """Each flag's environment variable is TRITONWATCH_ and its name in upper snake case."""
     assert env_name("--log-level") == "TRITONWATCH_LOG_LEVEL"
     assert env_name("--config") == "TRITONWATCH_CONFIG"
 
 
 def test_environment_sets_run_flags() -> None:
+    """TRITONWATCH_CONFIG, _LISTEN and _LOG_LEVEL set run's flags."""
     parser = build_parser(
         {
             "TRITONWATCH_CONFIG": "/etc/tw.yaml",
@@ -29,6 +31,7 @@ def test_environment_sets_run_flags() -> None:
 
 
 def test_command_line_wins_over_environment() -> None:
+    """A flag on the command line wins over its environment variable."""
     parser = build_parser({"TRITONWATCH_LISTEN": "127.0.0.1:9999"})
     args = parser.parse_args(["run", "--config", "c.yaml", "--listen", "127.0.0.1:1"])
     assert args.listen == "127.0.0.1:1"
@@ -97,6 +100,7 @@ def test_environment_values_are_validated_like_flags(capsys: pytest.CaptureFixtu
 
 
 def test_every_flag_documents_its_environment_variable() -> None:
+    """run --help names each flag's environment variable."""
     help_text = subprocess.run(
         [TRITONWATCH, "run", "--help"], capture_output=True, text=True, check=True
     ).stdout

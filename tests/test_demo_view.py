@@ -18,6 +18,7 @@ from tritonwatch.export.status_page import (
 
 
 def test_table_shows_state_breakdown_slo_and_advice() -> None:
+    """Breaks if a demo row loses its p95, state, counts, breakdown, SLO burn or advice."""
     snapshot = StatusSnapshot([
         ModelStatus("demo", "simple", "http", True, 0.05, {"p50": 0.002, "p95": 0.003, "p99": 0.004},
                     {"success": 120}),

@@ -22,6 +22,7 @@ def _sd(path: Path, groups: list[dict[str, object]]) -> None:
 
 
 def test_file_sd_groups_become_targets(tmp_path: Path) -> None:
+    """Breaks if file_sd groups stop becoming targets with their models, scheme, name, URLs."""
     _sd(tmp_path / "a.json", [
         {"targets": ["127.0.0.1:8000", "127.0.0.1:9000"], "labels": {"models": "simple, resnet50"}},
         {"targets": ["127.0.0.1:8001"], "labels": {"models": "bert", "protocol": "grpc", "name": "grpc-a"}},
@@ -42,6 +43,7 @@ def test_file_sd_groups_become_targets(tmp_path: Path) -> None:
 
 
 def test_broken_files_and_entries_are_logged_and_skipped(tmp_path: Path) -> None:
+    """Breaks if a broken file or entry stops discovery, or is skipped without a log line."""
     (tmp_path / "bad.json").write_text("{not json")
     _sd(tmp_path / "partly.json", [
         {"targets": ["127.0.0.1:8000"], "labels": {"models": " , "}},  # an empty list
@@ -131,6 +133,7 @@ def test_shard_owners_are_the_same_in_a_fresh_process_with_another_hash_seed(
 
 
 def test_effective_config_merges_static_first_and_keeps_only_owned(tmp_path: Path) -> None:
+    """Breaks if a static target stops shadowing a discovered one, or shards lose or share one."""
     _sd(tmp_path / "t.json", [{"targets": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"],
                                "labels": {"models": "m", "name": "static"}}])  # fmt: skip
     config = parse_config(
@@ -148,6 +151,7 @@ def test_effective_config_merges_static_first_and_keeps_only_owned(tmp_path: Pat
 
 
 def test_daemon_picks_up_a_changed_discovery_file(tmp_path: Path) -> None:
+    """Breaks if the daemon misses a changed discovery file or keeps the target it dropped."""
     sd = tmp_path / "targets.json"
     _sd(sd, [{"targets": ["127.0.0.1:1"], "labels": {"models": "m", "name": "first"}}])
     path = tmp_path / "c.yaml"

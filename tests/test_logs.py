@@ -26,6 +26,7 @@ def _reset_logging() -> object:
 
 
 def test_json_lines_when_not_a_terminal() -> None:
+    """Off a terminal each line is JSON with event, component, fields, level and a UTC time."""
     stream = io.StringIO()
     configure_logging("auto", "info", stream)
     get_logger("scraper").info("scraped", target="prod", samples=12)
@@ -37,6 +38,7 @@ def test_json_lines_when_not_a_terminal() -> None:
 
 
 def test_console_on_a_terminal() -> None:
+    """On a terminal lines are human-readable console text naming the component, not JSON."""
     stream = _Terminal()
     configure_logging("auto", "info", stream)
     get_logger("daemon").info("started")
@@ -47,6 +49,7 @@ def test_console_on_a_terminal() -> None:
 
 
 def test_lines_without_a_component_get_the_default() -> None:
+    """A line logged without a component gets the default component, tritonwatch."""
     stream = io.StringIO()
     configure_logging("json", "info", stream)
     structlog.get_logger().info("bare")
@@ -54,6 +57,7 @@ def test_lines_without_a_component_get_the_default() -> None:
 
 
 def test_level_filters() -> None:
+    """Lines below the configured level are not written."""
     stream = io.StringIO()
     configure_logging("json", "warning", stream)
     log = get_logger("x")
@@ -65,6 +69,7 @@ def test_level_filters() -> None:
 def test_secret_keys_and_configured_secret_values_are_redacted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Secret keys and configured secret values are redacted anywhere in a line, nested too."""
     monkeypatch.setenv("TW_TEST_TOKEN", "tok-9f8e7d")
     config = parse_config(
         "alerting:\n"

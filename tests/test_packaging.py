@@ -25,6 +25,7 @@ def _instructions(name: str) -> list[str]:
 
 
 def test_dockerfile_is_multi_stage_non_root_with_the_documented_entrypoint() -> None:
+    """Breaks if the image stops being multi-stage and non-root with the documented entrypoint."""
     assert len(_instructions("FROM")) >= 2
     assert _instructions("ENTRYPOINT") == ['["tritonwatch"]']
     assert _instructions("CMD") == ['["run", "--config", "/etc/tritonwatch/config.yaml"]']
@@ -44,6 +45,7 @@ def test_dockerfile_and_makefile_install_through_the_same_script() -> None:
 
 
 def test_constraints_pin_every_runtime_dependency() -> None:
+    """Breaks if a runtime dependency in pyproject.toml is not pinned in constraints.txt."""
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     pinned = {
         line.split("==")[0].lower().replace("_", "-")
@@ -56,12 +58,14 @@ def test_constraints_pin_every_runtime_dependency() -> None:
 
 
 def test_hadolint_passes() -> None:
+    """Breaks if hadolint finds a problem in the Dockerfile."""
     hadolint = str(BIN / "hadolint")
     result = subprocess.run([hadolint, str(REPO / "Dockerfile")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 
 
 def test_ci_runs_the_readme_test_command() -> None:
+    """Breaks if CI runs anything but the `make test` the README tells users to run."""
     readme = (REPO / "README.md").read_text()
     assert "make test" in readme
     assert "make demo" in readme
@@ -72,5 +76,6 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 
 def test_console_script_reports_the_version() -> None:
+    """Breaks if the installed console script stops printing its version."""
     result = subprocess.run([TRITONWATCH, "--version"], capture_output=True, text=True, check=True)
     assert re.fullmatch(r"tritonwatch \d+\.\d+\.\d+\S*\n", result.stdout)

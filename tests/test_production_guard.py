@@ -24,6 +24,7 @@ def _config(tmp_path: Path, url: str) -> Path:
 
 @pytest.mark.parametrize("command", ["sweep", "tune"])
 def test_sweep_and_tune_refuse_a_production_target(tmp_path: Path, command: str) -> None:
+    """sweep and tune refuse a production target with exit 2, naming --allow-production."""
     config = _config(tmp_path, "http://127.0.0.1:8000")
     extra = ["--budget-p95", "50ms"] if command == "tune" else []
     result = subprocess.run(
@@ -38,6 +39,7 @@ def test_sweep_and_tune_refuse_a_production_target(tmp_path: Path, command: str)
 
 
 def test_the_explicit_flag_lets_a_sweep_run(tmp_path: Path) -> None:
+    """--allow-production lets a sweep of a production target run to its knee."""
     with Simulator() as sim:
         config = _config(tmp_path, sim.http_url)
         result = subprocess.run(
@@ -50,6 +52,7 @@ def test_the_explicit_flag_lets_a_sweep_run(tmp_path: Path) -> None:
 
 
 def test_a_non_production_url_is_not_refused(tmp_path: Path) -> None:
+    """Only a production target's own host counts, its gRPC endpoint included."""
     config = parse_config(
         "targets: [{name: prod, url: 'http://127.0.0.2:8000', production: true, models: [{name: m}]}]\n",
         "c.yaml",
@@ -61,6 +64,7 @@ def test_a_non_production_url_is_not_refused(tmp_path: Path) -> None:
 
 
 def test_scheduled_sweeps_skip_production_unless_allowed() -> None:
+    """Scheduled sweeps skip production targets with a log line, unless allow_production."""
     text = (
         "sweep: {{enabled: true{allow}}}\n"
         "targets:\n"

@@ -14,6 +14,7 @@ class FakeClock:
 
 
 def test_a_job_that_runs_on_time_is_never_late() -> None:
+    """A job that runs every interval is never reported late."""
     clock = FakeClock()
     ledger = JobLedger(clock)
     ledger.expect("readiness:a", interval=5.0, first_due=1002.0)
@@ -24,6 +25,7 @@ def test_a_job_that_runs_on_time_is_never_late() -> None:
 
 
 def test_a_job_that_never_ran_is_late_after_two_intervals_past_its_first_due_time() -> None:
+    """A job that never ran is late only after two intervals and a second past its first due."""
     clock = FakeClock()
     ledger = JobLedger(clock)
     ledger.expect("readiness:a", interval=5.0, first_due=1002.0)
@@ -34,6 +36,7 @@ def test_a_job_that_never_ran_is_late_after_two_intervals_past_its_first_due_tim
 
 
 def test_a_job_that_stopped_running_becomes_late_and_recovers() -> None:
+    """A job that stops running turns late alone, and is no longer late once it runs."""
     clock = FakeClock()
     ledger = JobLedger(clock)
     ledger.expect("a", interval=1.0, first_due=1000.0)
@@ -47,6 +50,7 @@ def test_a_job_that_stopped_running_becomes_late_and_recovers() -> None:
 
 
 def test_forgotten_and_unknown_jobs_do_not_count() -> None:
+    """Forgotten jobs and runs of jobs never expected do not make /health late."""
     clock = FakeClock()
     ledger = JobLedger(clock)
     ledger.expect("gone", interval=1.0, first_due=1000.0)

@@ -14,6 +14,7 @@ from tritonwatch.cli import main
 def test_a_client_certificate_without_its_key_is_refused(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """--cert-file without --key-file is a usage error (exit 2) before anything is sent."""
     cert = tmp_path / "client.crt"
     cert.write_text("not read: refused before use")
     extra = ["--budget-p95", "50ms"] if command == "tune" else []
@@ -23,6 +24,7 @@ def test_a_client_certificate_without_its_key_is_refused(
 
 
 def test_a_missing_ca_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A --ca-file that does not exist is a usage error naming the flag and the path."""
     missing = tmp_path / "nope.pem"
     argv = ["sweep", "--url", "https://127.0.0.1:9", "--model", "m", "--ca-file", str(missing)]
     assert main(argv) == 2
@@ -31,6 +33,7 @@ def test_a_missing_ca_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_simulate_needs_a_certificate_for_grpc_tls(capsys: pytest.CaptureFixture[str]) -> None:
+    """simulate --grpc-use-ssl without a server certificate and key is a usage error."""
     assert main(["simulate", "--grpc-port", "0", "--grpc-use-ssl"]) == 2
     assert "--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key" in (
         capsys.readouterr().err

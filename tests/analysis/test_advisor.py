@@ -159,16 +159,19 @@ SCENARIOS: dict[str, tuple[AdvisorInput, set[Action]]] = {
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_each_scenario_fires_its_rule_and_only_it(scenario: str) -> None:
+    """Each simulator scenario fires exactly its own rule: none missing, none extra."""
     window, expected = SCENARIOS[scenario]
     assert {r.action for r in advise(window)} == expected
 
 
 def test_every_rule_has_a_scenario() -> None:
+    """Every advisor action is shown firing by at least one scenario."""
     covered = set().union(*(expected for _, expected in SCENARIOS.values()))
     assert covered == set(Action)
 
 
 def test_recommendations_carry_values_evidence_and_effect() -> None:
+    """Advice carries current and proposed values, severity, evidence, reason and its effect."""
     (lower,) = advise(SCENARIOS["queue-delay-too-high"][0])
     assert (lower.parameter, lower.current, lower.proposed) == (
         "max_queue_delay_microseconds",
@@ -199,11 +202,13 @@ def test_at_most_one_configuration_change_the_highest_priority() -> None:
 
 
 def test_unknown_numbers_keep_rules_silent() -> None:
+    """A window with nothing measured fires no rule: unknown is not zero."""
     bare = AdvisorInput(target="t", model="m", latency_budget_seconds=0.05)
     assert advise(bare) == []
 
 
 def test_book_logs_once_per_change_and_on_clear() -> None:
+    """The book logs advice once per change, not per round, and logs when it clears."""
     book = RecommendationBook()
     window = SCENARIOS["queue-delay-too-high"][0]
     with capture_logs() as logs:
@@ -222,6 +227,7 @@ def test_book_logs_once_per_change_and_on_clear() -> None:
 
 
 def test_book_keeps_models_apart_and_forgets_removed_ones() -> None:
+    """Advice for one model never overwrites another's and goes when its model leaves."""
     book = RecommendationBook()
     book.update("t", "a", advise(replace(SCENARIOS["memory-scarce"][0], model="a")))
     book.update("t", "b", advise(replace(SCENARIOS["compute-bound"][0], model="b")))

@@ -160,19 +160,23 @@ BOUNDARIES: list[tuple[Check, dict[str, Any], dict[str, Any]]] = [
     ids=[f"{rule.__name__}-{index}" for index, (rule, _, _) in enumerate(BOUNDARIES)],
 )
 def test_rule_boundary(rule: Check, fires: dict[str, Any], silent: dict[str, Any]) -> None:
+    """A rule fires just across its threshold and stays silent just inside it."""
     assert rule(replace(BASE, **fires), LIMITS) is not None
     assert rule(replace(BASE, **silent), LIMITS) is None
 
 
 def test_no_rule_fires_on_the_base_window() -> None:
+    """A healthy window well inside every threshold fires no rule."""
     assert [rule.action for rule in RULES if rule.check(BASE, LIMITS)] == []
 
 
 def test_every_rule_has_a_boundary_case() -> None:
+    """Every rule in RULES has a boundary case here, so a new one cannot go untested."""
     assert {rule.check for rule in RULES} == {check for check, _, _ in BOUNDARIES}
 
 
 def test_queue_delay_halves_and_doubles() -> None:
+    """Queue delay advice halves (1 µs to 0), doubles, and raises 0 to the configured first step."""
     over = replace(BASE, p95_seconds=0.06, queue_seconds=0.006, max_queue_delay_microseconds=1)
     lowered = lower_queue_delay(over, LIMITS)
     assert lowered is not None
@@ -197,6 +201,7 @@ def test_raising_the_delay_never_spends_more_than_the_headroom() -> None:
 
 
 def test_instance_count_moves_by_one() -> None:
+    """Instance advice adds or removes exactly one instance at a time."""
     add = add_instance(replace(BASE, gpu_utilization=0.1, pending_requests=3.0), LIMITS)
     remove = remove_instance(replace(BASE, gpu_memory_used_bytes=95.0), LIMITS)
     assert add is not None
@@ -205,6 +210,7 @@ def test_instance_count_moves_by_one() -> None:
 
 
 def test_gpu_underuse_needs_requests_to_queue() -> None:
+    """An idle GPU is underused only with requests pending and its utilization known."""
     idle = replace(BASE, gpu_utilization=0.1)
     assert not gpu_underused(idle, LIMITS)
     assert gpu_underused(replace(idle, pending_requests=1.0), LIMITS)
@@ -212,6 +218,7 @@ def test_gpu_underuse_needs_requests_to_queue() -> None:
 
 
 def test_network_advice_suggests_grpc_only_to_http_clients() -> None:
+    """Network advice suggests gRPC with binary data to HTTP clients, never to gRPC ones."""
     slow = replace(BASE, client_mean_seconds=0.05)
     http = reduce_network_overhead(replace(slow, protocol="http"), LIMITS)
     grpc = reduce_network_overhead(replace(slow, protocol="grpc"), LIMITS)
@@ -222,6 +229,7 @@ def test_network_advice_suggests_grpc_only_to_http_clients() -> None:
 
 
 def test_thresholds_are_configurable() -> None:
+    """A configured GPU underuse threshold moves where the add-instance rule fires."""
     window = replace(BASE, gpu_utilization=0.55, pending_requests=2.0)
     assert add_instance(window, LIMITS) is None
     assert add_instance(window, AdvisorThresholds(gpu_underuse_threshold=0.6)) is not None

@@ -83,6 +83,7 @@ def test_breakdown_clamps_negative_remainders_at_zero() -> None:
 
 
 def test_breakdown_without_canary_has_no_network_stage() -> None:
+    """Without canary timing the network stage is absent, not 0 ms."""
     result = breakdown(request_ms=10.0, compute_infer=9.0)
     assert result.network_client is None
     assert "network_client" not in result.stages()
@@ -169,12 +170,14 @@ def test_a_dominant_but_small_stage_is_balanced() -> None:
 
 
 def test_a_stricter_dominant_share() -> None:
+    """A stricter dominant share turns a 70 % compute window from compute-bound to balanced."""
     window = breakdown(request_ms=10.0, queue=2.0, compute_infer=7.0, compute_output=1.0)
     assert find_bottleneck(window).kind == "compute-bound"
     assert find_bottleneck(window, BottleneckThresholds(dominant_share=0.75)).kind == "balanced"
 
 
 def test_no_time_at_all_is_balanced() -> None:
+    """An all-zero window is balanced with zero shares, not a division by zero."""
     empty = LatencyBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, None, 0.0, None)
     result = find_bottleneck(empty)
     assert result.kind == "balanced"

@@ -21,6 +21,7 @@ def _lognormal(median: float, n: int, seed: int) -> list[float]:
 
 
 def test_clearly_faster_after_is_kept() -> None:
+    """Halving p95 at equal throughput is kept, with a difference interval wholly below 0."""
     before = Measurement(_lognormal(0.040, 400, 1), [100, 102, 101])
     after = Measurement(_lognormal(0.020, 400, 2), [100, 99, 101])
     result = compare(before, after, budget_p95=0.05)
@@ -34,6 +35,7 @@ def test_clearly_faster_after_is_kept() -> None:
 
 
 def test_same_distribution_is_inconclusive() -> None:
+    """Two samples of one distribution are inconclusive, their interval straddling 0."""
     before = Measurement(_lognormal(0.030, 300, 3), [200, 205, 210])
     after = Measurement(_lognormal(0.030, 300, 4), [203, 207, 199])
     result = compare(before, after)
@@ -47,6 +49,7 @@ def test_same_distribution_is_inconclusive() -> None:
 
 
 def test_more_throughput_at_equal_latency_is_kept_and_worse_latency_reverted() -> None:
+    """More throughput at equal p95 is kept; more throughput bought with a worse p95 is reverted."""
     base = _lognormal(0.010, 300, 5)
     kept = compare(
         Measurement(base, [500, 510, 505]), Measurement(_lognormal(0.010, 300, 6), [600, 610, 590])
@@ -62,6 +65,7 @@ def test_more_throughput_at_equal_latency_is_kept_and_worse_latency_reverted() -
 
 
 def test_breaking_the_budget_is_reverted_even_with_more_throughput() -> None:
+    """A change whose p95 breaks the budget is reverted even though throughput doubled."""
     result = compare(
         Measurement(_lognormal(0.030, 300, 8), [100, 100, 100]),
         Measurement(_lognormal(0.030, 300, 9), [200, 200, 200]),
@@ -72,6 +76,7 @@ def test_breaking_the_budget_is_reverted_even_with_more_throughput() -> None:
 
 
 def test_interval_is_reproducible_and_too_few_samples_refused() -> None:
+    """One seed gives one bootstrap interval, and fewer than 20 samples are refused."""
     a, b = _lognormal(0.01, 100, 10), _lognormal(0.012, 100, 11)
     assert p95_difference_interval(a, b, seed=3) == p95_difference_interval(a, b, seed=3)
     with pytest.raises(ValueError, match="at least 20"):

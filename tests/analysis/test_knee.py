@@ -22,11 +22,13 @@ def test_saturating_curve_knee_is_where_it_flattens() -> None:
 
 
 def test_flat_curve_knee_is_the_first_point() -> None:
+    """A flat curve's knee is concurrency 1, and it counts as reached."""
     knee = find_knee(_curve(dict.fromkeys(CONCURRENCIES, 500.0)))
     assert (knee.concurrency, knee.reached) == (1, True)
 
 
 def test_linear_curve_has_no_knee_yet() -> None:
+    """A curve still rising at 64 reports its last point as a knee not yet reached."""
     knee = find_knee(_curve({c: 50.0 * c for c in CONCURRENCIES}))
     assert (knee.concurrency, knee.reached) == (64, False)
 
@@ -46,11 +48,13 @@ def test_non_monotonic_curve_with_a_second_rise_moves_the_knee_out() -> None:
 
 
 def test_points_in_any_order() -> None:
+    """The knee does not depend on the order the sweep points arrive in."""
     curve = _curve({c: 100.0 * min(c, 4) for c in CONCURRENCIES})
     assert find_knee(list(reversed(curve))).concurrency == 4
 
 
 def test_operating_point_is_best_throughput_inside_budget() -> None:
+    """The operating point is the best throughput within the p95 budget, 8 over a tied 16."""
     throughput = {c: 100.0 * min(c, 8) for c in CONCURRENCIES}
     p95 = {1: 0.010, 2: 0.011, 4: 0.012, 8: 0.020, 16: 0.040, 32: 0.080, 64: 0.160}
     point = operating_point(_curve(throughput, p95), budget_p95_seconds=0.050)
@@ -59,10 +63,12 @@ def test_operating_point_is_best_throughput_inside_budget() -> None:
 
 
 def test_operating_point_is_none_when_nothing_fits() -> None:
+    """No operating point is offered when every point breaks the latency budget."""
     assert operating_point(_curve({1: 10.0, 2: 20.0}, {1: 0.2, 2: 0.3}), 0.05) is None
 
 
 def test_empty_and_invalid_curves_are_refused() -> None:
+    """An empty curve or concurrency 0 is refused with a ValueError that says why."""
     with pytest.raises(ValueError, match="at least one point"):
         find_knee([])
     with pytest.raises(ValueError, match="positive"):
@@ -71,6 +77,7 @@ def test_empty_and_invalid_curves_are_refused() -> None:
 
 @given(st.lists(st.floats(min_value=0, max_value=1e6), min_size=1, max_size=10))
 def test_knee_is_always_one_of_the_points(throughputs: list[float]) -> None:
+    """The knee is always one of the measured points, never interpolated."""
     curve = [CurvePoint(2**i, x, 0.01) for i, x in enumerate(throughputs)]
     knee = find_knee(curve)
     assert (knee.concurrency, knee.throughput) in {(p.concurrency, p.throughput) for p in curve}

@@ -38,12 +38,14 @@ def test_burn_rate_by_hand() -> None:
 
 
 def test_no_events_means_no_burn_rate_not_zero() -> None:
+    """No traffic gives no burn rate and no budget figure (None), not 0 and a full budget."""
     assert burn_rate(0, 0, 0.999) is None
     assert error_budget_remaining(0, 0, 0.999) is None
     assert EventCounts(0, 0).error_ratio is None
 
 
 def test_objective_outside_the_unit_interval_is_refused() -> None:
+    """An objective of 1.0 (zero error budget) is refused, not divided by."""
     with pytest.raises(ValueError, match="objective must be between 0 and 1"):
         burn_rate(1, 10, 1.0)
 
@@ -58,6 +60,7 @@ def test_error_budget_remaining_by_hand() -> None:
 def test_burn_rate_is_one_exactly_when_the_bad_ratio_equals_the_budget(
     objective: float, total: float
 ) -> None:
+    """Errors exactly at the budget give burn rate 1 and no budget left."""
     bad = total * (1.0 - objective)
     assume(bad / total == 1.0 - objective)  # the float product may not round-trip
     assert burn_rate(bad, total, objective) == 1.0
@@ -68,6 +71,7 @@ def test_burn_rate_is_one_exactly_when_the_bad_ratio_equals_the_budget(
 def test_burn_rate_is_above_one_exactly_when_the_bad_ratio_exceeds_the_budget(
     objective: float, total: float, share: float
 ) -> None:
+    """The burn rate is error ratio over budget, above 1 exactly when the budget is exceeded."""
     rate = burn_rate(share * total, total, objective)
     assert rate is not None
     assert math.isclose(rate, (share * total / total) / (1 - objective))
@@ -81,6 +85,7 @@ def _ratios(**by_window: float) -> dict[str, float | None]:
 
 
 def test_policy_is_the_sre_workbook_table() -> None:
+    """The burn policy keeps the SRE Workbook's factors, windows and severities."""
     table = [(c.severity, c.factor, c.long_window, c.short_window) for c in BURN_POLICY]
     assert table == [
         (Severity.PAGE, 14.4, "1h", "5m"),
@@ -117,6 +122,7 @@ def test_the_highest_severity_wins() -> None:
 
 
 def test_evaluate_slo_reports_ratios_burn_rates_and_budget() -> None:
+    """An SLO status has each window's ratio and burn rate (None when empty), budget and page."""
     spec = SLOSpec("t", "m", SLOKind.AVAILABILITY, 0.999, 28 * 86400.0)
     windows = {name: EventCounts(15, 1_000) for name in WINDOWS}
     windows["3d"] = EventCounts(0, 0)
@@ -130,6 +136,7 @@ def test_evaluate_slo_reports_ratios_burn_rates_and_budget() -> None:
 
 
 def test_specs_merge_model_overrides_with_global_defaults() -> None:
+    """A model's SLO override keeps the global defaults and stays out of other models."""
     config = parse_config(
         """
 slo: {availability: {objective: 0.99}, period: 30d}

@@ -34,6 +34,7 @@ def test_window_weights_its_oldest_bucket_by_overlap() -> None:
 
 
 def test_window_sees_only_its_own_span() -> None:
+    """A 5-minute window leaves out a burst half an hour old; a 1-hour window counts it."""
     ring = BucketRing(MINUTE, 100)
     ring.add(BASE, bad=10, total=10)  # an old burst
     ring.add(BASE + 30 * MINUTE, bad=0, total=100)
@@ -66,6 +67,7 @@ def test_long_windows_and_the_period_come_from_the_hour_ring() -> None:
 
 
 def test_undeclared_keys_are_dropped_and_declare_prunes() -> None:
+    """Events for undeclared series are dropped, and declaring prunes the series removed."""
     store = SLOEventStore()
     store.declare([KEY])
     store.add(OTHER, BASE, bad=1, total=1)
@@ -78,6 +80,7 @@ def test_undeclared_keys_are_dropped_and_declare_prunes() -> None:
 
 
 def test_state_file_round_trip_keeps_every_window(tmp_path: Path) -> None:
+    """Save then load keeps every window's counts and events seen before, leaving no temp file."""
     store = SLOEventStore()
     store.declare([KEY, OTHER])
     for minute in range(0, 3 * 24 * 60, 7):
@@ -127,6 +130,7 @@ def test_state_file_stays_small(tmp_path: Path) -> None:
 def test_a_bad_state_file_is_refused_with_a_reason(
     tmp_path: Path, content: str, message: str
 ) -> None:
+    """A broken, foreign, newer or damaged state file is refused with a reason."""
     path = tmp_path / "s.json"
     path.write_text(content)
     store = SLOEventStore()
@@ -136,6 +140,7 @@ def test_a_bad_state_file_is_refused_with_a_reason(
 
 
 def test_saved_document_is_dense_and_compact(tmp_path: Path) -> None:
+    """The state file keeps empty buckets as 0 so the rest stay aligned, and the SLO kind."""
     store = SLOEventStore()
     store.declare([KEY])
     store.add(KEY, BASE, bad=0, total=3)

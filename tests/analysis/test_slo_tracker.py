@@ -56,6 +56,7 @@ def test_canary_counts_become_latency_and_availability_events() -> None:
 
 
 def test_only_the_increase_since_the_last_snapshot_counts() -> None:
+    """A canary snapshot counts only its increase since the last one, not its whole total."""
     stats = _stats((Outcome.SUCCESS, 0.01))
     tracker = SLOTracker([LATENCY, AVAILABILITY])
     tracker.observe_canary(stats.snapshot(1.0), stats.buckets, at=NOW - 600)
@@ -80,6 +81,7 @@ def test_counters_that_restart_are_counted_from_zero() -> None:
 
 
 def test_a_threshold_without_its_bucket_is_reported_once() -> None:
+    """A latency threshold with no bucket of its own is not guessed at, and is warned of once."""
     stats = CanaryStats((0.1, 1.0))
     stats.declare([("t", "m", "http")])
     _record(stats, (Outcome.SUCCESS, 0.01))
@@ -133,6 +135,7 @@ def test_server_availability_sums_versions_of_the_model() -> None:
 
 
 def test_a_server_without_failure_counters_gives_no_server_sli() -> None:
+    """A server without failure counters gives no server SLI, not 100 % availability."""
     rates = TritonRates(
         10.0,
         MappingProxyType({ModelKey("m", "1"): _rates("m", "1", 100.0, None)}),
@@ -156,6 +159,7 @@ def _burning_tracker(state_file: Path | None, clock: list[float]) -> SLOTracker:
 
 
 def test_an_ongoing_burn_pages_from_both_sources() -> None:
+    """An ongoing burn pages from both canary and server with the same burn rate."""
     clock = [NOW]
     tracker = _burning_tracker(None, clock)
     rates = TritonRates(
@@ -193,6 +197,7 @@ def test_a_restart_does_not_hide_an_ongoing_burn(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_state_file_starts_empty_with_a_warning(tmp_path: Path) -> None:
+    """A corrupt SLO state file starts the tracker empty with a warning, not a crash."""
     state = tmp_path / "slo-events.json"
     state.write_text("{broken")
     tracker = SLOTracker([AVAILABILITY], state_file=state)
@@ -203,6 +208,7 @@ def test_an_unreadable_state_file_starts_empty_with_a_warning(tmp_path: Path) ->
 
 
 def test_a_failed_save_is_logged_not_raised(tmp_path: Path) -> None:
+    """A state file that cannot be written is logged, and the daemon goes on."""
     blocker = tmp_path / "file"
     blocker.write_text("")
     tracker = SLOTracker([AVAILABILITY], state_file=blocker / "sub" / "state.json")

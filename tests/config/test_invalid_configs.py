@@ -137,6 +137,7 @@ def test_invalid_config_message_names_file_field_and_value(
 
 
 def test_missing_file_is_named() -> None:
+    """A config path that does not exist is named in a one-line error with the OS's reason."""
     with pytest.raises(ConfigError) as caught:
         load_config("/nonexistent/tritonwatch.yaml")
     assert str(caught.value) == (

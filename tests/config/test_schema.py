@@ -17,6 +17,7 @@ targets:
 
 
 def test_one_target_one_model_is_a_complete_config() -> None:
+    """One target with one model is enough: every other setting gets its documented default."""
     config = parse_config(ONE_MODEL, "min.yaml")
     target = config.targets[0]
     model = target.models[0]
@@ -111,6 +112,7 @@ targets:
 def test_endpoints_default_to_tritons_ports_on_the_same_host(
     url: str, http: str, grpc: str, metrics: str
 ) -> None:
+    """HTTP, gRPC and metrics URLs default to Triton's ports on the target's host, TLS kept."""
     config = parse_config(f"targets: [{{name: t, url: '{url}', models: [{{name: m}}]}}]", "u.yaml")
     target = config.targets[0]
     assert (
@@ -121,6 +123,7 @@ def test_endpoints_default_to_tritons_ports_on_the_same_host(
 
 
 def test_explicit_metrics_url_wins() -> None:
+    """A target's explicit metrics_url replaces the one derived from its url."""
     config = parse_config(
         "targets: [{name: t, url: 'http://a:8000', metrics_url: 'http://b:9102/metrics', "
         "models: [{name: m}]}]",
@@ -130,6 +133,7 @@ def test_explicit_metrics_url_wins() -> None:
 
 
 def test_secret_from_environment_is_read_and_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ${VAR} secret is read from the environment and never shows in the config's repr."""
     monkeypatch.setenv("TW_TEST_HOOK", "https://hooks.example.invalid/T000/secret-path")
     config = parse_config(
         "alerting: {webhook_url: '${TW_TEST_HOOK}', basic_auth: {username: u, password: p4ss}}\n"
@@ -142,6 +146,7 @@ def test_secret_from_environment_is_read_and_hidden(monkeypatch: pytest.MonkeyPa
 
 
 def test_secret_from_a_file_is_read_without_its_newline(tmp_path: Path) -> None:
+    """A ${file:...} secret is read without its trailing newline and never shows in repr."""
     token = tmp_path / "token"
     token.write_text("s3cret-t0ken\n")  # as `echo ... > file` or a Kubernetes secret leaves it
     password = tmp_path / "password"
@@ -164,6 +169,7 @@ def test_secret_from_a_file_is_read_without_its_newline(tmp_path: Path) -> None:
      (b"x" * (64 * 1024 + 1), "which is larger than 64 KiB")],
 )  # fmt: skip
 def test_unusable_secret_files_are_named(tmp_path: Path, content: bytes, why: str) -> None:
+    """An empty, non-UTF-8 or oversized secret file is refused, naming the field and file."""
     secret = tmp_path / "secret"
     secret.write_bytes(content)
     with pytest.raises(ConfigError) as raised:
@@ -172,6 +178,7 @@ def test_unusable_secret_files_are_named(tmp_path: Path, content: bytes, why: st
 
 
 def test_config_is_frozen() -> None:
+    """A loaded config cannot be changed in place by the code that reads it."""
     config = parse_config(ONE_MODEL, "f.yaml")
     with pytest.raises(ValueError, match="frozen"):
         config.scrape.interval = 1.0  # type: ignore[misc]

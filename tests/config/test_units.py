@@ -24,11 +24,13 @@ from tritonwatch.config.units import format_duration, parse_duration, parse_rate
     ],
 )
 def test_durations(text: str | float, seconds: float) -> None:
+    """Durations parse as users write them: ms, s, m, h, d, compounds, decimals, bare numbers."""
     assert parse_duration(text) == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize("text", ["", "fast", "5", "5 s", "s5", "-5s", "1h-30m", "5ms5", True])
 def test_bad_durations_are_refused(text: object) -> None:
+    """Unitless strings, spaces, signs, trailing digits and booleans are not durations."""
     with pytest.raises(ValueError, match="must be a duration like 500ms"):
         parse_duration(text)
 
@@ -45,11 +47,13 @@ def test_bad_durations_are_refused(text: object) -> None:
     ],
 )
 def test_rates(text: str | float, per_second: float) -> None:
+    """Rates parse per s, m, h and ms, with spaces around the slash or as bare numbers."""
     assert parse_rate(text) == pytest.approx(per_second)
 
 
 @pytest.mark.parametrize("text", ["2", "2/sec", "/s", "2 per second", None, False])
 def test_bad_rates_are_refused(text: object) -> None:
+    """A rate without a unit, with a spelled-out unit, or of the wrong type is refused."""
     with pytest.raises(ValueError, match="must be a rate like 2/s"):
         parse_rate(text)
 
@@ -58,6 +62,7 @@ def test_bad_rates_are_refused(text: object) -> None:
     ("seconds", "text"), [(0.5, "500ms"), (2.0, "2s"), (300.0, "5m"), (7200.0, "2h"), (90.0, "90s")]
 )
 def test_format_duration(seconds: float, text: str) -> None:
+    """Durations print in the largest whole unit, falling back to seconds (90s, not 1.5m)."""
     assert format_duration(seconds) == text
 
 

@@ -72,6 +72,7 @@ def published(service: str) -> dict[int, tuple[str, int]]:
 
 
 def test_services_images_and_profiles() -> None:
+    """Breaks if a service is missing or extra, an image is unpinned, or triton and sim both run."""
     assert set(SERVICES) == {
         "triton",
         "sim",
@@ -96,6 +97,7 @@ def test_services_images_and_profiles() -> None:
 
 
 def test_triton_explicit_model_control_models_volume_and_gpu() -> None:
+    """Breaks if Triton loses explicit model control, its models volume, the GPU or a port."""
     triton = SERVICES["triton"]
     assert triton["command"][0] == "tritonserver"
     assert flag("triton", "model-control-mode") == "explicit"
@@ -119,6 +121,7 @@ def test_sim_profile_stands_in_for_triton() -> None:
 
 
 def test_tritonwatch_config_points_at_triton_and_listens_where_prometheus_scrapes() -> None:
+    """Breaks if the daemon's config leaves Triton or Alertmanager, or listens elsewhere."""
     service = SERVICES["tritonwatch"]
     assert service["command"][:2] == ["run", "--config"]
     config = load_config(host_file("tritonwatch", service["command"][2]))
@@ -139,6 +142,7 @@ def test_tritonwatch_config_points_at_triton_and_listens_where_prometheus_scrape
 
 
 def test_prometheus_scrapes_tritonwatch_and_alerts_alertmanager() -> None:
+    """Breaks if Prometheus scrapes another address than the daemon's or alerts elsewhere."""
     path = host_file("prometheus", flag("prometheus", "config.file"))
     assert path == DEPLOY / "prometheus" / "prometheus.yml"
     config = yaml.safe_load(path.read_text())
@@ -161,6 +165,7 @@ def test_prometheus_rules_are_those_of_the_daemons_config() -> None:
 
 
 def test_grafana_provisioning_matches_the_mounts_and_prometheus() -> None:
+    """Breaks if Grafana's provisioning misses its mounts, Prometheus, or the home dashboard."""
     grafana = mounts("grafana")
     provisioning = grafana["/etc/grafana/provisioning"]
     assert provisioning == REPO / "grafana" / "provisioning"
@@ -183,6 +188,7 @@ def test_grafana_provisioning_matches_the_mounts_and_prometheus() -> None:
 
 
 def test_ports_are_published_on_loopback_only() -> None:
+    """Breaks if any service publishes a port beyond the host's loopback address."""
     for name in SERVICES:
         for address, _ in published(name).values():
             assert address == "127.0.0.1", name

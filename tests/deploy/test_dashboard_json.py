@@ -146,6 +146,7 @@ def test_committed_json_is_what_the_generator_builds() -> None:
 
 
 def test_five_dashboards_with_unique_uids_and_titles() -> None:
+    """Five dashboards with unique, prefixed uids and titles, and no id for provisioning."""
     assert len(ALL) == len(DASHBOARDS) == 5
     uids = [d["uid"] for d in ALL.values()]
     titles = [d["title"] for d in ALL.values()]
@@ -161,6 +162,7 @@ def test_five_dashboards_with_unique_uids_and_titles() -> None:
 
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_panels_are_well_formed_and_do_not_overlap(name: str) -> None:
+    """Panels have unique ids, fit the grid, never overlap, and each says what it shows."""
     panels = ALL[name]["panels"]
     ids = [p["id"] for p in panels]
     assert len(set(ids)) == len(ids), "panel ids are unique"
@@ -191,6 +193,7 @@ def test_panels_are_well_formed_and_do_not_overlap(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_templated_on_datasource_target_and_model(name: str) -> None:
+    """Each dashboard has datasource, target and model variables, and uses no undefined one."""
     dashboard = ALL[name]
     by_name = {v["name"]: v for v in dashboard["templating"]["list"]}
     assert by_name["datasource"]["type"] == "datasource"
@@ -209,6 +212,7 @@ def test_templated_on_datasource_target_and_model(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_queries_read_only_exported_metrics(name: str) -> None:
+    """Every panel and variable query reads only metrics in the exporter's contract."""
     dashboard = ALL[name]
     values = _values(dashboard)
     used: set[str] = set()

@@ -70,6 +70,7 @@ def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
 
 
 def test_every_manifest_parses_with_kind_and_metadata() -> None:
+    """Breaks if a manifest fails to parse or lacks its kind, name or labels."""
     files = sorted(p for p in K8S.rglob("*.yaml") if p.name != "config.yaml")
     assert len(files) >= 10
     for path in files:
@@ -84,6 +85,7 @@ def test_every_manifest_parses_with_kind_and_metadata() -> None:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_kustomization_files_exist_and_images_are_rewritten(variant: str) -> None:
+    """Breaks if a kustomization names a missing file or does not rewrite the workload's image."""
     spec = kustomization(variant)
     for entry in spec["resources"]:
         assert (K8S / variant / entry).exists(), entry
@@ -137,6 +139,7 @@ def test_workload_runs_the_image_as_it_expects(variant: str) -> None:
 
 
 def test_daemonset_runs_on_gpu_nodes_with_nvml() -> None:
+    """Breaks if the DaemonSet leaves GPU nodes, the nvidia runtime, or NVML."""
     pod = workload("daemonset")["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in container("daemonset")["env"]}
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
@@ -167,6 +170,7 @@ def test_daemonset_watches_the_triton_on_its_own_node() -> None:
 
 
 def test_deployment_is_a_single_remote_watcher() -> None:
+    """Breaks if the remote Deployment runs two replicas, rolls over, or asks for NVML."""
     spec = workload("deployment")["spec"]
     assert spec["replicas"] == 1, "a second replica doubles canary load and series"
     assert spec["strategy"]["type"] == "Recreate"
@@ -176,6 +180,7 @@ def test_deployment_is_a_single_remote_watcher() -> None:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_selectors_service_and_servicemonitor_line_up(variant: str) -> None:
+    """Breaks if selectors, Service, ServiceMonitor, account or namespace stop lining up."""
     manifests = resources(variant)
     work = workload(variant)
     pod_labels = work["spec"]["template"]["metadata"]["labels"]
@@ -219,6 +224,7 @@ def test_prometheusrule_wraps_the_generated_rules(variant: str, tmp_path: Path) 
 
 
 def test_prometheusrule_files_are_up_to_date() -> None:
+    """Breaks if a committed PrometheusRule differs from what render.py makes now."""
     checked = subprocess.run(
         [sys.executable, str(K8S / "render.py"), "--check"], capture_output=True, text=True
     )

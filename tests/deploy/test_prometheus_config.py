@@ -22,6 +22,7 @@ def _check(config: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_promtool_accepts_the_config_and_its_rule_files() -> None:
+    """promtool accepts prometheus.yml and finds every committed rule file."""
     checked = _check(CONFIG)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     rule_files = sorted((PROMETHEUS_DIR / "rules").glob("*.yml"))
@@ -36,6 +37,7 @@ def test_promtool_accepts_the_config_before_any_rule_file_exists(tmp_path: Path)
 
 
 def test_scrapes_the_daemon_loads_rules_and_alerts() -> None:
+    """Prometheus scrapes the daemon's /metrics, loads rules/*.yml and alerts Alertmanager."""
     config = yaml.safe_load(CONFIG.read_text())
     assert config["rule_files"] == ["rules/*.yml"]
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}

@@ -75,6 +75,7 @@ def _resnet(alert: Payload) -> bool:
 def test_recommendation_arrives_and_its_resolution_too(
     notifier: AlertmanagerNotifier, receiver: WebhookReceiver
 ) -> None:
+    """A recommendation reaches the webhook with its labels and values, then its resolution."""
     book = AlertBook(evaluation_interval=1.0, resend_interval=60.0)
     recommendations = advise(QUEUE_DELAY_TOO_HIGH)
     notifier.notify(book.update(active_alerts([], recommendations)))
@@ -101,6 +102,7 @@ def test_recommendation_arrives_and_its_resolution_too(
 def test_an_alert_raised_while_alertmanager_is_down_arrives_when_it_is_back(
     alertmanager: Alertmanager, notifier: AlertmanagerNotifier, receiver: WebhookReceiver
 ) -> None:
+    """An alert raised while Alertmanager is down is queued and delivered once it is back."""
     alertmanager.stop()
     book = AlertBook(evaluation_interval=1.0)
     notifier.notify(book.update(active_alerts([], advise(QUEUE_DELAY_TOO_HIGH))))
@@ -156,6 +158,7 @@ def test_the_direct_webhook_notifier_speaks_version_4(receiver: WebhookReceiver)
 
 
 def test_amtool_accepts_the_shipped_config() -> None:
+    """amtool accepts the shipped alertmanager.yml."""
     result = subprocess.run(
         ["amtool", "check-config", str(SHIPPED)], capture_output=True, text=True, timeout=30
     )

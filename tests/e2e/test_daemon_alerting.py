@@ -44,6 +44,7 @@ def _lower_delay(alert: dict[str, object]) -> bool:
 
 
 def test_recommendation_reaches_the_webhook_resolves_and_survives_an_outage(tmp_path: Path) -> None:
+    """The daemon's advice reaches the webhook, resolves with its cause, and outlives an outage."""
     receiver = WebhookReceiver()
     am_config = tmp_path / "alertmanager.yml"
     am_config.write_text(yaml.safe_dump(fast_config(receiver.url)))

@@ -75,6 +75,7 @@ def test_metrics_health_and_promtool(daemon_config: Path) -> None:
 def test_sighup_swaps_a_good_config_and_keeps_the_old_one_on_a_bad_one(
     daemon_config: Path, ready_endpoint: ReadyEndpoint
 ) -> None:
+    """SIGHUP swaps in a good config; a bad one is logged as check-config says, the old kept."""
     daemon = DaemonProcess(daemon_config)
     try:
         wait_until(lambda: _up(daemon.metrics(), "down") == 0, 10, "first readiness round")

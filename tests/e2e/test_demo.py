@@ -15,6 +15,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_demo_runs_three_models_against_the_simulator_and_stops_on_ctrl_c() -> None:
+    """`demo` canaries its three scenario models on the simulator and exits 0 on Ctrl-C."""
     process = subprocess.Popen(
         [TRITONWATCH, "demo", "--listen", "127.0.0.1:0", "--log-format", "json"],
         stdout=subprocess.PIPE,
@@ -57,6 +58,7 @@ def test_demo_runs_three_models_against_the_simulator_and_stops_on_ctrl_c() -> N
 
 
 def test_simulate_is_a_tritonwatch_command() -> None:
+    """`simulate` prints its three endpoints, serves readiness and exits 0 on SIGTERM."""
     process = subprocess.Popen(
         [TRITONWATCH, "simulate", "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"],
         stdout=subprocess.PIPE,

@@ -42,6 +42,7 @@ def _forms(secret: str) -> list[str]:
 
 
 def test_no_secret_reaches_the_logs(tmp_path: Path) -> None:
+    """No configured secret shows in a debug-level daemon's logs or command line, in any form."""
     receiver = WebhookReceiver()
     password_file = tmp_path / "am-password"
     password_file.write_text(AM_PASSWORD + "\n")

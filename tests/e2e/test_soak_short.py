@@ -26,6 +26,7 @@ MB = 1024 * 1024
 
 @pytest.mark.e2e
 def test_twenty_models_for_45_seconds_grow_neither_memory_threads_nor_files() -> None:
+    """Twenty models at 2/s for 45 s leak no memory, threads or files and miss no scrape."""
     result = soak.run_soak(45.0, warm_up=15.0, sample_interval=1.0)
     growth = result.growth
     report = soak.report(growth)
@@ -60,6 +61,7 @@ def _series(
 
 
 def test_a_steadily_growing_rss_fails_and_its_slope_says_how_fast() -> None:
+    """RSS growing 1 MB a minute fails the soak, with a slope of 60 MB an hour."""
     samples = _series(1800, lambda t: 100 + t / 60)  # 1 MB a minute
     growth = analyse(samples, warm_up=120)
     assert growth.baseline.at == 120
@@ -70,6 +72,7 @@ def test_a_steadily_growing_rss_fails_and_its_slope_says_how_fast() -> None:
 
 
 def test_a_flat_noisy_series_passes_with_a_slope_near_zero() -> None:
+    """Noise around a flat RSS, thread and file count passes, with a slope near zero."""
     noise = random.Random(7)
     samples = _series(
         1800,
@@ -103,16 +106,19 @@ def test_growth_is_counted_from_the_end_of_the_warm_up_not_from_the_start() -> N
 def test_threads_and_open_files_may_jitter_by_two_but_not_grow(
     threads: Curve, fds: Curve, failures: list[str]
 ) -> None:
+    """Threads and open files may rise by two and no more, each failure named."""
     growth = analyse(_series(1800, lambda t: 100, threads, fds), warm_up=120)
     assert growth.failures() == failures
 
 
 def test_analysis_needs_samples_on_both_sides_of_the_warm_up() -> None:
+    """A soak with no sample after the warm-up is refused rather than passed."""
     with pytest.raises(ValueError, match="both in the warm-up and after it"):
         analyse(_series(100, lambda t: 100), warm_up=120)
 
 
 def test_slope_is_least_squares() -> None:
+    """The growth slope is the least-squares fit, 0 for one point or one instant."""
     assert slope([0, 1, 2, 3], [1, 3, 5, 7]) == pytest.approx(2.0)
     assert slope([0, 1, 2, 3], [0, 2, 0, 2]) == pytest.approx(0.4)
     assert slope([5], [1]) == 0.0
@@ -120,6 +126,7 @@ def test_slope_is_least_squares() -> None:
 
 
 def test_status_and_fds_are_read_from_proc() -> None:
+    """RSS and thread count are read from /proc status, which without VmRSS is refused."""
     text = "Name:\tpython\nVmPeak:\t  9 kB\nVmRSS:\t  123456 kB\nThreads:\t7\n"
     assert parse_status(text) == (123456 * 1024, 7)
     with pytest.raises(ValueError, match="no VmRSS"):
@@ -129,6 +136,7 @@ def test_status_and_fds_are_read_from_proc() -> None:
 
 
 def test_table_rows_are_coarse_and_end_with_the_last_sample() -> None:
+    """The soak table has a row per step and always ends with the last sample."""
     rows = table(_series(95, lambda t: 100), step=30).splitlines()
     assert [row.split()[0] for row in rows] == ["time_s", "0", "30", "60", "90"]
     rows = table(_series(100, lambda t: 100), step=30).splitlines()
@@ -136,6 +144,7 @@ def test_table_rows_are_coarse_and_end_with_the_last_sample() -> None:
 
 
 def test_canary_outcomes_are_summed_over_models() -> None:
+    """Canary outcomes are summed over models and protocols, _created samples left out."""
     page = (
         'tritonwatch_canary_requests_total{model="a",outcome="success",protocol="http",target="s"} 10.0\n'
         'tritonwatch_canary_requests_total{model="b",outcome="success",protocol="grpc",target="s"} 5.0\n'

@@ -226,6 +226,7 @@ def test_headline_counts_the_breaching_model_and_its_sparkline_is_drawn(tmp_path
 
 
 def test_status_page_in_chromium(tmp_path: Path) -> None:
+    """Breaks if Chromium's page lacks a model, the sweep's knee, the breach or the advice."""
     with Simulator() as sim:
         sim.set_scenario("queue-delay-too-high", "resnet50")
         config = tmp_path / "c.yaml"

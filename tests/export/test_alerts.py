@@ -39,6 +39,7 @@ def _spec(name: str = "a", text: str = "first") -> AlertSpec:
 
 
 def test_firing_alert_is_sent_at_once_then_every_resend_interval() -> None:
+    """A firing alert is sent at once, then only every resend interval, with ends_at moved on."""
     book = AlertBook(evaluation_interval=15.0, resend_interval=60.0)
     (first,) = book.update([_spec()], now=T0)
     assert (first.starts_at, first.ends_at, first.resolved) == (T0, T0 + 240.0, False)
@@ -50,12 +51,14 @@ def test_firing_alert_is_sent_at_once_then_every_resend_interval() -> None:
 
 
 def test_ends_at_covers_four_evaluations_when_they_are_slower_than_resends() -> None:
+    """With evaluations slower than resends, ends_at covers four evaluations, not resends."""
     book = AlertBook(evaluation_interval=120.0, resend_interval=60.0)
     (alert,) = book.update([_spec()], now=T0)
     assert alert.ends_at == T0 + 480.0
 
 
 def test_resolved_alert_is_sent_at_once_and_repeated_for_15_minutes() -> None:
+    """A resolved alert is sent at once, then once a minute for 15 minutes, then forgotten."""
     book = AlertBook(evaluation_interval=15.0, resend_interval=60.0)
     book.update([_spec()], now=T0)
     (resolved,) = book.update([], now=T0 + 30)
@@ -68,6 +71,7 @@ def test_resolved_alert_is_sent_at_once_and_repeated_for_15_minutes() -> None:
 
 
 def test_an_alert_that_fires_again_starts_anew() -> None:
+    """An alert that fires again after resolving gets a new start time."""
     book = AlertBook()
     book.update([_spec()], now=T0)
     book.update([], now=T0 + 60)
@@ -76,6 +80,7 @@ def test_an_alert_that_fires_again_starts_anew() -> None:
 
 
 def test_alerts_are_told_apart_by_labels_only() -> None:
+    """Alerts are told apart by labels: new annotation text alone is no new alert."""
     book = AlertBook()
     sent = book.update([_spec("a"), _spec("b")], now=T0)
     assert {a.labels["alertname"] for a in sent} == {"a", "b"}
@@ -84,6 +89,7 @@ def test_alerts_are_told_apart_by_labels_only() -> None:
 
 
 def test_api_body_is_alertmanagers_postable_alert() -> None:
+    """The body is Alertmanager's postable alert, with millisecond RFC 3339 times."""
     book = AlertBook(generator_url="http://daemon:9849/")
     (alert,) = book.update([_spec()], now=T0 + 0.25)
     assert alert.to_api() == {
@@ -98,6 +104,7 @@ def test_api_body_is_alertmanagers_postable_alert() -> None:
 
 
 def test_fingerprint_is_fnv1a_over_sorted_labels() -> None:
+    """Fingerprints are FNV-1a over sorted labels, so label order and boundaries count right."""
     assert fingerprint({}) == "cbf29ce484222325"  # the FNV-1a 64 offset basis
     assert fingerprint({"b": "2", "a": "1"}) == fingerprint({"a": "1", "b": "2"})
     assert fingerprint({"a": "1b"}) != fingerprint({"a1": "b"})
@@ -120,6 +127,7 @@ def _recommendation(action: Action, config_change: bool = True) -> Recommendatio
 
 
 def test_recommendation_alert_carries_values_evidence_and_runbook() -> None:
+    """A recommendation alert has its labels, values, evidence, runbook link and summary."""
     alert = recommendation_alert(_recommendation(Action.LOWER_QUEUE_DELAY))
     assert dict(alert.labels) == {
         "alertname": TUNING_RECOMMENDATION,
@@ -137,6 +145,7 @@ def test_recommendation_alert_carries_values_evidence_and_runbook() -> None:
 
 
 def test_gpu_underuse_has_its_own_alert_name() -> None:
+    """Add-instance advice is sent under the GPU-underused alert name."""
     alert = recommendation_alert(_recommendation(Action.ADD_INSTANCE))
     assert alert.labels["alertname"] == GPU_UNDERUSED
 
@@ -148,6 +157,7 @@ def _status(firing: bool) -> SLOStatus:
 
 
 def test_slo_burn_alert_names_the_numbers_and_the_models_change() -> None:
+    """A burn alert names burn rates, limit, source and budget, and the model's config change."""
     change = _recommendation(Action.LOWER_QUEUE_DELAY)
     advice = _recommendation(Action.OPTIMIZE_MODEL, config_change=False)
     alert = slo_burn_alert(_status(True), [advice, change])
@@ -169,6 +179,7 @@ def test_slo_burn_alert_names_the_numbers_and_the_models_change() -> None:
 
 
 def test_active_alerts_joins_burns_and_recommendations() -> None:
+    """Active alerts are firing burns then recommendations, a burn carrying the change."""
     specs = active_alerts(
         [_status(True), _status(False)], [_recommendation(Action.LOWER_QUEUE_DELAY)]
     )
@@ -178,6 +189,7 @@ def test_active_alerts_joins_burns_and_recommendations() -> None:
 
 @pytest.mark.parametrize("severity", [Severity.PAGE, Severity.TICKET])
 def test_burn_severity_follows_the_condition(severity: Severity) -> None:
+    """A burn alert's severity is its condition's, and an unknown budget says unknown."""
     condition = next(c for c in BURN_POLICY if c.severity == severity)
     status = _status(True)
     status = SLOStatus(status.spec, status.source, status.error_ratios, None, condition)

@@ -43,6 +43,7 @@ def _exposition() -> str:
 
 
 def test_values_follow_the_design_names() -> None:
+    """SLO, recommendation and delivery metrics have the design's names, labels and values."""
     text = _exposition()
     latency = [("target", "t"), ("model", "m"), ("slo", "latency")]
     assert sample_value(text, "tritonwatch_slo_objective_ratio", latency) == 0.95
@@ -74,6 +75,7 @@ def test_values_follow_the_design_names() -> None:
 
 
 def test_promtool_accepts_the_exposition() -> None:
+    """promtool accepts the exposition of SLO, recommendation and alert metrics."""
     result = subprocess.run(
         ["promtool", "check", "metrics"],
         input=_exposition(),

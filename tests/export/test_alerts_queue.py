@@ -63,6 +63,7 @@ def _queue(sink: Sink, clock: Clock, **options: Any) -> DeliveryQueue:
 
 
 def test_sends_in_batches_oldest_first() -> None:
+    """Queued alerts go out oldest first in batches of batch_size, and the queue empties."""
     sink, clock = Sink(), Clock()
     queue = _queue(sink, clock, batch_size=2)
     queue.put([_alert("a"), _alert("b"), _alert("c")])
@@ -73,6 +74,7 @@ def test_sends_in_batches_oldest_first() -> None:
 
 
 def test_a_newer_version_replaces_the_queued_one_in_place() -> None:
+    """A newer version of a queued alert replaces it in its place, not as a second entry."""
     sink, clock = Sink(), Clock()
     queue = _queue(sink, clock)
     queue.put([_alert("a"), _alert("b")])
@@ -83,6 +85,7 @@ def test_a_newer_version_replaces_the_queued_one_in_place() -> None:
 
 
 def test_full_queue_drops_the_oldest_and_counts_it() -> None:
+    """A full queue drops its oldest alerts, keeps the newest, and counts what it dropped."""
     sink, clock = Sink(), Clock()
     queue = _queue(sink, clock, capacity=3)
     queue.put([_alert(name) for name in "abcde"])
@@ -116,6 +119,7 @@ def test_backoff_doubles_to_its_ceiling_and_nothing_is_lost() -> None:
 
 
 def test_jitter_spreads_retries_up_to_the_ceiling() -> None:
+    """Jitter near 1 waits nearly the whole backoff step (0.9995 s of 1 s), never beyond."""
     sink, clock = Sink(failing=DeliveryError("down")), Clock()
     queue = DeliveryQueue("t", sink, QueueOptions(clock=clock, jitter=lambda: 0.999))
     queue.put([_alert()])
@@ -124,6 +128,7 @@ def test_jitter_spreads_retries_up_to_the_ceiling() -> None:
 
 
 def test_rejected_alerts_are_dropped_without_backoff() -> None:
+    """Alerts the receiver rejects (HTTP 400) are dropped and logged, with no backoff."""
     sink, clock = Sink(failing=RejectedError("HTTP 400: bad alert")), Clock()
     queue = _queue(sink, clock)
     queue.put([_alert()])
@@ -135,6 +140,7 @@ def test_rejected_alerts_are_dropped_without_backoff() -> None:
 
 
 def test_an_unexpected_error_backs_off_instead_of_ending_delivery() -> None:
+    """An unexpected error while sending is logged and backed off; delivery resumes after."""
     sink, clock = Sink(failing=TypeError("not JSON serializable")), Clock()
     queue = _queue(sink, clock)
     queue.put([_alert()])
@@ -148,6 +154,7 @@ def test_an_unexpected_error_backs_off_instead_of_ending_delivery() -> None:
 
 
 def test_an_update_during_a_send_is_kept_for_the_next_one() -> None:
+    """An alert updated while its batch is in flight is sent again, not lost as delivered."""
     clock = Clock()
     sent: list[bool] = []
 
@@ -164,6 +171,7 @@ def test_an_update_during_a_send_is_kept_for_the_next_one() -> None:
 
 
 def test_the_sending_thread_delivers_and_stops() -> None:
+    """The queue's own thread delivers what is put and stops when asked."""
     sink = Sink()
     queue = DeliveryQueue("t", sink)
     queue.start()
@@ -212,6 +220,7 @@ def _alertmanager(session: FakeSession, **options: Any) -> AlertmanagerNotifier:
 
 
 def test_alertmanager_gets_api_v2_alerts_with_a_bearer_token() -> None:
+    """Alertmanager gets POST /api/v2/alerts with the bearer token and timeout; stop closes."""
     session = FakeSession()
     notifier = _alertmanager(session, bearer_token="s3cret", timeout=3.0)
     notifier.notify([_alert()])
@@ -226,6 +235,7 @@ def test_alertmanager_gets_api_v2_alerts_with_a_bearer_token() -> None:
 
 
 def test_alertmanager_basic_auth() -> None:
+    """Basic auth reaches Alertmanager as auth, with no Authorization header of our own."""
     session = FakeSession()
     notifier = _alertmanager(session, basic_auth=("user", "pw"))
     notifier.notify([_alert()])
@@ -244,6 +254,7 @@ def test_alertmanager_basic_auth() -> None:
     ],
 )
 def test_status_decides_between_retry_and_drop(answer: int | Exception, retried: bool) -> None:
+    """503, 429, refusals and timeouts are retried, 400 dropped, and no log quotes the URL."""
     session = FakeSession(answer)
     notifier = _alertmanager(session)
     notifier.notify([_alert()])
@@ -265,6 +276,7 @@ def _webhook(session: FakeSession, clock: Clock) -> WebhookNotifier:
 
 
 def test_webhook_posts_alertmanager_v4_payloads_grouped_by_model() -> None:
+    """The webhook gets Alertmanager's version 4 payload, one per target and model."""
     session = FakeSession()
     notifier = _webhook(session, Clock())
     notifier.notify([_alert("a"), _alert("b"), _alert("c", model="other")])
@@ -294,6 +306,7 @@ def test_webhook_posts_alertmanager_v4_payloads_grouped_by_model() -> None:
 
 
 def test_webhook_notifies_changes_and_repeats_only_after_four_hours() -> None:
+    """The webhook hears of changes at once and repeats firing alerts only after four hours."""
     session, clock = FakeSession(), Clock()
     notifier = _webhook(session, clock)
 
@@ -315,6 +328,7 @@ def test_webhook_notifies_changes_and_repeats_only_after_four_hours() -> None:
 
 
 def test_webhook_failure_never_logs_the_url() -> None:
+    """A failed webhook delivery logs the error's type, never the URL with its secret path."""
     session = FakeSession(requests.ConnectionError("https://hooks.example/T000/SECRET"))
     notifier = _webhook(session, Clock())
     notifier.notify([_alert()])
@@ -325,6 +339,7 @@ def test_webhook_failure_never_logs_the_url() -> None:
 
 
 def test_notifiers_build_with_defaults_and_stop_unstarted() -> None:
+    """Both notifiers build from a URL alone, name their receiver, and stop before starting."""
     notifiers: list[Notifier] = [
         AlertmanagerNotifier("http://am:9093"),
         WebhookNotifier("http://hook"),

@@ -40,6 +40,7 @@ def server(registry: CollectorRegistry) -> Iterator[tuple[ExporterServer, dict[s
 
 
 def test_metrics_health_index_and_404(server: tuple[ExporterServer, dict[str, bool]]) -> None:
+    """/metrics, /health (200 or 503 with a reason), / and a JSON 404 for anything else."""
     exporter, state = server
     base = f"http://{exporter.address}"
     status, body = http_get(f"{base}/metrics")
@@ -69,6 +70,7 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
 def test_tls_scrape_with_the_servers_certificate(
     tmp_path: Path, registry: CollectorRegistry
 ) -> None:
+    """With a certificate the exporter serves https that only a client trusting it accepts."""
     cert, key = _self_signed(tmp_path)
     app = exporter_app(registry, lambda: HealthReport(True))
     server = ExporterServer(ListenAddress("127.0.0.1", 0), app, cert, key)

@@ -107,6 +107,7 @@ def _get(url: str, **kwargs: Any) -> requests.Response:
 
 
 def test_basic_auth_guards_every_route(tmp_path: Path) -> None:
+    """Basic auth guards every route with a 401 challenge, and lets the right user through."""
     web = _write(tmp_path / "web.yml", f"basic_auth_users: {{alice: '{_hash('wonderland')}'}}\n")
     with _serving(web) as server:
         assert server.scheme == "http"
@@ -138,6 +139,7 @@ def test_basic_auth_guards_every_route(tmp_path: Path) -> None:
     ],
 )
 def test_wrong_or_garbled_credentials_get_401(tmp_path: Path, authorization: str) -> None:
+    """Wrong, unknown, miscased or garbled credentials get 401 and no metrics."""
     web = _write(tmp_path / "web.yml", f"basic_auth_users: {{alice: '{_hash('wonderland')}'}}\n")
     with _serving(web) as server:
         url = f"http://{server.address}/metrics"
@@ -149,6 +151,7 @@ def test_wrong_or_garbled_credentials_get_401(tmp_path: Path, authorization: str
 
 
 def test_htpasswd_style_2y_hashes_and_several_users(tmp_path: Path) -> None:
+    """$2y$ and $2a$ hashes work, each user with their own password only."""
     web = _write(
         tmp_path / "web.yml",
         f"""\
@@ -202,6 +205,7 @@ def test_passwords_past_72_bytes_count_only_their_first_72() -> None:
 def test_changed_file_applies_without_restart_and_a_broken_one_is_ignored(
     tmp_path: Path,
 ) -> None:
+    """A changed web-config applies without a restart; a broken one leaves the last good one."""
     web = _write(tmp_path / "web.yml", f"basic_auth_users: {{alice: '{_hash('one')}'}}\n")
     with _serving(web) as server:
         url = f"http://{server.address}/metrics"
@@ -256,6 +260,7 @@ def test_tls_with_relative_file_names_and_basic_auth(pki: Path, tmp_path: Path) 
 def test_a_client_stuck_before_its_handshake_does_not_block_others(
     pki: Path, tmp_path: Path
 ) -> None:
+    """A client that connects and never says hello does not block other TLS scrapes."""
     web = _write(
         tmp_path / "web.yml",
         f"tls_server_config: {{cert_file: {pki}/server.crt, key_file: {pki}/server.key}}\n",
@@ -277,6 +282,7 @@ def _tls_version(server: ExporterServer, context: ssl.SSLContext) -> str | None:
 
 
 def test_min_version_tls13_refuses_a_tls12_client(pki: Path, tmp_path: Path) -> None:
+    """min_version TLS13 refuses a TLS 1.2 client, and the server answers others after."""
     web = _write(
         tmp_path / "web.yml",
         f"""\
@@ -298,6 +304,7 @@ def test_min_version_tls13_refuses_a_tls12_client(pki: Path, tmp_path: Path) -> 
 
 
 def test_default_min_version_is_tls12(pki: Path, tmp_path: Path) -> None:
+    """Without min_version TLS 1.2 is accepted and TLS 1.1 refused."""
     web = _write(
         tmp_path / "web.yml",
         f"tls_server_config: {{cert_file: {pki}/server.crt, key_file: {pki}/server.key}}\n",
@@ -317,6 +324,7 @@ def test_default_min_version_is_tls12(pki: Path, tmp_path: Path) -> None:
 
 
 def test_required_client_certificate(pki: Path, tmp_path: Path) -> None:
+    """RequireAndVerifyClientCert refuses clients with no certificate or one of another CA."""
     web = _write(
         tmp_path / "web.yml",
         f"""\
@@ -341,6 +349,7 @@ def test_required_client_certificate(pki: Path, tmp_path: Path) -> None:
 
 
 def test_optional_client_certificate(pki: Path, tmp_path: Path) -> None:
+    """VerifyClientCertIfGiven lets clients without a certificate in, but not a stranger's."""
     web = _write(
         tmp_path / "web.yml",
         f"""\
@@ -363,6 +372,7 @@ def test_optional_client_certificate(pki: Path, tmp_path: Path) -> None:
 def test_exporter_tls_options_still_work_with_a_users_only_web_config(
     pki: Path, tmp_path: Path
 ) -> None:
+    """The exporter's own TLS options still serve https beside a users-only web-config."""
     web = _write(tmp_path / "web.yml", f"basic_auth_users: {{alice: '{_hash('wonderland')}'}}\n")
     with _serving(web, tls_cert_file=pki / "server.crt", tls_key_file=pki / "server.key") as srv:
         assert srv.scheme == "https"
@@ -373,6 +383,7 @@ def test_exporter_tls_options_still_work_with_a_users_only_web_config(
 
 
 def test_tls_twice_is_refused_by_the_server(pki: Path, tmp_path: Path) -> None:
+    """TLS in both the exporter options and the web-config is refused by the server."""
     web = _write(
         tmp_path / "web.yml",
         f"tls_server_config: {{cert_file: {pki}/server.crt, key_file: {pki}/server.key}}\n",
@@ -519,6 +530,7 @@ WHOLE_FILE_MESSAGES = {"empty": "the file is empty", "not_a_mapping": None}
 
 @pytest.mark.parametrize("name", sorted(BAD_FILES))
 def test_bad_web_config_names_file_field_and_value(pki: Path, tmp_path: Path, name: str) -> None:
+    """Each bad web-config is refused naming file, field and value, never a password."""
     text, expected = BAD_FILES[name]
     path = tmp_path / "web.yml"
     path.write_text(text.replace("{pki}", str(pki)))
@@ -537,6 +549,7 @@ def test_bad_web_config_names_file_field_and_value(pki: Path, tmp_path: Path, na
 
 
 def test_a_good_file_loads_into_settings(pki: Path, tmp_path: Path) -> None:
+    """A full web-config loads into TLS and user settings, with hashes kept out of repr."""
     path = _write(
         tmp_path / "web.yml",
         f"""\
@@ -578,6 +591,7 @@ def _config(tmp_path: Path, exporter: str) -> Path:
 def test_check_config_exits_2_naming_both_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """check-config exits 2 on a bad web-config, naming the config and the web-config."""
     web = _write(tmp_path / "web.yml", "basic_auth_users: {alice: hunter2}\n")
     config = _config(tmp_path, f"{{web_config_file: '{web}'}}")
     assert main(["check-config", str(config)]) == 2
@@ -589,6 +603,7 @@ def test_check_config_exits_2_naming_both_files(
 
 
 def test_tls_in_both_places_is_a_config_error(pki: Path, tmp_path: Path) -> None:
+    """TLS in both the exporter section and its web-config is a config error saying so."""
     web = _write(
         tmp_path / "web.yml",
         f"tls_server_config: {{cert_file: '{pki}/server.crt', key_file: '{pki}/server.key'}}\n",
@@ -609,6 +624,7 @@ def test_tls_in_both_places_is_a_config_error(pki: Path, tmp_path: Path) -> None
 def test_a_good_web_config_passes_check_config(
     pki: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """check-config passes a config whose web-config is good."""
     web = _write(
         tmp_path / "web.yml",
         f"tls_server_config: {{cert_file: '{pki}/server.crt', key_file: '{pki}/server.key'}}\n",
@@ -620,6 +636,7 @@ def test_a_good_web_config_passes_check_config(
 
 @pytest.mark.e2e
 def test_daemon_reads_the_web_config_from_the_environment(tmp_path: Path) -> None:
+    """The daemon takes its web-config from the environment and never logs the password."""
     web = _write(tmp_path / "web.yml", f"basic_auth_users: {{alice: '{_hash('wonderland')}'}}\n")
     config = _config(tmp_path, "{}")
     daemon = DaemonProcess(config, env={"TRITONWATCH_WEB_CONFIG_FILE": str(web)})
@@ -636,6 +653,7 @@ def test_daemon_reads_the_web_config_from_the_environment(tmp_path: Path) -> Non
 
 @pytest.mark.e2e
 def test_daemon_exits_2_on_a_bad_web_config_flag(tmp_path: Path) -> None:
+    """The daemon exits 2 on a bad --web-config-file, naming each unreadable file."""
     web = _write(tmp_path / "web.yml", "tls_server_config: {cert_file: a.crt, key_file: a.key}\n")
     config = _config(tmp_path, "{}")
     finished = subprocess.run(
@@ -687,6 +705,7 @@ def _up_by_job(prometheus_url: str) -> Callable[[], dict[str, float] | None]:
 
 @pytest.mark.e2e
 def test_prometheus_scrapes_the_tls_exporter_with_basic_auth(pki: Path, tmp_path: Path) -> None:
+    """A real Prometheus scrapes the TLS exporter with the right password, not the wrong one."""
     web = _write(
         tmp_path / "web.yml",
         f"""\

@@ -160,6 +160,7 @@ def test_one_query_failing_on_one_gpu_loses_only_that_reading(
 def test_a_gpu_falling_off_the_bus_leaves_the_others(
     fake: FakeNvml, collector: NvmlCollector
 ) -> None:
+    """A GPU off the bus stops reading but stays listed, its failures counted and logged once."""
     exposition = Exposition(collector)
     collector.sample()
     assert _complete(exposition.text(), GPU1)
@@ -232,6 +233,7 @@ def test_nvml_vanishing_mid_run_keeps_the_rest_working_and_comes_back(fake: Fake
 
 
 def test_a_vanished_library_shuts_down_quietly(fake: FakeNvml, collector: NvmlCollector) -> None:
+    """Sampling and closing after the NVML library vanished raise nothing and disable NVML."""
     fake.nvmlShutdown()
     fake.library_missing = True
     collector.sample()
@@ -240,6 +242,7 @@ def test_a_vanished_library_shuts_down_quietly(fake: FakeNvml, collector: NvmlCo
 
 
 def test_nvml_missing_at_start_leaves_the_triton_gpus() -> None:
+    """Without NVML at start the collector disables itself once; Triton's GPU series stay."""
     missing = FakeNvml.missing()
     collector = NvmlCollector(missing)
     with capture_logs() as logs:

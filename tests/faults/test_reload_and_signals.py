@@ -59,6 +59,7 @@ def _quiet(sim: Simulator) -> bool:
 
 
 def test_a_broken_reload_keeps_the_old_config_running(tmp_path: Path) -> None:
+    """A broken reload leaves the old config probing and scraping; a good one then applies."""
     with Simulator() as sim:
         path = tmp_path / "tritonwatch.yaml"
         good = (
@@ -120,6 +121,7 @@ def test_a_broken_reload_keeps_the_old_config_running(tmp_path: Path) -> None:
 
 
 def test_sigterm_during_a_sweep(tmp_path: Path) -> None:
+    """SIGTERM mid-sweep ends the sweep and exits 0 in time, no thread abandoned."""
     with Simulator() as sim:
         path = tmp_path / "sweep.yaml"
         path.write_text(
@@ -152,6 +154,7 @@ def test_sigterm_during_a_sweep(tmp_path: Path) -> None:
 
 
 def test_sigterm_during_tune_restores_the_config(tmp_path: Path) -> None:
+    """SIGTERM during `tune --apply` restores the model's original config and exits 130."""
     with Simulator(scenario="gpu-underused") as sim:
         repository = ModelRepository(sim.http_url, "simple")
         original = repository.config()

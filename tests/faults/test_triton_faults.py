@@ -114,6 +114,7 @@ def ports() -> dict[str, int]:
 
 
 def test_unreachable_at_start_then_up(tmp_path: Path, ports: dict[str, int]) -> None:
+    """A Triton down at start is reported and counted, then picked up by itself when it comes up."""
     http_url = f"http://127.0.0.1:{ports['http_port']}"
     metrics_url = f"http://127.0.0.1:{ports['metrics_port']}/metrics"
     daemon = DaemonProcess(_config(tmp_path / "c.yaml", http_url, metrics_url))

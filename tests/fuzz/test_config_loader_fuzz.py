@@ -56,6 +56,7 @@ def _assert_config_or_named_error(path: Path) -> None:
 @_fuzz
 @given(st.binary(max_size=2000))
 def test_any_bytes_load_or_raise_config_error(config_path: Path, content: bytes) -> None:
+    """Breaks if some bytes in a config file raise anything but a ConfigError naming the file."""
     config_path.write_bytes(content)
     _assert_config_or_named_error(config_path)
 
@@ -63,6 +64,7 @@ def test_any_bytes_load_or_raise_config_error(config_path: Path, content: bytes)
 @_fuzz
 @given(st.text(max_size=2000))
 def test_any_text_loads_or_raises_config_error(config_path: Path, content: str) -> None:
+    """Breaks if some text in a config file raises anything but a ConfigError naming the file."""
     config_path.write_bytes(content.encode("utf-8", "surrogatepass"))
     _assert_config_or_named_error(config_path)
 
@@ -242,6 +244,7 @@ def _dump(document: Any) -> str:
 @_fuzz
 @given(_documents())
 def test_plausible_documents_load_or_raise_config_error(config_path: Path, document: Any) -> None:
+    """Breaks if a document of real sections and fields raises anything but a ConfigError."""
     config_path.write_text(_dump(document), encoding="utf-8")
     _assert_config_or_named_error(config_path)
 
@@ -299,6 +302,7 @@ def _raw_documents(draw: st.DrawFn) -> str:
 @_fuzz
 @given(_raw_documents())
 def test_raw_yaml_scalars_load_or_raise_config_error(config_path: Path, text: str) -> None:
+    """Breaks if a raw YAML scalar or tag in a config raises anything but a ConfigError."""
     config_path.write_text(text, encoding="utf-8", errors="surrogatepass")
     _assert_config_or_named_error(config_path)
 
@@ -388,6 +392,7 @@ _ONE_TARGET = "targets: [{name: a, url: 'http://127.0.0.1:8000', models: [{name:
     ],
 )
 def test_values_that_used_to_escape_untyped_are_config_errors(text: str, expected: str) -> None:
+    """Breaks if a value that once escaped as a bare exception is not a one-line ConfigError."""
     with pytest.raises(ConfigError) as caught:
         _parse(text)
     assert str(caught.value) == f"fuzz.yaml: {expected}"

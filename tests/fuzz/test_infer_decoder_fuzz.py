@@ -280,6 +280,7 @@ def test_valid_json_with_wrong_types_raises_only_response_decode_error(
 @_fuzz
 @given(_outputs, st.data())
 def test_a_truncated_binary_answer_is_always_refused(outputs: Any, data: st.DataObject) -> None:
+    """Breaks if a binary answer cut anywhere past its header decodes instead of being refused."""
     body, header_length = _http_response(outputs, binary=True)
     assert header_length is not None
     if len(body) == header_length:
@@ -292,6 +293,7 @@ def test_a_truncated_binary_answer_is_always_refused(outputs: Any, data: st.Data
 @_fuzz
 @given(_outputs, st.integers(1, 10**6))
 def test_a_header_length_beyond_the_body_is_refused(outputs: Any, excess: int) -> None:
+    """Breaks if a header length past the body's end is not refused as such."""
     body, _ = _http_response(outputs, binary=True)
     with pytest.raises(ResponseDecodeError, match="past the body"):
         decode_http_infer_response(body, len(body) + excess)
@@ -536,6 +538,7 @@ class _Foreign:
     ],
 )
 def test_a_foreign_decoders_failure_becomes_response_decode_error(error: BaseException) -> None:
+    """Breaks if tritonclient's own decoding errors escape untyped instead of as bad responses."""
     with pytest.raises(ResponseDecodeError, match=r"^output 'y': "):
         check_outputs(_Foreign(error), ["y"])
     assert classify_error(ResponseDecodeError("x"), "http") == Outcome.BAD_RESPONSE
@@ -543,6 +546,7 @@ def test_a_foreign_decoders_failure_becomes_response_decode_error(error: BaseExc
 
 
 def test_a_missing_output_is_named() -> None:
+    """Breaks if an answer lacking an output the metadata lists passes, or the name is lost."""
     with pytest.raises(
         ResponseDecodeError, match="response lacks output 'y', which the metadata lists"
     ):
@@ -653,6 +657,7 @@ def _assert_typed(answer: object) -> None:
 @_fuzz
 @given(st.binary(max_size=300), st.lists(st.integers(0, 300), max_size=4))
 def test_any_bytes_parse_or_raise_http_protocol_error(data: bytes, cuts: list[int]) -> None:
+    """Breaks if any bytes, however split, make the sweep's HTTP parser raise an untyped error."""
     _assert_typed(_feed(_split(data, cuts)))
 
 
@@ -683,6 +688,7 @@ def _http_answers(draw: st.DrawFn) -> tuple[bytes, int, bytes]:
 @_fuzz
 @given(_http_answers(), st.lists(st.integers(0, 400), max_size=6))
 def test_a_valid_answer_is_read_whole_however_it_is_split(answer: Any, cuts: list[int]) -> None:
+    """Breaks if a valid answer split across reads is not read whole, status and body."""
     data, status, body = answer
     assert _feed(_split(data, cuts)) == (status, body)
 
@@ -692,6 +698,7 @@ def test_a_valid_answer_is_read_whole_however_it_is_split(answer: Any, cuts: lis
 def test_mutated_answers_parse_or_raise_http_protocol_error(
     answer: Any, data: st.DataObject
 ) -> None:
+    """Breaks if a mutated valid answer raises anything but an HttpProtocolError."""
     raw, _, _ = answer
     for _ in range(data.draw(st.integers(1, 3))):
         index = data.draw(st.integers(0, len(raw) - 1))
@@ -730,6 +737,7 @@ def test_mutated_answers_parse_or_raise_http_protocol_error(
     ],
 )
 def test_malformed_framing_is_an_http_protocol_error(response: bytes, message: str) -> None:
+    """Breaks if bad lengths, chunks or status lines are read as answers, not protocol errors."""
     answer = _feed([response])
     assert isinstance(answer, HttpProtocolError), answer
     assert message in str(answer)
@@ -787,6 +795,7 @@ class _AnsweringClient:
 def test_the_canary_counts_an_unreadable_answer_as_bad_response(
     answer: Any, error_text: str
 ) -> None:
+    """Breaks if the canary counts an unreadable answer as a success or logs an error for it."""
     from structlog.testing import capture_logs
 
     from tritonwatch.canary_series import CanaryStats
@@ -880,6 +889,7 @@ def test_an_error_answer_becomes_the_exception_tritonclient_raises(
 @_fuzz
 @given(st.binary(max_size=300), st.integers(100, 599))
 def test_any_error_body_becomes_an_inference_server_exception(body: bytes, status: int) -> None:
+    """Breaks if some error body with a status fails to become an exception with that status."""
     from tritonwatch.probe.infer_response import http_status_error
 
     assert http_status_error(status, body).status() == str(status)

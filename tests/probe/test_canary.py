@@ -85,6 +85,7 @@ def _wait_for(
 def test_canary_succeeds_and_fills_histogram_and_windows(
     runner: CanaryRunner, protocol: str
 ) -> None:
+    """Canary successes fill the histogram (SLO bound a bucket) and plausible window quantiles."""
     with Simulator() as sim:
         runner.start([_plan(sim, protocol=protocol)])
         snap = _wait_for(runner, "success", 10)
@@ -114,6 +115,7 @@ def test_canary_p95_within_five_percent_of_the_servers_true_p95(runner: CanaryRu
 
 
 def test_a_two_second_hang_shows_in_p99(runner: CanaryRunner) -> None:
+    """A 2 s server hang under a 5 s timeout shows in the 1-minute p99, not as timeouts."""
     with Simulator() as sim:
         runner.start([_plan(sim, rate=10.0, timeout=5.0)])
         _wait_for(runner, "success", 5)
@@ -125,6 +127,7 @@ def test_a_two_second_hang_shows_in_p99(runner: CanaryRunner) -> None:
 
 
 def test_requests_past_their_timeout_are_timeouts(runner: CanaryRunner) -> None:
+    """Requests past their timeout count as timeouts, observed at the timeout's bucket."""
     with Simulator() as sim:
         sim.inject_fault(kind="hang")
         runner.start([_plan(sim, rate=10.0, timeout=0.3, max_in_flight=2)])
@@ -140,6 +143,7 @@ def test_requests_past_their_timeout_are_timeouts(runner: CanaryRunner) -> None:
 def test_server_errors_are_protocol_errors(
     runner: CanaryRunner, protocol: str, outcome: str
 ) -> None:
+    """A server's error answers count as http_error or grpc_error, never as successes."""
     with Simulator() as sim:
         sim.inject_fault(kind="error_burst", reason="BACKEND")
         runner.start([_plan(sim, protocol=protocol)])
@@ -149,6 +153,7 @@ def test_server_errors_are_protocol_errors(
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_refused_connections_are_connection_errors(runner: CanaryRunner, protocol: str) -> None:
+    """A server going away under a running canary gives connection errors, not a crash."""
     with Simulator() as sim:
         runner.start([_plan(sim, protocol=protocol, rate=10.0)])
         _wait_for(runner, "success", 2)
@@ -158,6 +163,7 @@ def test_refused_connections_are_connection_errors(runner: CanaryRunner, protoco
 
 
 def test_a_model_it_cannot_fill_is_reported_and_the_others_run(runner: CanaryRunner) -> None:
+    """A model whose inputs cannot be built is skipped with its reason; the others still run."""
     wrong = {"PROMPT": InputOverride(shape=(1, 1))}  # an input text_identity does not have
     with Simulator() as sim, capture_logs() as logs:
         runner.start([_plan(sim, model="text_identity", inputs=wrong), _plan(sim, model="simple")])

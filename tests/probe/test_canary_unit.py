@@ -93,11 +93,13 @@ def _run_once(
 
 
 def test_a_response_missing_an_output_is_a_bad_response() -> None:
+    """Breaks if an answer lacking the model's output is counted as anything but bad_response."""
     stats, _ = _run_once(ScriptedClient([_Result({})]))
     assert stats.snapshot(0)[0].outcomes[Outcome.BAD_RESPONSE] == 1
 
 
 def test_complete_response_is_a_success() -> None:
+    """Breaks if an answer holding every output is not counted as a success."""
     stats, _ = _run_once(ScriptedClient([_Result({"y": np.zeros((1, 2))})]))
     assert stats.snapshot(0)[0].outcomes[Outcome.SUCCESS] == 1
 

@@ -68,6 +68,7 @@ def _simple_inputs() -> list[Tensor]:
 def test_grpc_readiness_needs_the_client_certificate_and_the_right_ca(
     sim: Simulator, pki: Pki
 ) -> None:
+    """gRPC readiness is up only with the client certificate and the server's own CA."""
     url = f"grpcs://{sim.grpc_url}"
     probes = {
         "mutual": GrpcReadinessProbe("t", url, 5.0, tls=_mutual(pki)),
@@ -89,6 +90,7 @@ def test_grpc_readiness_needs_the_client_certificate_and_the_right_ca(
 
 
 def test_https_readiness_through_a_tls_proxy(api_proxy: TlsProxy, pki: Pki) -> None:
+    """HTTPS readiness passes with the right CA and fails on another as a connection error."""
     url = f"https://{api_proxy.base}"
     good = HttpReadinessProbe("t", url, 5.0, tls=_mutual(pki))
     untrusted = HttpReadinessProbe("t", url, 5.0, tls=ClientTLS(pki.other_ca))
@@ -106,6 +108,8 @@ def test_https_readiness_through_a_tls_proxy(api_proxy: TlsProxy, pki: Pki) -> N
 def test_canary_clients_infer_over_https_and_grpcs(
     sim: Simulator, api_proxy: TlsProxy, pki: Pki
 ) -> None:
+    """Both canary clients infer over mutual TLS and get the model's right answer."""
+
     async def infer_both() -> list[np.ndarray]:
         clients = [
             HttpInferenceClient(f"https://{api_proxy.base}", tls=_mutual(pki)),
@@ -128,6 +132,8 @@ def test_canary_clients_infer_over_https_and_grpcs(
 def test_a_grpc_canary_without_its_certificate_is_a_connection_error(
     sim: Simulator, pki: Pki
 ) -> None:
+    """A gRPC canary refused for lacking its client certificate counts as a connection error."""
+
     async def infer() -> BaseException:
         client = GrpcInferenceClient(f"grpcs://{sim.grpc_url}", tls=ClientTLS(pki.ca))
         try:
@@ -144,6 +150,7 @@ def test_a_grpc_canary_without_its_certificate_is_a_connection_error(
 def test_scraper_reads_metrics_stats_and_config_over_https(
     sim: Simulator, api_proxy: TlsProxy, metrics_proxy: TlsProxy, pki: Pki
 ) -> None:
+    """The scraper reads /metrics, statistics and model config over mutual TLS."""
     target = TargetConfig(
         name="secure",
         url=f"https://{api_proxy.base}",
@@ -168,6 +175,7 @@ def test_scraper_reads_metrics_stats_and_config_over_https(
 def test_sweep_and_repository_over_tls(
     scheme: str, sim: Simulator, api_proxy: TlsProxy, pki: Pki, tmp_path: Path
 ) -> None:
+    """The sweep and the model repository client work over https and grpcs with client certs."""
     url = f"https://{api_proxy.base}" if scheme == "https" else f"grpcs://{sim.grpc_url}"
     protocol = "http" if scheme == "https" else "grpc"
     settings = SweepSettings(

@@ -39,6 +39,7 @@ def _metadata_from_config(config: dict[str, object]) -> dict[str, object]:
 
 
 def test_real_config_batching_model_gets_batch_one() -> None:
+    """Breaks if a batching model's inputs do not get batch 1 and their INT64 dtype."""
     config = json.loads(
         (fixtures_dir() / "triton_config" / "config_01_phishing-bert-onnx.json").read_text()
     )
@@ -56,11 +57,13 @@ def test_real_config_batching_model_gets_batch_one() -> None:
 
 
 def test_without_config_a_leading_dynamic_dim_is_the_batch() -> None:
+    """Breaks if, without a config, a leading -1 is not taken for the batch dim (as 1)."""
     metadata = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}]}
     assert input_specs("m", metadata, None) == [TensorSpec("x", "FP32", (1, 4))]
 
 
 def test_non_batching_model_keeps_its_shape() -> None:
+    """Breaks if a non-batching model's dynamic dim is guessed instead of asking for a shape."""
     metadata = {"inputs": [{"name": "x", "datatype": "FP16", "shape": [-1, 4]}]}
     specs = input_specs("m", metadata, {"max_batch_size": 0})
     assert specs == [TensorSpec("x", "FP16", (-1, 4))]
@@ -87,6 +90,7 @@ def test_non_batching_model_keeps_its_shape() -> None:
     ],
 )
 def test_every_triton_datatype_maps_to_its_numpy_type(datatype: str, dtype: np.dtype) -> None:
+    """Breaks if a Triton datatype is sent as another numpy dtype (BF16 as ml_dtypes')."""
     tensors = build_inputs("m", [TensorSpec("x", datatype, (1, 2))], {})
     assert tensors[0].data.dtype == dtype
 
@@ -156,6 +160,7 @@ def test_a_bytes_sample_file_wins_over_string_data(tmp_path: Path) -> None:
 
 
 def test_npy_sample_is_sent_as_is_and_checked_against_the_shape(tmp_path: Path) -> None:
+    """Breaks if an .npy sample is altered, or one of the wrong shape is sent anyway."""
     sample = tmp_path / "x.npy"
     np.save(sample, np.arange(8, dtype=np.float32).reshape(1, 8))
     spec = [TensorSpec("x", "FP32", (1, 8))]
@@ -166,12 +171,14 @@ def test_npy_sample_is_sent_as_is_and_checked_against_the_shape(tmp_path: Path) 
 
 
 def test_override_for_an_unknown_input_is_named() -> None:
+    """Breaks if an override for an input the model lacks is not named with the real ones."""
     with pytest.raises(PayloadError) as caught:
         build_inputs("m", [TensorSpec("x", "FP32", (1,))], {"y": InputOverride(shape=(1,))})
     assert str(caught.value) == "model 'm', input 'y': no such input (the model has: x)"
 
 
 def test_random_data_is_reproducible_with_a_seed() -> None:
+    """Breaks if one seed does not give the same random data, or two seeds give the same."""
     spec = [TensorSpec("x", "FP32", (1, 16))]
     first = build_inputs("m", spec, {}, seed=7)[0].data
     again = build_inputs("m", spec, {}, seed=7)[0].data

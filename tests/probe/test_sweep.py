@@ -67,17 +67,20 @@ def sim() -> Iterator[SimProcess]:
     ],
 )
 def test_levels(text: str, integers: bool, levels: tuple[float, ...]) -> None:
+    """Level lists and ranges parse as perf_analyzer's: doubling, stepped, end included."""
     assert parse_levels(text, integers=integers) == levels
 
 
 @pytest.mark.parametrize("text", ["", "a,b", "0,1", "1:2:3:4", "4:1:0"])
 def test_bad_levels_are_refused(text: str) -> None:
+    """Empty, non-numeric, zero, four-part or backward level specs are refused."""
     with pytest.raises(Exception, match=r"must be|positive"):
         parse_levels(text, integers=True)
 
 
 @pytest.mark.e2e
 def test_sweep_finds_the_knee_where_throughput_flattens(sim: SimProcess) -> None:
+    """The sweep finds the knee where throughput flattens, errorless, with the server's stages."""
     settings = SweepSettings(
         url=sim.http_url, model="simple", levels=(1, 2, 4, 8, 16), window_seconds=0.7
     )
@@ -107,6 +110,7 @@ def test_sweep_finds_the_knee_where_throughput_flattens(sim: SimProcess) -> None
 
 @pytest.mark.e2e
 def test_sweep_stops_at_the_budget_and_reports_its_operating_point(sim: SimProcess) -> None:
+    """The sweep stops at the first step over the p95 budget and reports one within it."""
     settings = SweepSettings(
         url=f"grpc://{sim.grpc_url}", protocol="grpc", model="simple",
         levels=(1, 2, 4, 8, 16, 32), window_seconds=0.5, budget_p95=0.025,
@@ -193,6 +197,7 @@ def test_csv_header_is_perf_analyzers(mode: LoadMode) -> None:
 
 
 def test_split_and_exact_merge() -> None:
+    """Concurrency splits evenly over workers and their windows merge exactly."""
     assert split_concurrency(10, 3) == [4, 3, 3]
     assert split_concurrency(2, 8) == [1, 1]
     a = WindowSamples(array("d", [1.0, 2.0]), errors=1, cpu_seconds=0.5, wall_seconds=2.0)
@@ -206,6 +211,7 @@ def test_split_and_exact_merge() -> None:
 
 @pytest.mark.e2e
 def test_two_worker_processes_share_the_load(sim: SimProcess) -> None:
+    """Two worker processes share the load and their windows come back as one."""
     tensors = build_inputs(
         "simple",
         [TensorSpec("INPUT0", "INT32", (1, 16)), TensorSpec("INPUT1", "INT32", (1, 16))],
@@ -286,6 +292,7 @@ def test_callback_grpc_load_counts_failures_and_stops() -> None:
 
 
 def test_a_step_stopped_before_its_first_window_reports_nothing_measured() -> None:
+    """A step stopped before its first window reports zeros and unstable, not a crash."""
     step = _step_result(4, 1, [], [], processes=1, percentile=95, server=None)
     assert (step.requests, step.errors, step.stable, step.inferences_per_second) == (
         0,

@@ -82,6 +82,7 @@ def built(scrapers: TritonScrapers) -> dict[str, FakeScraper]:
 
 
 def test_one_scraper_per_target(scrapers: TritonScrapers) -> None:
+    """One scraper per target with the scrape timeout and config cadence, and no verdicts."""
     scrapers.apply(config(a="http://a:8000", b="grpc://b:8001"))
     made = built(scrapers)
     assert sorted(made) == ["a", "b"]
@@ -97,6 +98,7 @@ def test_one_scraper_per_target(scrapers: TritonScrapers) -> None:
 def test_a_reload_keeps_unchanged_targets_and_rebuilds_changed_ones(
     scrapers: TritonScrapers,
 ) -> None:
+    """A reload keeps unchanged targets' scrapers, rebuilds changed ones and closes removed."""
     scrapers.apply(config(a="http://a:8000", b="http://b:8000", c="http://c:8000"))
     before = built(scrapers)
     scrapers.apply(config(a="http://a:8000", b="http://b2:8000"))
@@ -110,6 +112,7 @@ def test_a_reload_keeps_unchanged_targets_and_rebuilds_changed_ones(
 
 
 def test_config_changes_of_every_target_drain_in_time_order(scrapers: TritonScrapers) -> None:
+    """Config changes of all targets drain once, in the order they happened."""
     scrapers.apply(config(a="http://a:8000", b="http://b:8000"))
     snapshot = ModelConfigSnapshot("m", 0.0, 8, None, (), {})
     made = built(scrapers)
@@ -130,6 +133,7 @@ def test_triton_gpus_merge_across_targets(scrapers: TritonScrapers) -> None:
 
 
 def test_canary_totals_sum_protocols_per_model() -> None:
+    """Canary latency totals add a model's protocols together; a quiet model gives zeros."""
     stats = CanaryStats()
     stats.declare([("t", "m", "http"), ("t", "m", "grpc"), ("t", "other", "http")])
     for protocol, latency in (("http", 0.010), ("grpc", 0.030), ("http", 0.020)):

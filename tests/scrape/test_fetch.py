@@ -27,6 +27,7 @@ def get(
 
 
 def test_a_200_body_is_read_whole(stub: StubServer, session: requests.Session) -> None:
+    """A 200 answer sent in chunks comes back whole, with its status and duration."""
     stub.routes["/metrics"] = Route(body=b"x" * 1000, chunks=4)
     result = get(session, f"{stub.url}/metrics")
     assert result.status is FetchStatus.SUCCESS and result.ok
@@ -67,6 +68,7 @@ def test_a_body_over_the_cap_is_too_large(
 
 
 def test_a_stalled_server_is_a_timeout(stub: StubServer, session: requests.Session) -> None:
+    """A server that stalls is a timeout ended by the fetch's own timeout."""
     stub.routes["/metrics"] = Route(stall=True)
     result = get(session, f"{stub.url}/metrics", timeout=0.2)
     assert result.status is FetchStatus.TIMEOUT
@@ -87,12 +89,14 @@ def test_a_trickling_body_is_cut_at_the_deadline(
 def test_nothing_listening_is_a_connection_error(
     closed_url: str, session: requests.Session
 ) -> None:
+    """Nothing listening is a connection error saying the connection was refused."""
     result = get(session, f"{closed_url}/metrics")
     assert result.status is FetchStatus.CONNECTION_ERROR
     assert "refused" in result.error.lower()
 
 
 def test_no_time_left_sends_nothing(stub: StubServer, session: requests.Session) -> None:
+    """A fetch with its deadline already past is a timeout that sends no request."""
     result = fetch(session, f"{stub.url}/metrics", deadline=time.monotonic() - 1)
     assert result.status is FetchStatus.TIMEOUT
     assert stub.requests == []

@@ -47,6 +47,7 @@ def recorded_phases() -> dict[str, list[GpuSample]]:
 def test_the_recorded_load_passes(
     gpu_check: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The H200 recording's load passes gpu_check, its table showing the load's 17 rows."""
     phases = recorded_phases()
     assert gpu_check.check(phases, loaded=True) == []
     capsys.readouterr()  # drop the collector's log lines
@@ -57,6 +58,7 @@ def test_the_recorded_load_passes(
 
 
 def test_a_load_that_does_not_show_fails(gpu_check: ModuleType) -> None:
+    """A load phase that looks idle fails for utilisation and power not rising."""
     phases = recorded_phases()
     phases["load"] = phases["idle"]
     problems = gpu_check.check(phases, loaded=True)
@@ -65,4 +67,5 @@ def test_a_load_that_does_not_show_fails(gpu_check: ModuleType) -> None:
 
 
 def test_without_load_only_the_readings_are_checked(gpu_check: ModuleType) -> None:
+    """Without a load, idle readings alone pass: nothing is asked to rise."""
     assert gpu_check.check({"idle": recorded_phases()["idle"]}, loaded=False) == []

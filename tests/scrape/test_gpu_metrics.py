@@ -60,6 +60,7 @@ def promtool_check(text: str) -> None:
 
 
 def test_nvml_and_triton_gpus_pass_promtool(loaded_nvml: NvmlCollector) -> None:
+    """NVML and Triton GPUs pass promtool with right values, a lost reading absent, no double."""
     triton = {H200: triton_gpu(H200, 0.97), REMOTE: triton_gpu(REMOTE, 0.25)}
     text = exposition(GpuMetricsCollector(loaded_nvml.state, lambda: triton))
     promtool_check(text)
@@ -97,6 +98,7 @@ def test_nvml_and_triton_gpus_pass_promtool(loaded_nvml: NvmlCollector) -> None:
 
 
 def test_mig_devices_get_their_own_series(loaded_nvml: NvmlCollector) -> None:
+    """A MIG device gets its own series, indexed 0:0, with its memory and parent GPU."""
     text = exposition(GpuMetricsCollector(loaded_nvml.state))
     mig = next(s for s in loaded_nvml.state().samples if s.mig_index is not None)
     assert gpu_index_label(mig) == "0:0"
@@ -107,6 +109,7 @@ def test_mig_devices_get_their_own_series(loaded_nvml: NvmlCollector) -> None:
 
 
 def test_without_nvml_or_triton_the_exposition_is_empty_but_valid() -> None:
+    """Without NVML or Triton GPUs the exposition holds no GPU series and is still valid."""
     disabled = NvmlState(enabled=False, samples=(), query_failures=MappingProxyType({}))
     for collector in (GpuMetricsCollector(lambda: disabled), GpuMetricsCollector()):
         text = exposition(collector)
@@ -115,6 +118,7 @@ def test_without_nvml_or_triton_the_exposition_is_empty_but_valid() -> None:
 
 
 def test_unsupported_readings_are_left_out_not_zero() -> None:
+    """Readings a GPU does not support are left out of the exposition, not exported as 0."""
     bare = GpuSample(at=0.0, uuid=H200, index=0, name="NVIDIA H200", utilization_ratio=0.5)
     state = NvmlState(enabled=True, samples=(bare,), query_failures=MappingProxyType({}))
     text = exposition(GpuMetricsCollector(lambda: state))

@@ -35,6 +35,7 @@ def test_unconfigured_models_are_left_out() -> None:
 
 
 def test_versions_are_summed_without_a_configured_version() -> None:
+    """A model without a version sums its versions' counters and gauges, dropping summaries."""
     page = parse_triton_metrics(TWO_VERSIONS, 0.0)
     merged = select_models(page, [ModelKey("m", "")]).models[ModelKey("m", "")]
     assert merged.counters[f.REQUEST_SUCCESS] == 15
@@ -44,6 +45,7 @@ def test_versions_are_summed_without_a_configured_version() -> None:
 
 
 def test_a_configured_version_is_that_version_only() -> None:
+    """A configured version keeps that version's counters and summaries only."""
     page = parse_triton_metrics(TWO_VERSIONS, 0.0)
     only = select_models(page, [ModelKey("m", "2")]).models[ModelKey("m", "2")]
     assert only.counters[f.REQUEST_SUCCESS] == 5
@@ -51,6 +53,7 @@ def test_a_configured_version_is_that_version_only() -> None:
 
 
 def test_a_single_version_keeps_its_summaries() -> None:
+    """A model with one version keeps its summaries when watched without a version."""
     page = parse_triton_metrics(TWO_VERSIONS.replace('version="2"', 'version="1"'), 0.0)
     (merged,) = select_models(page, [ModelKey("m", "")]).models.values()
     assert merged.version == ""

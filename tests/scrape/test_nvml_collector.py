@@ -124,6 +124,7 @@ def test_gpm_ratios_from_two_samples(fake: FakeNvml, collector: NvmlCollector) -
 
 
 def test_gpm_waits_for_100_ms_between_samples(fake: FakeNvml) -> None:
+    """GPM metrics wait 100 ms between samples: too soon gives none and keeps the first."""
     now = [10.0]
     collector = NvmlCollector(fake, clock=lambda: now[0])
     collector.start()
@@ -140,6 +141,7 @@ def test_gpm_waits_for_100_ms_between_samples(fake: FakeNvml) -> None:
 def test_not_supported_leaves_that_reading_none_and_is_not_asked_again(
     fake: FakeNvml, collector: NvmlCollector
 ) -> None:
+    """A NotSupported reading stays None without a failure and is never asked again."""
     fake.inject("nvmlDeviceGetPowerUsage", pynvml.NVMLError_NotSupported, times=None)
     for _ in range(3):
         sample = only(collector.sample())
@@ -188,6 +190,7 @@ def test_a_driver_without_an_unversioned_call_fails_that_query_only(
 
 
 def test_no_nvml_library_disables_the_collector_with_one_log_line() -> None:
+    """Without the NVML library the collector disables itself with one line saying why."""
     with capture_logs() as logs:
         collector = NvmlCollector(FakeNvml.missing())
         assert collector.start() is False
@@ -213,6 +216,7 @@ def test_the_real_bindings_never_raise_on_this_machine() -> None:
 
 
 def test_mig_devices_are_enumerated_through_mig_handles(probe: dict[str, Any]) -> None:
+    """MIG devices are found through MIG handles, each with its parent, empty slots skipped."""
     fake = FakeNvml(probe, mig_devices=2)
     collector = NvmlCollector(fake, clock=fake.now)
     collector.start()
@@ -230,6 +234,7 @@ def test_mig_devices_are_enumerated_through_mig_handles(probe: dict[str, Any]) -
 def test_older_calls_are_used_when_the_driver_lacks_the_newer_ones(
     fake: FakeNvml, collector: NvmlCollector
 ) -> None:
+    """An older driver's missing calls fall back to the older ones, not to failures."""
     fake.inject("nvmlDeviceGetTemperatureV", pynvml.NVMLError_FunctionNotFound, times=None)
     fake.inject("nvmlDeviceGetMemoryInfo", pynvml.NVMLError_FunctionNotFound)  # the v2 call
     sample = only(collector.sample())
@@ -239,6 +244,7 @@ def test_older_calls_are_used_when_the_driver_lacks_the_newer_ones(
 
 
 def test_close_frees_gpm_buffers_and_shuts_down(fake: FakeNvml, collector: NvmlCollector) -> None:
+    """Closing frees both GPM buffers and shuts NVML down; a new start works again."""
     collector.sample()
     collector.close()
     assert not fake.initialized and not collector.enabled
@@ -261,5 +267,6 @@ def test_fake_replays_in_real_time_when_given_a_clock(probe: dict[str, Any]) -> 
 
 
 def test_the_fake_refuses_calls_before_init(fake: FakeNvml) -> None:
+    """The fake NVML refuses calls before init, as the real library does."""
     with pytest.raises(pynvml.NVMLError_Uninitialized):
         fake.nvmlDeviceGetCount()

@@ -178,6 +178,7 @@ def test_a_config_change_is_logged_and_queued(sim: Simulator, clock: FakeClock) 
 
 
 def test_config_is_polled_every_nth_cycle(sim: Simulator, clock: FakeClock) -> None:
+    """The model config is polled on the first cycle and every config_every-th after it."""
     scraper = TargetScraper(sim_target(sim, "simple"), 2.0, clock, config_every=3)
     polled = [Source.CONFIG in scraper.scrape_once().sources for _ in range(7)]
     assert polled == [True, False, False, True, False, False, True]
@@ -233,6 +234,7 @@ def test_a_server_without_the_apis_switches_them_off(stub: StubServer) -> None:
 
 
 def test_an_oversized_metrics_page_is_too_large(stub: StubServer) -> None:
+    """A /metrics page over max_bytes is a too_large scrape, not read on."""
     stub.routes["/metrics"] = Route(body=b"# padding\n" * 200)
     target = TargetConfig.model_validate(
         {

@@ -40,6 +40,7 @@ def test_instances_count_per_listed_gpu() -> None:
 
 
 def test_a_config_without_batcher_or_groups() -> None:
+    """A config without dynamic batching or instance groups reads as None and none."""
     config = parse_model_config({"name": "m", "max_batch_size": 0}, "m", 0.0)
     assert config.dynamic_batching is None
     assert config.instance_groups == ()
@@ -55,11 +56,13 @@ def test_a_config_without_batcher_or_groups() -> None:
     ],
 )
 def test_malformed_configs_name_the_field(document: Any, message: str) -> None:
+    """A malformed config is refused, naming the field and what it got."""
     with pytest.raises(ValueError, match=message):
         parse_model_config(document, "m", 0.0)
 
 
 def test_int64_fields_printed_as_strings_are_read() -> None:
+    """Int64 fields that Triton prints as strings are read as integers."""
     config = parse_model_config({"max_batch_size": "16"}, "m", 0.0)
     assert config.max_batch_size == 16
 
@@ -84,6 +87,7 @@ def test_changes_name_each_changed_field_old_to_new() -> None:
 
 
 def test_switching_the_batcher_off_shows_its_fields_leaving() -> None:
+    """Switching the batcher off shows each of its fields going to None, nothing else."""
     before = fixture("config_02_abp-nvsmi-xgb.body.json")
     after = {key: value for key, value in before.items() if key != "dynamic_batching"}
     changes = config_changes(snapshot(before), snapshot(after))
@@ -92,5 +96,6 @@ def test_switching_the_batcher_off_shows_its_fields_leaving() -> None:
 
 
 def test_an_unchanged_config_has_no_changes() -> None:
+    """The same config read again later has no changes."""
     document = fixture("config_01_phishing-bert-onnx.json")
     assert config_changes(snapshot(document), snapshot(copy.deepcopy(document), 60.0)) == {}

@@ -39,6 +39,7 @@ def of(rates: TritonRates, model: str) -> ModelRates:
 
 
 def test_requests_inferences_and_executions_per_second(rates_05_to_06: TritonRates) -> None:
+    """Request, inference and execution rates and batch size from two real scrapes."""
     gnn = of(rates_05_to_06, "gnn")
     # success, count and exec_count each went 1 → 101: 100 in 400 s.
     assert gnn.requests_per_second == pytest.approx(100 / 400)
@@ -89,6 +90,7 @@ def test_requests_inferences_and_executions_per_second(rates_05_to_06: TritonRat
 def test_average_time_per_request_in_each_stage(
     rates_05_to_06: TritonRates, model: str, expected_seconds: dict[str, float]
 ) -> None:
+    """Each stage's average is its duration increase over the success increase, exactly."""
     rates = of(rates_05_to_06, model)
     for stage, seconds in expected_seconds.items():
         assert getattr(rates, f"{stage}_seconds_average") == pytest.approx(seconds, rel=1e-12)
@@ -105,6 +107,7 @@ def test_hand_figures_spelled_out(rates_05_to_06: TritonRates) -> None:
 def test_zero_traffic_gives_none_averages_and_zero_rates(
     rates_05_to_06: TritonRates, model: str
 ) -> None:
+    """A model without traffic has zero rates and no averages, not zero latency."""
     rates = of(rates_05_to_06, model)
     assert rates.requests_per_second == 0 and rates.inferences_per_second == 0
     assert rates.batch_size_average is None
@@ -113,6 +116,7 @@ def test_zero_traffic_gives_none_averages_and_zero_rates(
 
 
 def test_gpu_gauges_and_power_from_energy(rates_05_to_06: TritonRates) -> None:
+    """GPU gauges are passed on and power is worked out from the energy counter."""
     gpu = rates_05_to_06.gpus[T4]
     assert gpu.energy_watts == pytest.approx((21386.444 - 10918.654) / 400)  # 26.169475 W
     assert gpu.energy_joules == 21386.444
@@ -204,11 +208,13 @@ def test_compute_averages_leave_out_cache_hits() -> None:
 
 
 def test_models_and_gpus_need_two_points() -> None:
+    """Models and GPUs present in only one of the two scrapes get no rates."""
     rates = triton_rates(scrape("sample_08", 0.0), scrape("sample_04", 1.0))
     assert rates.models == {} and rates.gpus == {}
 
 
 def test_scrapes_out_of_order_are_refused() -> None:
+    """A second scrape not later than the first is refused."""
     with pytest.raises(ValueError, match="must come after"):
         triton_rates(scrape("sample_05", 5.0), scrape("sample_06", 5.0))
 
@@ -226,4 +232,5 @@ def test_scrapes_out_of_order_are_refused() -> None:
 def test_counter_increase(
     previous: float | None, current: float | None, reset: bool, expected: float | None
 ) -> None:
+    """A counter's increase: a fall or reset starts from zero, unknown or NaN gives None."""
     assert counter_increase(previous, current, reset) == expected

@@ -121,6 +121,7 @@ def value(text: str, name: str, **labels: str) -> float | None:
 
 
 def test_exposition_passes_promtool_with_the_right_values() -> None:
+    """Every Triton model family passes promtool with the state's values, stats API winning."""
     text = exposition(TritonModelCollector(lambda: [STATE]), ServerQuantiles([STATE]))
     promtool(text)
     model = {"target": "prod-a", "model": "resnet50"}
@@ -168,6 +169,7 @@ def test_a_model_without_data_has_no_series() -> None:
 
 
 def test_series_of_targets_and_models_that_went_away_are_pruned() -> None:
+    """Series of a target that is no longer watched leave the exposition."""
     states = [STATE]
     collector = TritonModelCollector(lambda: states)
     registry = CollectorRegistry()

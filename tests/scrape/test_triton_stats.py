@@ -54,6 +54,7 @@ def read(batches: dict[int, int], at: float, **counts: int) -> ModelStatistics:
 
 
 def test_reads_counts_and_the_batch_size_distribution() -> None:
+    """model_stats is read into its counts, batch-size executions and the read's time."""
     stats = read({1: 3, 8: 2}, at=5.0)
     assert stats.inference_count == 19
     assert stats.execution_count == 5
@@ -72,6 +73,7 @@ def test_counts_printed_as_strings_are_read() -> None:
 
 
 def test_versions_are_summed_unless_one_is_configured() -> None:
+    """Batch executions of all versions are summed, or of the configured version only."""
     document = {
         "model_stats": [
             entry("m", "1", {1: 10}),
@@ -181,6 +183,7 @@ def test_per_size_execution_rates_and_the_true_average() -> None:
 
 
 def test_an_idle_window_has_no_average() -> None:
+    """A window with no new executions has zero rates and no batch size average."""
     rates = batch_statistics_rates(read({2: 3}, 0.0), read({2: 3}, 15.0))
     assert dict(rates.executions_per_second_by_size) == {2: 0.0}
     assert rates.batch_size_average is None
@@ -195,5 +198,6 @@ def test_a_reload_that_restarts_the_counts_is_a_reset() -> None:
 
 
 def test_rates_need_time_to_pass() -> None:
+    """Two statistics reads at the same time are refused rather than divided by zero."""
     with pytest.raises(ValueError, match=r"must come after the previous one, got: 0\.0 s"):
         batch_statistics_rates(read({1: 1}, 3.0), read({1: 2}, 3.0))

@@ -99,6 +99,7 @@ def test_sample_05_counters_gpu_gauges_and_six_decimal_values() -> None:
 
 
 def test_sample_06_is_the_later_scrape_of_the_same_server() -> None:
+    """sample_06 reads as the later scrape of sample_05's server, counters and GPU energy."""
     scrape = parse("sample_06")
     gnn = scrape.models[ModelKey("gnn", "1")].counters
     assert gnn[f.REQUEST_SUCCESS] == 101 and gnn[f.REQUEST_DURATION_US] == 12857993
@@ -168,6 +169,7 @@ def _our_value(scrape: TritonScrape, series: str, labels: dict[str, str]) -> flo
 
 
 def test_idle_summary_prints_nan_and_nan_is_kept() -> None:
+    """NaN quantiles of an idle summary, in either spelling, are kept as NaN."""
     text = """# TYPE nv_inference_request_summary_us summary
 nv_inference_request_summary_us_count{model="idle",version="1"} 0
 nv_inference_request_summary_us_sum{model="idle",version="1"} 0
@@ -180,6 +182,7 @@ nv_inference_request_summary_us{model="idle",version="1",quantile="0.99"} NaN
 
 
 def test_first_response_histogram_buckets_are_kept_sorted() -> None:
+    """Histogram buckets printed out of order are kept sorted by bound, with sum and count."""
     text = """# TYPE nv_inference_first_response_histogram_ms histogram
 nv_inference_first_response_histogram_ms_count{model="m",version="1"} 37
 nv_inference_first_response_histogram_ms_sum{model="m",version="1"} 10771
@@ -194,12 +197,14 @@ nv_inference_first_response_histogram_ms_bucket{model="m",version="1",le="+Inf"}
 
 
 def test_escaped_label_values_are_unescaped() -> None:
+    """Escaped quotes, backslashes and newlines in label values are unescaped."""
     text = r'nv_inference_count{model="a \"quoted\" back\\slash\nnewline",version="1"} 3'
     scrape = parse_triton_metrics(text, 0.0)
     assert list(scrape.models) == [ModelKey('a "quoted" back\\slash\nnewline', "1")]
 
 
 def test_label_values_may_hold_braces_commas_and_spaces() -> None:
+    """Braces, commas, spaces and equals signs inside a label value do not split it."""
     text = 'nv_inference_count{model="x} {y, z=\\"1\\"",version="1"} 3\n'
     assert list(parse_triton_metrics(text, 0.0).models) == [ModelKey('x} {y, z="1"', "1")]
 
@@ -247,6 +252,7 @@ BAD_LINES = [
 
 @pytest.mark.parametrize("line", BAD_LINES)
 def test_a_bad_line_is_counted_and_the_rest_still_parses(line: str) -> None:
+    """Each kind of malformed line counts as one bad line; every other sample is still read."""
     text = fixture_text("sample_04").replace(
         "# HELP nv_inference_count", f"{line}\n# HELP nv_inference_count"
     )
@@ -256,6 +262,7 @@ def test_a_bad_line_is_counted_and_the_rest_still_parses(line: str) -> None:
 
 
 def test_a_repeated_series_is_a_bad_line_and_the_first_value_wins() -> None:
+    """A series repeated on one page counts as a bad line and its first value is kept."""
     text = (
         'nv_inference_count{model="a",version="1"} 1\nnv_inference_count{model="a",version="1"} 9\n'
     )
@@ -284,17 +291,20 @@ def test_unknown_families_are_passed_over_or_kept_raw() -> None:
 
 
 def test_bytes_are_read_as_utf8() -> None:
+    """A page given as bytes is read as UTF-8, the same as text."""
     raw = (fixtures_dir() / "triton_metrics" / "sample_05.txt").read_bytes()
     assert parse_triton_metrics(raw, 0.0).samples == 83
 
 
 @pytest.mark.parametrize("page", [b"\xff\xfe not utf-8", None, 42, ["a list"]])
 def test_input_that_is_not_text_raises_our_typed_error(page: object) -> None:
+    """Non-UTF-8 bytes or a non-text page raise MetricsTextError, nothing else."""
     with pytest.raises(MetricsTextError):
         parse_triton_metrics(page, 0.0)  # type: ignore[arg-type]
 
 
 def test_the_record_is_immutable() -> None:
+    """A parsed scrape cannot be changed by the code that reads it."""
     scrape = parse("sample_05")
     with pytest.raises(TypeError):
         scrape.models[ModelKey("gnn", "1")].counters[f.REQUEST_SUCCESS] = 5  # type: ignore[index]
@@ -303,6 +313,7 @@ def test_the_record_is_immutable() -> None:
 
 
 def test_parse_labels_reports_malformed_sets() -> None:
+    """Label sets with spaces parse; a repeated or comma-less label set is refused."""
     assert parse_labels(' a = "1" , b="x=\\"y\\"" , ') == {"a": "1", "b": 'x="y"'}
     with pytest.raises(ValueError, match="repeated"):
         parse_labels('a="1",a="2"')

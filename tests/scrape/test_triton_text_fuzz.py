@@ -23,6 +23,7 @@ _fuzz = settings(max_examples=150, deadline=None)
 @_fuzz
 @given(st.text())
 def test_any_text_parses_without_raising(page: str) -> None:
+    """Any text parses without raising, never more samples and bad lines than lines."""
     scrape = parse_triton_metrics(page, 0.0)
     assert scrape.samples + scrape.bad_lines <= page.count("\n") + 1
 
@@ -30,6 +31,7 @@ def test_any_text_parses_without_raising(page: str) -> None:
 @_fuzz
 @given(st.binary())
 def test_any_bytes_parse_or_raise_only_our_typed_error(page: bytes) -> None:
+    """Any bytes parse if UTF-8, else raise MetricsTextError and nothing else."""
     try:
         page.decode("utf-8")
     except UnicodeDecodeError:

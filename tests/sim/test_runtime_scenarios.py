@@ -19,6 +19,7 @@ def _memory_used(sim: Simulator, gpu_suffix: str) -> float:
 
 
 def test_memory_scarce_applied_to_one_model_at_run_time_fills_its_gpu() -> None:
+    """memory-scarce set on a running model takes its GPU's memory from under 5 % to 93 %."""
     with Simulator() as sim:
         before = _memory_used(sim, '0002"')
         sim.set_scenario("memory-scarce", "text_identity")

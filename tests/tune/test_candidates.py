@@ -41,6 +41,7 @@ def _flat_sweep(queue: float, gpu: float | None, batch: float = 6.0) -> object:
 
 
 def test_flat_curve_with_an_idle_gpu_asks_for_an_instance() -> None:
+    """Breaks if a flat curve with GPU room does not first ask for one more instance."""
     changes = candidates(CONFIG, _flat_sweep(queue=0.0002, gpu=0.55), 0.05)  # type: ignore[arg-type]
     assert [(c.parameter, c.current, c.proposed) for c in changes][:1] == [
         ("instance_group[0].count", 2, 3)
@@ -58,12 +59,14 @@ def test_flat_curve_with_a_busy_gpu_and_no_waiting_does_not() -> None:
 
 
 def test_without_gpu_numbers_waiting_still_decides() -> None:
+    """Breaks if, without GPU numbers, queueing requests no longer get one more instance."""
     waiting = candidates(CONFIG, _flat_sweep(queue=0.002, gpu=None), 0.05)  # type: ignore[arg-type]
     assert waiting[0].parameter == "instance_group[0].count"
     assert "requests wait 2.0 ms" in waiting[0].reason
 
 
 def test_gpu_probe_reads_the_models_gpu_from_triton_metrics() -> None:
+    """Breaks if the GPU probe stops reading the model's GPU, or raises when unreachable."""
     with Simulator(metrics_interval_s=0.2) as sim:
         probe = gpu_utilization_probe(sim.metrics_url, lambda: [1])
         value = probe()
@@ -104,6 +107,7 @@ def _delay_changes(config: dict[str, object], sweep: object) -> list[tuple[objec
 
 
 def test_requests_waiting_out_the_delay_inside_the_budget_halve_it_first() -> None:
+    """Breaks if requests waiting out the queue delay do not get it halved first."""
     # 0.8 ms of queue against a 1 ms delay: the timer, not a full batch, sends them.
     sweep = _flat_sweep(queue=0.0008, gpu=0.95, batch=1.5)
     changes = candidates(CONFIG, sweep, 0.05)  # type: ignore[arg-type]
@@ -114,10 +118,12 @@ def test_requests_waiting_out_the_delay_inside_the_budget_halve_it_first() -> No
 
 
 def test_a_short_queue_leaves_the_delay_alone() -> None:
+    """Breaks if a short queue on a busy GPU still gets a queue delay change."""
     assert _delay_changes(CONFIG, _flat_sweep(queue=0.0002, gpu=0.95)) == []
 
 
 def test_raising_the_delay_is_judged_against_the_rows_in_flight_not_max_batch() -> None:
+    """Breaks if a longer delay is judged by max_batch_size instead of the rows in flight."""
     wide = {**CONFIG, "max_batch_size": 32}
     # Batches of 3 at concurrency 4: a closed loop of 4 can never fill 32, nor 16.
     assert _delay_changes(wide, _flat_sweep(queue=0.0002, gpu=0.95, batch=3.0)) == []

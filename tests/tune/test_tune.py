@@ -31,6 +31,7 @@ def _settings(
 
 
 def test_queue_delay_too_high_is_lowered_until_p95_fits() -> None:
+    """Too high a queue delay is lowered, on the server too, until p95 fits the budget."""
     with SimProcess(scenario="queue-delay-too-high") as sim:
         # 80 ms per request at concurrency 1: windows long enough for 20+ samples per side
         settings = _settings(sim.http_url, "resnet50", 0.05, (1, 2), window=0.8)
@@ -70,6 +71,8 @@ def test_gpu_underused_gets_instances_until_the_gpu_saturates_then_stops() -> No
 
 
 def test_a_change_that_makes_things_worse_is_rolled_back() -> None:
+    """A change that does not help (a 30 ms delay on a 1 ms model) is undone on the server."""
+
     def worse(config: dict[str, Any], sweep: SweepResult, budget: float) -> list[Change]:
         """Offers one change known to hurt: a 30 ms queue delay on a 1 ms model."""
         delay = config["dynamic_batching"]["max_queue_delay_microseconds"]
@@ -89,6 +92,7 @@ def test_a_change_that_makes_things_worse_is_rolled_back() -> None:
 
 
 def test_without_apply_it_only_plans() -> None:
+    """Without --apply the tuner plans one change and leaves the server's config alone."""
     with SimProcess(scenario="gpu-underused") as sim:
         repository = ModelRepository(sim.http_url, "simple")
         original = repository.config()
@@ -105,6 +109,7 @@ def test_without_apply_it_only_plans() -> None:
 
 
 def test_a_server_not_in_explicit_mode_is_refused_untouched() -> None:
+    """A server not in explicit model-control mode is refused, untouched, with exit 2."""
     with SimProcess(model_control_mode="none") as sim:
         tuner = Tuner(_settings(sim.http_url, "simple", 0.05, (1,)), apply=True, max_steps=2)
         with pytest.raises(NotExplicitModeError, match="--model-control-mode=explicit"):
@@ -118,6 +123,7 @@ def test_a_server_not_in_explicit_mode_is_refused_untouched() -> None:
 
 
 def test_ctrl_c_mid_step_restores_the_last_kept_config() -> None:
+    """Ctrl-C mid-step restores the last kept config and exits 130."""
     with SimProcess(scenario="gpu-underused") as sim:
         repository = ModelRepository(sim.http_url, "simple")
         original = repository.config()
@@ -145,6 +151,7 @@ def test_ctrl_c_mid_step_restores_the_last_kept_config() -> None:
 
 
 def test_json_output(tmp_path: Any) -> None:
+    """tune --json writes the plan, an empty diff and the baseline, and prints the plan."""
     out = tmp_path / "tune.json"
     with SimProcess(scenario="queue-delay-too-high") as sim:
         ran = subprocess.run([TRITONWATCH, "tune", "--url", sim.http_url, "--model", "resnet50",
