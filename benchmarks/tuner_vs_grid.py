@@ -21,7 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from sim_process import SimProcess
-from tritonwatch.probe.sweep import SweepRunner, SweepSettings
+from tritonwatch.analysis.sweep_verdict import judge_sweep
+from tritonwatch.probe.sweep import SweepRunner
+from tritonwatch.sweep_records import SweepSettings
 from tritonwatch.tune.repository import ModelRepository
 from tritonwatch.tune.tuner import Tuner
 
@@ -30,7 +32,7 @@ DELAYS_US = (0, 1000, 4000, 16000)
 
 
 def best_in_budget(settings: SweepSettings) -> float:
-    result = SweepRunner(settings).run()
+    result = judge_sweep(SweepRunner(settings).run())
     return result.operating_point.inferences_per_second if result.operating_point else 0.0
 
 

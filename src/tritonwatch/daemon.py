@@ -38,6 +38,7 @@ from tritonwatch.export.status_page import (
     render_status_page,
 )
 from tritonwatch.export.sweep_metrics import SweepCollector
+from tritonwatch.export.sweep_report import render_svg
 from tritonwatch.export.triton_metrics import TritonModelCollector, server_quantile_samples
 from tritonwatch.findings import Findings
 from tritonwatch.fleet import Shard, discovery_files, effective_config, fingerprint
@@ -48,13 +49,14 @@ from tritonwatch.observations import ReadinessObservation
 from tritonwatch.probe.canary import canary_plans
 from tritonwatch.probe.canary_runner import CanaryRunner
 from tritonwatch.probe.readiness import ReadinessProbe, readiness_probe_for
-from tritonwatch.probe.sweep_report import render_svg
-from tritonwatch.probe.sweep_schedule import SweepBoard, run_scheduled_sweep, sweep_plans
+from tritonwatch.probe.sweep_schedule import sweep_plans
 from tritonwatch.readiness_board import ReadinessBoard
 from tritonwatch.schedule_health import JobLedger
+from tritonwatch.scheduled_sweeps import run_scheduled_sweep
 from tritonwatch.scrape.collection import TritonScrapers, canary_totals
 from tritonwatch.scrape.gpu_metrics import GpuMetricsCollector
 from tritonwatch.scrape.nvml_collector import NvmlCollector
+from tritonwatch.sweep_records import SweepBoard
 from tritonwatch.target_state import ModelState
 
 ProbeFactory = Callable[[TargetConfig, float], ReadinessProbe]

@@ -14,13 +14,15 @@ from typing import Literal
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
+from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.cli_flags import add_flag
 from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, MAX_STRING_LENGTH, InputOverride
 from tritonwatch.config.units import parse_duration
+from tritonwatch.export.sweep_report import to_csv, to_json, to_text, write_plot
 from tritonwatch.probe.payload import PayloadError
-from tritonwatch.probe.sweep import SweepRunner, SweepSettings
-from tritonwatch.probe.sweep_report import to_csv, to_json, to_text, write_plot
+from tritonwatch.probe.sweep import SweepRunner
 from tritonwatch.production_guard import add_production_flags, production_refusal
+from tritonwatch.sweep_records import SweepSettings
 from tritonwatch.tls_flags import add_tls_flags, tls_from, tls_problem
 
 EXIT_USAGE = 2
@@ -192,7 +194,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             )
 
         try:
-            result = runner.run(on_window)
+            result = judge_sweep(runner.run(on_window))
         except PayloadError as error:
             console.print(f"[red]cannot build requests: {error}[/red]")
             return EXIT_USAGE

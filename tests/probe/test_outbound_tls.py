@@ -23,9 +23,10 @@ from tritonwatch.observations import Outcome
 from tritonwatch.probe.clients import GrpcInferenceClient, HttpInferenceClient, classify_error
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.readiness import GrpcReadinessProbe, HttpReadinessProbe
-from tritonwatch.probe.sweep import SweepRunner, SweepSettings
+from tritonwatch.probe.sweep import SweepRunner
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import GrpcTLS, Simulator
+from tritonwatch.sweep_records import SweepSettings
 from tritonwatch.target_state import Source
 from tritonwatch.tune.repository import ModelRepository
 

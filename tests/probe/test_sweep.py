@@ -16,19 +16,22 @@ import pytest
 
 from sim_process import SimProcess
 from support import TRITONWATCH, fixtures_dir, free_port, wait_until
+from sweep_support import judged
+from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.cli import build_parser
 from tritonwatch.config import parse_config
+from tritonwatch.export.sweep_report import render_svg, to_csv, to_json
 from tritonwatch.probe.load.grpc_callbacks import CallbackGrpcLoad
 from tritonwatch.probe.load.pool import cut_all, split_concurrency, start_workers, stop_workers
-from tritonwatch.probe.load.spec import LoadMode, LoadSpec, grpc_load_spec, http_load_spec
+from tritonwatch.probe.load.spec import LoadSpec, grpc_load_spec, http_load_spec
 from tritonwatch.probe.load.worker import CALLBACK_MAX_CONCURRENCY, WindowSamples, uses_callbacks
 from tritonwatch.probe.payload import Tensor, TensorSpec, build_inputs
 from tritonwatch.probe.stability import WindowResult
-from tritonwatch.probe.sweep import SweepRunner, SweepSettings, _result, _step_result
-from tritonwatch.probe.sweep_report import render_svg, to_csv, to_json
+from tritonwatch.probe.sweep import SweepRunner, _step_result
 from tritonwatch.probe.sweep_schedule import sweep_plans
 from tritonwatch.sim.testing import model_set_with
 from tritonwatch.sweep_cli import parse_levels, settings_from
+from tritonwatch.sweep_records import LoadMode, SweepSettings
 from tritonwatch.tune.cli import sweep_settings_from
 
 # Two instances of a 4 ms model, no batching: capacity ≈ 2 / 4 ms, reached by concurrency 2-4.
@@ -84,7 +87,7 @@ def test_sweep_finds_the_knee_where_throughput_flattens(sim: SimProcess) -> None
     settings = SweepSettings(
         url=sim.http_url, model="simple", levels=(1, 2, 4, 8, 16), window_seconds=0.7
     )
-    result = SweepRunner(settings).run()
+    result = judge_sweep(SweepRunner(settings).run())
     by_level = {s.level: s for s in result.steps}
     assert [s.level for s in result.steps] == [1, 2, 4, 8, 16]
     assert all(s.errors == 0 and s.requests > 50 for s in result.steps)
@@ -115,7 +118,7 @@ def test_sweep_stops_at_the_budget_and_reports_its_operating_point(sim: SimProce
         url=f"grpc://{sim.grpc_url}", protocol="grpc", model="simple",
         levels=(1, 2, 4, 8, 16, 32), window_seconds=0.5, budget_p95=0.025,
     )  # fmt: skip
-    result = SweepRunner(settings).run()
+    result = judge_sweep(SweepRunner(settings).run())
     assert result.stopped_at_budget
     assert result.steps[-1].p95 > 0.025
     assert all(step.p95 <= 0.025 for step in result.steps[:-1])
@@ -182,7 +185,7 @@ def test_client_saturation_is_flagged_and_the_knee_called_a_lower_bound() -> Non
     assert saturated.client_cpu_per_request == pytest.approx(0.95 / 900)
     assert not relaxed.generator_bound
     settings = SweepSettings(url="http://127.0.0.1:1", model="m", levels=(4, 8))
-    result = _result(settings, [relaxed, saturated], False, [])
+    result = judged(settings, [relaxed, saturated], False, [])
     assert any("lower bound" in warning for warning in result.warnings)
 
 
@@ -191,9 +194,9 @@ def test_csv_header_is_perf_analyzers(mode: LoadMode) -> None:
     """Breaks if our CSV's header drifts from the one the real perf_analyzer writes in
     this mode (captured from the binary; tests/triton re-checks the capture)."""
     settings = SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1,), mode=mode)
-    text = to_csv(_result(settings, [], False, []))
+    text = to_csv(judged(settings, [], False, []))
     assert text.splitlines() == [PERF_ANALYZER_CSV_HEADERS[mode]]
-    assert render_svg(_result(settings, [], False, [])).startswith("<svg")
+    assert render_svg(judged(settings, [], False, [])).startswith("<svg")
 
 
 def test_split_and_exact_merge() -> None:

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from tritonwatch.probe.sweep import StepResult, SweepSettings, _result
-from tritonwatch.probe.sweep_report import (
+from sweep_support import judged
+from tritonwatch.export.sweep_report import (
     client_network_seconds,
     client_network_share,
     render_svg,
@@ -18,7 +18,7 @@ from tritonwatch.probe.sweep_report import (
     to_json,
     to_text,
 )
-from tritonwatch.probe.sweep_stats import ServerBreakdown
+from tritonwatch.sweep_records import ServerBreakdown, StepResult, SweepSettings
 
 STAGES = {"queue": 0.000304, "compute_input": 0.000045, "compute_infer": 0.002877,
           "compute_output": 0.000362}  # fmt: skip
@@ -47,7 +47,7 @@ def test_json_carries_what_the_client_adds_per_step() -> None:
     request time over the step) or its share, or invents them without server statistics."""
     measured, blind = _sweep()
     settings = SweepSettings(url="grpc://127.0.0.1:1", model="batching", levels=(1, 2))
-    data = json.loads(json.dumps(to_json(_result(settings, [measured, blind], False, []))))
+    data = json.loads(json.dumps(to_json(judged(settings, [measured, blind], False, []))))
     first, second = data["steps"]
     assert first["client_network_seconds"] == pytest.approx(0.004063 - 0.003593)
     assert first["client_network_share"] == pytest.approx((0.004063 - 0.003593) / 0.004063)
@@ -63,7 +63,7 @@ def test_table_and_plot_show_the_same_client_share() -> None:
     the JSON's client_network_seconds."""
     measured, blind = _sweep()
     settings = SweepSettings(url="grpc://127.0.0.1:1", model="batching", levels=(1, 2))
-    result = _result(settings, [measured, blind], False, [])
+    result = judged(settings, [measured, blind], False, [])
     lines = to_text(result, width=200)
     header = next(line for line in lines if "client+net ms" in line)
     column = re.split(r" {2,}", header.strip()).index("client+net ms")
@@ -82,7 +82,7 @@ def test_csv_is_filled_the_way_perf_analyzer_fills_it() -> None:
     measured, blind = _sweep()
     settings = SweepSettings(url="grpc://127.0.0.1:1", model="batching", levels=(1, 2))
     faster = _step(4, 0.003, ServerBreakdown(900, 0.0036, STAGES, 1.0), 400.0)  # mean < stages
-    rows = list(csv.DictReader(io.StringIO(to_csv(_result(settings, [blind, faster, measured],
+    rows = list(csv.DictReader(io.StringIO(to_csv(judged(settings, [blind, faster, measured],
                                                           False, [])))))  # fmt: skip
     assert [row["Concurrency"] for row in rows] == ["1", "2", "4"]  # by increasing infer/s
     first = rows[0]

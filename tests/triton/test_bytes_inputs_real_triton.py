@@ -34,7 +34,8 @@ from tritonwatch.probe.canary import ModelCanary, canary_plans
 from tritonwatch.probe.clients import InferenceClient, client_for
 from tritonwatch.probe.load.spec import grpc_load_spec, http_load_spec
 from tritonwatch.probe.payload import STRING_CHARACTERS, Tensor
-from tritonwatch.probe.sweep import SweepSettings, prepare_tensors
+from tritonwatch.probe.sweep import prepare_tensors
+from tritonwatch.sweep_records import SweepSettings
 
 pytestmark = pytest.mark.e2e
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from array import array
 from dataclasses import replace
 
+from sweep_support import judged
 from tritonwatch.probe.load.worker import WindowSamples
 from tritonwatch.probe.stability import WindowResult
-from tritonwatch.probe.sweep import SweepSettings, _result, _step_result
-from tritonwatch.probe.sweep_stats import ServerBreakdown
+from tritonwatch.probe.sweep import _step_result
 from tritonwatch.sim.server import Simulator
+from tritonwatch.sweep_records import ServerBreakdown, SweepSettings
 from tritonwatch.tune.candidates import candidates
 from tritonwatch.tune.gpu_probe import gpu_utilization_probe, model_gpu_indices
 
@@ -32,7 +33,7 @@ def _flat_sweep(queue: float, gpu: float | None, batch: float = 6.0) -> object:
                             processes=1, percentile=95, server=server)  # fmt: skip
         steps.append(replace(step, inferences_per_second=rate, requests_per_second=rate,
                              gpu_utilization=gpu))  # fmt: skip
-    return _result(
+    return judged(
         SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1, 2, 4), budget_p95=0.05),
         steps,
         False,
@@ -81,7 +82,7 @@ def test_a_still_rising_curve_with_gpu_room_inside_the_budget_asks_for_an_instan
     GPU gets one anyway."""
     sweep = _flat_sweep(queue=0.0002, gpu=0.6, batch=1.5)
     rising = [replace(s, inferences_per_second=500.0 * s.level) for s in sweep.steps]  # type: ignore[attr-defined]
-    result = _result(
+    result = judged(
         SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1, 2, 4), budget_p95=0.05),
         rising,
         False,
@@ -95,7 +96,7 @@ def test_a_still_rising_curve_with_gpu_room_inside_the_budget_asks_for_an_instan
         (DELAY, 1000, 2000),  # batches of 1.5 of 8 possible: the raise comes after
     ]
     assert "still rising at 4" in changes[0].reason
-    busy = _result(SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1, 2, 4), budget_p95=0.05),
+    busy = judged(SweepSettings(url="http://127.0.0.1:1", model="m", levels=(1, 2, 4), budget_p95=0.05),
                    [replace(s, gpu_utilization=0.95) for s in rising], False, [])  # fmt: skip
     busy_changes = candidates(CONFIG, busy, 0.05)
     assert [(c.parameter, c.current, c.proposed) for c in busy_changes] == [(DELAY, 1000, 2000)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tritonwatch.probe.sweep import StepResult, SweepResult, SweepSettings
+from tritonwatch.sweep_records import StepResult, SweepResult, SweepSettings
 from tritonwatch.tune.judge import Verdict, judge
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from sim_process import SimProcess
 from support import TRITONWATCH, wait_until
-from tritonwatch.probe.sweep import SweepResult, SweepSettings
+from tritonwatch.sweep_records import SweepResult, SweepSettings
 from tritonwatch.tune.candidates import Change
 from tritonwatch.tune.repository import ModelRepository, NotExplicitModeError, changed, to_pbtxt
 from tritonwatch.tune.tuner import Tuner

@@ -17,27 +17,12 @@ lowest concurrency among them wins (same work, less queueing).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import pairwise
+
+from tritonwatch.sweep_records import CurvePoint, Knee
 
 DEFAULT_MIN_GAIN_RATIO = 0.10
 DEFAULT_THROUGHPUT_TOLERANCE = 0.02
-
-
-@dataclass(frozen=True, slots=True)
-class CurvePoint:
-    concurrency: float
-    throughput: float
-    """Inferences per second."""
-    p95_seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class Knee:
-    concurrency: float
-    throughput: float
-    reached: bool
-    """False when throughput was still growing at the last point measured."""
 
 
 def find_knee(points: Sequence[CurvePoint], min_gain_ratio: float = DEFAULT_MIN_GAIN_RATIO) -> Knee:

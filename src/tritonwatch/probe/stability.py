@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 STABILITY_WINDOWS = 3
 STABILITY_TOLERANCE = 0.10
-MAX_WINDOWS = 10
 
 
 @dataclass(frozen=True, slots=True)

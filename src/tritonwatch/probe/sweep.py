@@ -12,96 +12,24 @@ is flagged, so a flat curve caused by the client is not reported as the server's
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import replace
 
-from tritonwatch.analysis.knee import CurvePoint, Knee, find_knee, operating_point
-from tritonwatch.client_tls import ClientTLS
-from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, InputOverride
 from tritonwatch.probe.clients import normalise_grpc_json, sync_client
 from tritonwatch.probe.load.pool import Worker, cut_all, start_workers, stop_workers
-from tritonwatch.probe.load.spec import LoadMode, LoadSpec, grpc_load_spec, http_load_spec
+from tritonwatch.probe.load.spec import LoadSpec, grpc_load_spec, http_load_spec
 from tritonwatch.probe.load.worker import WindowSamples
 from tritonwatch.probe.payload import Tensor, build_inputs, input_specs
-from tritonwatch.probe.stability import MAX_WINDOWS, STABILITY_WINDOWS, WindowResult, is_stable
-from tritonwatch.probe.sweep_stats import ServerBreakdown, StatsReader, breakdown
+from tritonwatch.probe.stability import STABILITY_WINDOWS, WindowResult, is_stable
+from tritonwatch.probe.sweep_stats import StatsReader, breakdown
 from tritonwatch.quantiles import nearest_rank
+from tritonwatch.sweep_records import ServerBreakdown, StepResult, SweepSettings, SweepSteps
 
 GENERATOR_BOUND_UTILISATION = 0.85
 """A worker process busier than this is likely the bottleneck itself."""
 WARM_UP_SECONDS = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class SweepSettings:
-    url: str
-    model: str
-    levels: tuple[float, ...]
-    """Concurrencies (``mode="concurrency"``) or request rates per second (``"rate"``)."""
-    protocol: Literal["http", "grpc"] = "http"
-    version: str = ""
-    mode: LoadMode = "concurrency"
-    budget_p95: float | None = None
-    percentile: float = 95.0
-    window_seconds: float = 5.0
-    window_requests: int | None = None
-    max_windows: int = MAX_WINDOWS
-    max_processes: int = field(default_factory=lambda: os.cpu_count() or 1)
-    timeout: float = 30.0
-    rate_in_flight: int = 256
-    """In rate mode: how many requests may be outstanding at once."""
-    inputs: dict[str, InputOverride] = field(default_factory=dict)
-    data: Literal["random", "zero"] = "random"
-    string_length: int = DEFAULT_STRING_LENGTH
-    string_data: str | None = None
-    """BYTES inputs: random strings of ``string_length``, or this in every element
-    (perf_analyzer's ``--string-length`` and ``--string-data``)."""
-    tls: ClientTLS | None = None
-    """CA and client certificate for ``https://``/``grpcs://`` URLs."""
-
-
-@dataclass(frozen=True, slots=True)
-class StepResult:
-    level: float
-    requests_per_second: float
-    inferences_per_second: float
-    latency: dict[str, float]
-    """p50, p90, p95, p99, the chosen percentile as ``pNN``, and ``avg`` (seconds)."""
-    requests: int
-    errors: int
-    error_rate: float
-    stable: bool
-    windows: int
-    processes: int
-    client_cpu_per_request: float
-    client_latency_share: float
-    generator_utilisation: float
-    generator_bound: bool
-    server: ServerBreakdown | None
-    gpu_utilization: float | None = None
-    """The model's GPU utilisation at the end of the step, when a probe was given."""
-    window_throughputs: tuple[float, ...] = ()
-    """Inferences/s of each window the step's numbers come from (for comparisons)."""
-    latency_samples: tuple[float, ...] = field(default=(), repr=False)
-    """Every request latency of those windows (for bootstrap comparisons; not in JSON)."""
-
-    @property
-    def p95(self) -> float:
-        return self.latency["p95"]
-
-
-@dataclass(frozen=True, slots=True)
-class SweepResult:
-    settings: SweepSettings
-    steps: tuple[StepResult, ...]
-    knee: Knee | None
-    operating_point: StepResult | None
-    stopped_at_budget: bool
-    warnings: tuple[str, ...]
 
 
 ProgressCallback = Callable[[float, int, bool], None]
@@ -160,7 +88,7 @@ class SweepRunner:
         self._gpu_probe = gpu_probe
         """Reads the GPU utilisation at the end of each step, while its load still runs."""
 
-    def run(self, progress: ProgressCallback | None = None) -> SweepResult:
+    def run(self, progress: ProgressCallback | None = None) -> SweepSteps:
         settings = self.settings
         tensors, batch = prepare_tensors(settings)
         stats = StatsReader(
@@ -195,7 +123,7 @@ class SweepRunner:
                     break
         finally:
             stats.close()
-        return _result(settings, steps, stopped_at_budget, warnings)
+        return SweepSteps(settings, tuple(steps), stopped_at_budget, tuple(warnings))
 
     def _step(self, tensors: list[Tensor], batch: int, level: float, *, processes: int,
               stats: StatsReader, progress: ProgressCallback | None) -> StepResult:  # fmt: skip
@@ -303,21 +231,3 @@ def _step_result(level: float, batch: int, samples: list[WindowSamples],
         ),
         latency_samples=tuple(latencies),
     )
-
-
-def _result(settings: SweepSettings, steps: list[StepResult], stopped: bool,
-            warnings: list[str]) -> SweepResult:  # fmt: skip
-    points = [CurvePoint(s.level, s.inferences_per_second, s.p95) for s in steps if s.requests]
-    knee = find_knee(points) if points else None
-    best = None
-    if settings.budget_p95 is not None and points:
-        point = operating_point(points, settings.budget_p95)
-        best = next((s for s in steps if point and s.level == point.concurrency), None)
-    if knee is not None:
-        bound = [s.level for s in steps if s.generator_bound]
-        if bound and knee.concurrency >= min(bound):
-            warnings.append(
-                f"the knee at {knee.concurrency:g} lies where the load generator was saturated: "
-                "treat it as a lower bound, not the server's knee"
-            )
-    return SweepResult(settings, tuple(steps), knee, best, stopped, tuple(warnings))

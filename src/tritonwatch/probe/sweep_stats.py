@@ -14,8 +14,7 @@ from typing import Any
 
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.probe.clients import sync_client
-
-STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
+from tritonwatch.sweep_records import SERVER_STAGES, ServerBreakdown
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,16 +26,6 @@ class StatsSnapshot:
     stage_ns: dict[str, int]
     inference_count: int
     execution_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class ServerBreakdown:
-    """Per-request averages (seconds) over one step."""
-
-    requests: int
-    request_seconds: float
-    stage_seconds: dict[str, float]
-    batch_size_average: float | None
 
 
 def _int(entry: Mapping[str, Any], *names: str) -> int:
@@ -54,7 +43,7 @@ def parse_stats(response: Mapping[str, Any], version: str = "") -> StatsSnapshot
         inference = model.get("inference_stats", model.get("inferenceStats", {}))
         stage_ns = {
             stage: _int(inference.get(stage, inference.get(_camel(stage), {})), "ns")
-            for stage in STAGES
+            for stage in SERVER_STAGES
         }
         success = inference.get("success", {})
         return StatsSnapshot(
@@ -78,7 +67,7 @@ def breakdown(before: StatsSnapshot, after: StatsSnapshot) -> ServerBreakdown | 
     requests = after.success_count - before.success_count
     if requests <= 0:
         return None
-    stage = {s: (after.stage_ns[s] - before.stage_ns[s]) / requests / 1e9 for s in STAGES}
+    stage = {s: (after.stage_ns[s] - before.stage_ns[s]) / requests / 1e9 for s in SERVER_STAGES}
     if min(stage.values()) < 0:
         return None
     executions = after.execution_count - before.execution_count

@@ -30,7 +30,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from tritonwatch.probe.sweep import StepResult, SweepResult
+from tritonwatch.sweep_records import StepResult, SweepResult
 
 MIN_DELAY_MICROSECONDS = 100
 FULL_BATCH_SHARE = 0.5

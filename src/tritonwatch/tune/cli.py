@@ -14,9 +14,9 @@ from rich.console import Console
 from tritonwatch.cli_flags import add_flag
 from tritonwatch.logs import configure_logging
 from tritonwatch.probe.payload import PayloadError
-from tritonwatch.probe.sweep import SweepSettings
 from tritonwatch.production_guard import add_production_flags, production_refusal
 from tritonwatch.sweep_cli import add_string_flags, parse_levels, seconds_flag
+from tritonwatch.sweep_records import SweepSettings
 from tritonwatch.terminal_table import Column, render_table
 from tritonwatch.tls_flags import add_tls_flags, tls_from, tls_problem
 from tritonwatch.tune.repository import NotExplicitModeError, TuneError, changed, to_pbtxt

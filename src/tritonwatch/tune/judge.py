@@ -24,7 +24,7 @@ from tritonwatch.analysis.experiments import (
     Verdict,
     compare,
 )
-from tritonwatch.probe.sweep import StepResult, SweepResult
+from tritonwatch.sweep_records import StepResult, SweepResult
 
 
 @dataclass(frozen=True, slots=True)

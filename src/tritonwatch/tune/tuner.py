@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonwatch.analysis.experiments import Verdict
+from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.logs import get_logger
-from tritonwatch.probe.sweep import SweepResult, SweepRunner, SweepSettings
+from tritonwatch.probe.sweep import SweepRunner
+from tritonwatch.sweep_records import SweepResult, SweepSettings
 from tritonwatch.tune.candidates import Change, candidates
 from tritonwatch.tune.gpu_probe import gpu_utilization_probe, model_gpu_indices
 from tritonwatch.tune.judge import judge
@@ -96,7 +98,7 @@ class Tuner:
                 lambda: model_gpu_indices(self._config_now),
                 tls=self._settings.tls,
             )
-        result = SweepRunner(self._settings, self._stop, gpu_probe=probe).run()
+        result = judge_sweep(SweepRunner(self._settings, self._stop, gpu_probe=probe).run())
         if self._stop.is_set():
             raise TuneInterruptedError
         return result

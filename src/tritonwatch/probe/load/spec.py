@@ -9,8 +9,7 @@ from typing import Literal
 from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.probe.load.encoded import encode_http_infer, grpc_infer_request
 from tritonwatch.probe.payload import Tensor
-
-LoadMode = Literal["concurrency", "rate"]
+from tritonwatch.sweep_records import LoadMode
 
 
 @dataclass(frozen=True, slots=True)

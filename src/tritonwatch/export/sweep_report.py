@@ -13,8 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tritonwatch.probe.sweep import StepResult, SweepResult
-from tritonwatch.probe.sweep_stats import STAGES
+from tritonwatch.sweep_records import SERVER_STAGES, StepResult, SweepResult
 from tritonwatch.terminal_table import Column, render_table
 
 PERF_ANALYZER_COLUMNS = (
@@ -121,12 +120,12 @@ def to_csv(result: SweepResult) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow((first, *PERF_ANALYZER_COLUMNS))
     for step in sorted(result.steps, key=lambda s: s.inferences_per_second):
-        stages = step.server.stage_seconds if step.server else dict.fromkeys(STAGES, 0.0)
-        stage_ns = {stage: _ns(stages[stage]) for stage in STAGES}
+        stages = step.server.stage_seconds if step.server else dict.fromkeys(SERVER_STAGES, 0.0)
+        stage_ns = {stage: _ns(stages[stage]) for stage in SERVER_STAGES}
         network_misc = _ns(step.latency["avg"]) - sum(stage_ns.values())
         writer.writerow(
             (f"{step.level:g}", f"{step.inferences_per_second:.6g}", 0, _us(network_misc),
-             *(_us(stage_ns[s]) for s in STAGES), 0,
+             *(_us(stage_ns[s]) for s in SERVER_STAGES), 0,
              *(_us(_ns(step.latency[p])) for p in ("p50", "p90", "p95", "p99")))
         )  # fmt: skip
     return out.getvalue()

@@ -1,0 +1,32 @@
+"""A sweep's conclusions: the knee, the operating point under the budget, and the
+caveat when the knee lies where the load generator itself was saturated.
+
+The runner (:mod:`tritonwatch.probe.sweep`) only measures; whoever ran it (``tritonwatch
+sweep``, the tuner, the daemon's scheduled sweeps) judges the steps here.
+"""
+
+from __future__ import annotations
+
+from tritonwatch.analysis.knee import find_knee, operating_point
+from tritonwatch.sweep_records import CurvePoint, SweepResult, SweepSteps
+
+
+def judge_sweep(measured: SweepSteps) -> SweepResult:
+    """The knee of the steps that completed requests, the operating point when the
+    settings have a p95 budget, and the measured warnings plus a saturation caveat."""
+    settings, steps = measured.settings, measured.steps
+    warnings = list(measured.warnings)
+    points = [CurvePoint(s.level, s.inferences_per_second, s.p95) for s in steps if s.requests]
+    knee = find_knee(points) if points else None
+    best = None
+    if settings.budget_p95 is not None and points:
+        point = operating_point(points, settings.budget_p95)
+        best = next((s for s in steps if point and s.level == point.concurrency), None)
+    if knee is not None:
+        bound = [s.level for s in steps if s.generator_bound]
+        if bound and knee.concurrency >= min(bound):
+            warnings.append(
+                f"the knee at {knee.concurrency:g} lies where the load generator was saturated: "
+                "treat it as a lower bound, not the server's knee"
+            )
+    return SweepResult(settings, steps, knee, best, measured.stopped_at_budget, tuple(warnings))

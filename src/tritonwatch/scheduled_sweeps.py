@@ -1,0 +1,54 @@
+"""The daemon's scheduled sweeps: one run of a plan, with the model's canary paused.
+
+A scheduled sweep loads a production server on purpose (:mod:`tritonwatch.probe.sweep_schedule`
+decides which models, how, and caps the levels), so the model's canary pauses while it
+runs: the canary's SLI is not polluted by the sweep's queueing. The measured steps are
+judged (:func:`~tritonwatch.analysis.sweep_verdict.judge_sweep`) and the result goes on
+the :class:`~tritonwatch.sweep_records.SweepBoard` the exporter and the status page read.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from tritonwatch.analysis.sweep_verdict import judge_sweep
+from tritonwatch.logs import get_logger
+from tritonwatch.probe.sweep import SweepRunner
+from tritonwatch.probe.sweep_schedule import SweepPlan
+from tritonwatch.sweep_records import SweepBoard
+
+_log = get_logger("sweep")
+PauseCanary = Callable[[str, str, bool], None]
+"""(target, model, paused)."""
+
+
+def run_scheduled_sweep(
+    plan: SweepPlan,
+    board: SweepBoard,
+    pause_canary: PauseCanary,
+    stop: threading.Event,
+    wall_clock: Callable[[], float],
+) -> None:
+    """Runs one plan with the model's canary paused; never raises (a job must not die)."""
+    pause_canary(plan.target, plan.model, True)
+    _log.info(
+        "sweep_started", target=plan.target, model=plan.model, levels=list(plan.settings.levels)
+    )
+    try:
+        result = judge_sweep(SweepRunner(plan.settings, stop).run())
+    except Exception as error:  # an unreachable server or odd model: log, keep the daemon
+        _log.warning("sweep_failed", target=plan.target, model=plan.model, error=str(error)[:300])
+        return
+    finally:
+        pause_canary(plan.target, plan.model, False)
+    board.record(plan.key, result, wall_clock())
+    _log.info(
+        "sweep_finished",
+        target=plan.target,
+        model=plan.model,
+        knee=result.knee.concurrency if result.knee else None,
+        operating_point=result.operating_point.level if result.operating_point else None,
+        stopped_at_budget=result.stopped_at_budget,
+        warnings=list(result.warnings),
+    )

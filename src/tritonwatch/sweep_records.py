@@ -1,0 +1,150 @@
+"""What a sweep measured and concluded: the records its runner, judge and reports share.
+
+:class:`SweepSteps` is what :class:`~tritonwatch.probe.sweep.SweepRunner` measured;
+:class:`SweepResult` adds the judgement's knee and operating point
+(:func:`~tritonwatch.analysis.sweep_verdict.judge_sweep`), and is what the reports,
+the exporter and the tuner read.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tritonwatch.client_tls import ClientTLS
+from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, InputOverride
+
+LoadMode = Literal["concurrency", "rate"]
+"""A sweep's levels are concurrencies (closed loop) or request rates (open loop)."""
+MAX_WINDOWS = 10
+"""perf_analyzer's default: a step that has not settled after 10 windows is unstable."""
+SERVER_STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
+"""Triton's statistics API stages a step's server breakdown reports."""
+
+
+@dataclass(frozen=True, slots=True)
+class CurvePoint:
+    concurrency: float
+    throughput: float
+    """Inferences per second."""
+    p95_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Knee:
+    concurrency: float
+    throughput: float
+    reached: bool
+    """False when throughput was still growing at the last point measured."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerBreakdown:
+    """Per-request averages (seconds) over one step."""
+
+    requests: int
+    request_seconds: float
+    stage_seconds: dict[str, float]
+    batch_size_average: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSettings:
+    url: str
+    model: str
+    levels: tuple[float, ...]
+    """Concurrencies (``mode="concurrency"``) or request rates per second (``"rate"``)."""
+    protocol: Literal["http", "grpc"] = "http"
+    version: str = ""
+    mode: LoadMode = "concurrency"
+    budget_p95: float | None = None
+    percentile: float = 95.0
+    window_seconds: float = 5.0
+    window_requests: int | None = None
+    max_windows: int = MAX_WINDOWS
+    max_processes: int = field(default_factory=lambda: os.cpu_count() or 1)
+    timeout: float = 30.0
+    rate_in_flight: int = 256
+    """In rate mode: how many requests may be outstanding at once."""
+    inputs: dict[str, InputOverride] = field(default_factory=dict)
+    data: Literal["random", "zero"] = "random"
+    string_length: int = DEFAULT_STRING_LENGTH
+    string_data: str | None = None
+    """BYTES inputs: random strings of ``string_length``, or this in every element
+    (perf_analyzer's ``--string-length`` and ``--string-data``)."""
+    tls: ClientTLS | None = None
+    """CA and client certificate for ``https://``/``grpcs://`` URLs."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    level: float
+    requests_per_second: float
+    inferences_per_second: float
+    latency: dict[str, float]
+    """p50, p90, p95, p99, the chosen percentile as ``pNN``, and ``avg`` (seconds)."""
+    requests: int
+    errors: int
+    error_rate: float
+    stable: bool
+    windows: int
+    processes: int
+    client_cpu_per_request: float
+    client_latency_share: float
+    generator_utilisation: float
+    generator_bound: bool
+    server: ServerBreakdown | None
+    gpu_utilization: float | None = None
+    """The model's GPU utilisation at the end of the step, when a probe was given."""
+    window_throughputs: tuple[float, ...] = ()
+    """Inferences/s of each window the step's numbers come from (for comparisons)."""
+    latency_samples: tuple[float, ...] = field(default=(), repr=False)
+    """Every request latency of those windows (for bootstrap comparisons; not in JSON)."""
+
+    @property
+    def p95(self) -> float:
+        return self.latency["p95"]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSteps:
+    """What one sweep measured: every step in order, and why it ended."""
+
+    settings: SweepSettings
+    steps: tuple[StepResult, ...]
+    stopped_at_budget: bool
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    settings: SweepSettings
+    steps: tuple[StepResult, ...]
+    knee: Knee | None
+    operating_point: StepResult | None
+    stopped_at_budget: bool
+    warnings: tuple[str, ...]
+
+
+class SweepBoard:
+    """The latest result per (target, model); thread-safe; pruned to configured models."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._results: dict[tuple[str, str], tuple[SweepResult, float]] = {}
+
+    def declare(self, keys: Iterable[tuple[str, str]]) -> None:
+        wanted = set(keys)
+        with self._lock:
+            self._results = {k: v for k, v in self._results.items() if k in wanted}
+
+    def record(self, key: tuple[str, str], result: SweepResult, finished_at: float) -> None:
+        with self._lock:
+            self._results[key] = (result, finished_at)
+
+    def snapshot(self) -> dict[tuple[str, str], tuple[SweepResult, float]]:
+        with self._lock:
+            return dict(self._results)
