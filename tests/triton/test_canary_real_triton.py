@@ -15,13 +15,12 @@ import asyncio
 import contextlib
 import json
 import urllib.request
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from canary_support import RecordingClient, canary_plan
 from structlog.testing import capture_logs
 
 from real_triton import RealTriton
@@ -31,50 +30,9 @@ from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import BREAKER_FAILURES, CanaryPlan, ModelCanary
 from tritonwatch.probe.clients import ACCEPT_ENCODING, client_for
 from tritonwatch.probe.infer_response import decode_http_infer_response
-from tritonwatch.probe.payload import Tensor
 
 pytestmark = pytest.mark.e2e
 WAIT_SECONDS = 30.0
-
-
-class RecordingClient:
-    """The canary's real client, keeping what each call sent and got (the ``batching``
-    and ``flaky`` models echo their input, so the two must be equal)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.protocol = inner.protocol
-        self.exchanges: list[tuple[list[Tensor], Any]] = []
-        self.binary: list[bool] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    async def infer(
-        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
-    ) -> Any:
-        self.binary.append(binary)
-        result = await self._inner.infer(model, version, tensors, binary=binary, timeout=timeout)
-        self.exchanges.append((list(tensors), result))
-        return result
-
-
-def _plan(server: RealTriton, model: str, protocol: str, **changes: Any) -> CanaryPlan:
-    fields: dict[str, Any] = {
-        "target": "triton",
-        "model": model,
-        "version": "",
-        "protocol": protocol,
-        "http_url": server.http_url,
-        "grpc_url": server.grpc_url,
-        "rate": 25.0,
-        "poisson": False,
-        "timeout": 2.0,
-        "max_in_flight": 1,
-        "data": "random",
-    }
-    fields.update(changes)
-    return CanaryPlan(**fields)
 
 
 def _run(plan: CanaryPlan, results: int) -> tuple[SeriesSnapshot, ModelCanary, RecordingClient]:
@@ -119,7 +77,7 @@ def test_the_canary_reads_every_answer_of_a_healthy_model(
     """Breaks if the canary mis-reads real Triton's answers (over HTTP: inflating its
     gzipped answers a second time, "incorrect header check", 100 % bad_response)."""
     with capture_logs() as logs:
-        snap, _canary, client = _run(_plan(real_triton, "batching", protocol), results=20)
+        snap, _canary, client = _run(canary_plan(real_triton, "batching", protocol), results=20)
     assert snap.outcomes[Outcome.SUCCESS] >= 20
     assert sum(snap.outcomes.values()) == snap.outcomes[Outcome.SUCCESS]
     assert snap.last_error is None
@@ -136,7 +94,7 @@ def test_the_http_canary_sends_binary_tensors_because_triton_lists_the_extension
     status, body = real_triton.request("GET", "/v2")
     assert status == 200
     assert "binary_tensor_data" in json.loads(body)["extensions"]
-    _, canary, client = _run(_plan(real_triton, "batching", "http"), results=3)
+    _, canary, client = _run(canary_plan(real_triton, "batching", "http"), results=3)
     assert canary.tensor_format == "binary"
     assert client.binary and all(client.binary)  # from the first request on
 
@@ -188,7 +146,9 @@ def test_a_failing_model_says_why_in_its_log_lines_and_its_stats(
     that holds a negative value) or the log stops limiting itself to 3 whole lines."""
     sample = tmp_path / "negative.npy"
     np.save(sample, np.array([[-1, 0, 0, 0]], dtype=np.float32))
-    plan = _plan(real_triton, "flaky", protocol, inputs={"INPUT0": InputOverride(file=sample)})
+    plan = canary_plan(
+        real_triton, "flaky", protocol, inputs={"INPUT0": InputOverride(file=sample)}
+    )
     with capture_logs() as logs:
         snap, _, _ = _run(plan, results=BREAKER_FAILURES)  # then the breaker holds back
     failures = snap.outcomes[outcome]
@@ -225,7 +185,7 @@ def test_a_model_failing_at_random_is_logged_with_the_servers_reason(
     real_triton.load("flaky", config)
     try:
         with capture_logs() as logs:
-            snap, _, client = _run(_plan(real_triton, "flaky", "http"), results=40)
+            snap, _, client = _run(canary_plan(real_triton, "flaky", "http"), results=40)
     finally:
         real_triton.reset("flaky")
     assert snap.outcomes[Outcome.SUCCESS] > 0
