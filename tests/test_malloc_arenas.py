@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import subprocess
 import sys
 
 import pytest
 
+from tritonwatch.libc import load_libc
 from tritonwatch.malloc_arenas import limit_malloc_arenas
 
 
@@ -38,3 +40,25 @@ print(buffer.value.decode().count("<heap nr="))
                            timeout=60, check=True).stdout.strip()  # fmt: skip
     assert heaps == "1"
     assert limit_malloc_arenas() is True
+
+
+def test_without_a_c_library_nothing_is_capped_and_nothing_raises(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Breaks if a C library that cannot be loaded (libc.load_libc's None) raises out of
+    the daemon's start instead of leaving glibc's default, or if the loader stops
+    keeping one handle for every caller."""
+    assert load_libc() is load_libc()  # one dlopen, shared with probe/timer_slack.py
+
+    def refused(name: object, use_errno: bool = False) -> object:
+        raise OSError("no C library here")
+
+    load_libc.cache_clear()
+    monkeypatch.setattr(ctypes, "CDLL", refused)
+    try:
+        assert load_libc() is None
+        assert limit_malloc_arenas() is False
+    finally:
+        monkeypatch.undo()
+        load_libc.cache_clear()
+    assert load_libc() is not None

@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import sys
 
+from tritonwatch.libc import load_libc
+
 M_ARENA_MAX = -8
 """From glibc's <malloc.h>."""
 
 
 def limit_malloc_arenas(arenas: int = 1) -> bool:
     """Caps glibc's malloc arenas; True when glibc took it. Call before starting threads."""
-    if sys.platform != "linux":
-        return False
-    try:
-        import ctypes  # noqa: PLC0415 - only `run` needs it
-
-        libc = ctypes.CDLL(None)
-        mallopt = getattr(libc, "mallopt", None)
-        return mallopt is not None and int(mallopt(M_ARENA_MAX, arenas)) == 1
-    except OSError:
-        return False
+    libc = load_libc() if sys.platform == "linux" else None
+    mallopt = getattr(libc, "mallopt", None)  # glibc's; musl has none
+    return mallopt is not None and int(mallopt(M_ARENA_MAX, arenas)) == 1

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -363,3 +365,69 @@ def test_past_select_limits_the_wait_falls_back_to_poll(monkeypatch: pytest.Monk
         assert (readable, writable) == ([left], [right])
         readable, writable = engine_module._wait_ready([idle_a], [], 0.05)
         assert (readable, writable) == ([], [])
+
+
+UNREACHABLE = "127.255.255.255"
+"""Loopback's broadcast address: a TCP connect to it fails at once (ENETUNREACH), in the
+call itself. A refused loopback port never does (EINPROGRESS, then SO_ERROR)."""
+
+
+def test_a_connect_that_fails_at_once_hands_the_connection_to_the_next_waiting() -> None:
+    """Fails if a connect that fails in the call itself (no route, no local port left)
+    leaves the requests queued behind it waiting for a connection nobody holds: each
+    must be tried at once and fail on its own, not time out seconds later."""
+    canary = Recorder(gap=0.03)
+    first_read, release = threading.Event(), threading.Event()
+    closing_ok = OK.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
+
+    def hold_the_first(conn: socket.socket, server: RawServer) -> None:
+        server.requests.append(_read_request(conn, bytearray()) or b"")
+        first_read.set()
+        release.wait(10)
+        conn.sendall(closing_ok)  # the engine closes it: the next request must connect
+
+    engine = CanaryEngine()
+
+    async def main() -> None:
+        serving = engine.serve(
+            canary, "127.0.0.1", server.port, REQUEST,
+            timeout=5.0, max_in_flight=1, first_send=time.monotonic() + 0.02,
+        )  # fmt: skip
+        task = asyncio.create_task(serving)
+        assert await asyncio.to_thread(first_read.wait, 10)
+        (channel,) = engine._channels
+        channel.address = (socket.AF_INET, (UNREACHABLE, server.port))  # the route goes
+        limit = time.monotonic() + 10
+        while len(canary.asked) < 4 and time.monotonic() < limit:
+            await asyncio.sleep(0.01)  # three or more wait behind the first
+        canary.allow = False
+        release.set()
+        while len(canary.answers) < len(canary.asked) and time.monotonic() < limit:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    with _server(hold_the_first) as server:
+        try:
+            asyncio.run(main())
+        finally:
+            engine.stop()
+    assert len(canary.answers) == len(canary.asked) >= 4
+    assert [at for at, _ in canary.answers] == canary.asked
+    (_, first), *rest = canary.answers
+    assert not isinstance(first, BaseException) and first[0] == 200
+    for _, answer in rest:
+        assert isinstance(answer, OSError) and not isinstance(answer, TimeoutError), answer
+        assert answer.errno == errno.ENETUNREACH
+    assert server.connections == 1
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="lists descriptors via /proc")
+def test_an_engine_never_served_holds_no_descriptor() -> None:
+    """Fails if the engine opens its wake-up socket pair (or anything) before a canary
+    is handed to it: the tools' runners build one and never serve plain HTTP."""
+    before = {p.name for p in Path("/proc/self/fd").iterdir()}
+    engine = CanaryEngine()
+    opened = {p.name for p in Path("/proc/self/fd").iterdir()} - before
+    engine.stop()
+    assert opened == set()

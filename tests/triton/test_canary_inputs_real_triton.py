@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pytest
+from canary_support import RecordingClient, canary_plan
 from structlog.testing import capture_logs
 
 from real_triton import RealTriton
@@ -24,49 +24,12 @@ from tritonwatch.config.schema import InputOverride
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import CanaryPlan, ModelCanary, run_canaries
 from tritonwatch.probe.clients import client_for
-from tritonwatch.probe.payload import Tensor
 
 pytestmark = pytest.mark.e2e
 WAIT_SECONDS = 30.0
 RESULTS = 5
+RATE = 20.0
 FILLABLE = ("batching", "dynamic_shape", "text", "optional_input")
-
-
-class RecordingClient:
-    """The canary's real client, keeping what each request sent and got back."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.protocol = inner.protocol
-        self.exchanges: list[tuple[list[Tensor], Any]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    async def infer(
-        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
-    ) -> Any:
-        result = await self._inner.infer(model, version, tensors, binary=binary, timeout=timeout)
-        self.exchanges.append((list(tensors), result))
-        return result
-
-
-def _plan(server: RealTriton, model: str, protocol: str, **changes: Any) -> CanaryPlan:
-    fields: dict[str, Any] = {
-        "target": "triton",
-        "model": model,
-        "version": "",
-        "protocol": protocol,
-        "http_url": server.http_url,
-        "grpc_url": server.grpc_url,
-        "rate": 20.0,
-        "poisson": False,
-        "timeout": 2.0,
-        "max_in_flight": 1,
-        "data": "random",
-    }
-    fields.update(changes)
-    return CanaryPlan(**fields)
 
 
 def _run_all(
@@ -117,8 +80,8 @@ def test_every_model_runs_with_no_inputs_config_and_one_it_cannot_fill_is_skippe
 ) -> None:
     """Breaks if the canary needs hand-written inputs for a batching, a dynamic-shape, a
     BYTES or an optional-input model, or if one unfillable model stops the others."""
-    wrong = _plan(real_triton, "flaky", protocol, inputs={"MASK": InputOverride()})
-    plans = [*(_plan(real_triton, model, protocol) for model in FILLABLE), wrong]
+    wrong = canary_plan(real_triton, "flaky", protocol, inputs={"MASK": InputOverride()}, rate=RATE)
+    plans = [*(canary_plan(real_triton, model, protocol, rate=RATE) for model in FILLABLE), wrong]
     with capture_logs() as logs:
         series, clients, stats = _run_all(plans, FILLABLE)
     for model in FILLABLE:
@@ -159,7 +122,9 @@ def test_every_model_runs_with_no_inputs_config_and_one_it_cannot_fill_is_skippe
 
 def test_an_optional_input_named_in_the_config_is_sent(real_triton: RealTriton) -> None:
     """Breaks if ``canary.inputs.MASK`` stops bringing the optional input back."""
-    plan = _plan(real_triton, "optional_input", "http", inputs={"MASK": InputOverride()})
+    plan = canary_plan(
+        real_triton, "optional_input", "http", inputs={"MASK": InputOverride()}, rate=RATE
+    )
     series, clients, _ = _run_all([plan], ["optional_input"])
     _only_successes(series["optional_input"])
     for tensors, result in clients["optional_input"].exchanges:

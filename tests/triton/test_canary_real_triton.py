@@ -6,7 +6,8 @@ that inflated Triton's answers twice reported 100 % ``bad_response`` on a health
 and logged nothing. These tests hold the canary to what the real server does: every
 answer of the ``batching`` identity model decodes to exactly what was sent, binary
 tensors are chosen from the server's own ``GET /v2``, and a failing model says why in
-its log lines and its stats.
+its log lines and its stats. The daemon's plain-HTTP canaries send from the select-loop
+engine (probe/canary_engine.py), not the event loop: the HTTP tests run on both paths.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import contextlib
 import json
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from canary_support import RecordingClient, canary_plan
 from structlog.testing import capture_logs
 
 from real_triton import RealTriton
@@ -29,7 +32,8 @@ from tritonwatch.canary_series import CanaryStats, SeriesSnapshot
 from tritonwatch.config.schema import InputOverride
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import BREAKER_FAILURES, CanaryPlan, ModelCanary
-from tritonwatch.probe.clients import ACCEPT_ENCODING, client_for
+from tritonwatch.probe.canary_engine import CanaryEngine
+from tritonwatch.probe.clients import ACCEPT_ENCODING, HttpInferenceClient, client_for
 from tritonwatch.probe.infer_response import decode_http_infer_response
 from tritonwatch.probe.payload import Tensor
 
@@ -37,60 +41,83 @@ pytestmark = pytest.mark.e2e
 WAIT_SECONDS = 30.0
 
 
-class RecordingClient:
-    """The canary's real client, keeping what each call sent and got (the ``batching``
-    and ``flaky`` models echo their input, so the two must be equal)."""
+class JudgedCanary(ModelCanary):
+    """The daemon's canary, keeping each send time it allowed and each answer it judged,
+    whichever path sent them (the engine calls both from its own thread)."""
 
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.protocol = inner.protocol
-        self.exchanges: list[tuple[list[Tensor], Any]] = []
-        self.binary: list[bool] = []
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.allowed: list[float] = []
+        self.judged: list[tuple[float, Any]] = []
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    def may_send(self, intended: float) -> bool:
+        allowed = super().may_send(intended)
+        if allowed:
+            self.allowed.append(intended)
+        return allowed
 
-    async def infer(
-        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
-    ) -> Any:
-        self.binary.append(binary)
-        result = await self._inner.infer(model, version, tensors, binary=binary, timeout=timeout)
-        self.exchanges.append((list(tensors), result))
-        return result
+    def finish(self, intended: float, answer: Any) -> None:
+        self.judged.append((intended, answer))
+        super().finish(intended, answer)
 
 
-def _plan(server: RealTriton, model: str, protocol: str, **changes: Any) -> CanaryPlan:
-    fields: dict[str, Any] = {
-        "target": "triton",
-        "model": model,
-        "version": "",
-        "protocol": protocol,
-        "http_url": server.http_url,
-        "grpc_url": server.grpc_url,
-        "rate": 25.0,
-        "poisson": False,
-        "timeout": 2.0,
-        "max_in_flight": 1,
-        "data": "random",
-    }
-    fields.update(changes)
-    return CanaryPlan(**fields)
+class EncodingClient(HttpInferenceClient):
+    """The plain-HTTP client, as the engine needs it (it serves only this class, never
+    a wrapper), keeping the tensors and form of each infer request it encoded."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.encoded: list[tuple[list[Tensor], bool]] = []
+
+    def infer_request(
+        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool
+    ) -> bytes:
+        self.encoded.append((list(tensors), binary))
+        return super().infer_request(model, version, tensors, binary=binary)
 
 
-def _run(plan: CanaryPlan, results: int) -> tuple[SeriesSnapshot, ModelCanary, RecordingClient]:
-    """Runs the canary (prepare, tensor format, sends) until ``results`` are recorded."""
+@dataclass
+class Run:
+    """What one canary run left: its statistics and what it sent and got."""
+
+    snap: SeriesSnapshot
+    canary: JudgedCanary
+    exchanges: list[tuple[list[Tensor], Any]]
+    """Each answer (decoded) with the tensors of its request."""
+    binary: list[bool]
+    """Whether each request (event loop) or each request encoded (engine) was binary."""
+    engine_sent: int | None
+    """Requests the engine sent (None: the run had no engine)."""
+
+
+def _run(plan: CanaryPlan, results: int, *, engine: bool = False, settle: bool = False) -> Run:
+    """Runs the canary (prepare, tensor format, sends) until ``results`` are recorded;
+    with ``engine`` its plain-HTTP requests go from a :class:`CanaryEngine`, as the
+    daemon's do. ``settle``: then pauses it and waits for the answers of those sent."""
     stats = CanaryStats()
     stats.declare([plan.key])
+    sender = CanaryEngine() if engine else None
 
-    async def go() -> tuple[ModelCanary, RecordingClient]:
+    def recorded() -> int:
+        return sum(stats.snapshot(0)[0].outcomes.values())
+
+    async def go() -> tuple[JudgedCanary, RecordingClient | EncodingClient]:
         # Made inside the loop: grpc.aio binds its channel to the running loop.
-        client = RecordingClient(client_for(plan.protocol, plan.http_url, plan.grpc_url))
-        canary = ModelCanary(plan, client, stats, seed=1)
+        client: RecordingClient | EncodingClient = (
+            EncodingClient(plan.http_url)
+            if engine
+            else RecordingClient(client_for(plan.protocol, plan.http_url, plan.grpc_url))
+        )
+        canary = JudgedCanary(plan, client, stats, seed=1, engine=sender)
         task = asyncio.create_task(canary.run())
         try:
             async with asyncio.timeout(WAIT_SECONDS):
-                while sum(stats.snapshot(0)[0].outcomes.values()) < results:
+                while recorded() < results:
                     await asyncio.sleep(0.01)
+                if settle:
+                    canary.paused = True
+                    while recorded() < len(canary.allowed):
+                        await asyncio.sleep(0.01)
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -98,13 +125,24 @@ def _run(plan: CanaryPlan, results: int) -> tuple[SeriesSnapshot, ModelCanary, R
             await client.close()
         return canary, client
 
-    canary, client = asyncio.run(go())
-    return stats.snapshot(0)[0], canary, client
+    try:
+        canary, client = asyncio.run(go())
+    finally:
+        if sender is not None:
+            sender.stop()
+    if isinstance(client, RecordingClient):
+        exchanges, binary = client.exchanges, client.binary
+    else:  # the engine sends the bytes encoded once: every answer is to those tensors
+        answers = [a for _, a in canary.judged if not isinstance(a, BaseException)]
+        exchanges = [(client.encoded[-1][0], answer) for answer in answers]
+        binary = [form for _, form in client.encoded]
+    sent = None if sender is None else sender.sent
+    return Run(stats.snapshot(0)[0], canary, exchanges, binary, sent)
 
 
-def _assert_echoed(client: RecordingClient, output: str) -> None:
-    assert client.exchanges
-    for tensors, result in client.exchanges:
+def _assert_echoed(exchanges: list[tuple[list[Tensor], Any]], output: str) -> None:
+    assert exchanges
+    for tensors, result in exchanges:
         sent = tensors[0].data
         got = result.as_numpy(output)
         assert got.dtype == sent.dtype
@@ -112,18 +150,39 @@ def _assert_echoed(client: RecordingClient, output: str) -> None:
         assert sent.any()  # random data, not zeros that any broken decoder would return
 
 
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize(
+    ("protocol", "engine"),
+    [("http", False), ("http", True), ("grpc", False)],
+    ids=["http", "http-engine", "grpc"],
+)
 def test_the_canary_reads_every_answer_of_a_healthy_model(
-    real_triton: RealTriton, protocol: str
+    real_triton: RealTriton, protocol: str, engine: bool
 ) -> None:
     """Breaks if the canary mis-reads real Triton's answers (over HTTP: inflating its
-    gzipped answers a second time, "incorrect header check", 100 % bad_response)."""
+    gzipped answers a second time, "incorrect header check", 100 % bad_response), if a
+    request sent goes unanswered or off the open-loop schedule, if latency is timed from
+    anything but the intended send, or if the engine (the daemon's plain-HTTP path)
+    judges an answer otherwise than the event loop."""
+    plan = canary_plan(real_triton, "batching", protocol)
     with capture_logs() as logs:
-        snap, _canary, client = _run(_plan(real_triton, "batching", protocol), results=20)
-    assert snap.outcomes[Outcome.SUCCESS] >= 20
-    assert sum(snap.outcomes.values()) == snap.outcomes[Outcome.SUCCESS]
+        run = _run(plan, results=20, engine=engine, settle=True)
+    snap, canary = run.snap, run.canary
+    successes = snap.outcomes[Outcome.SUCCESS]
+    assert successes >= 20
+    assert sum(snap.outcomes.values()) == successes
     assert snap.last_error is None
-    _assert_echoed(client, "OUTPUT0")
+    assert successes == len(canary.allowed) == len(canary.judged)  # each one sent, answered
+    assert run.engine_sent == (successes if engine else None)  # and by the path asked for
+    intended = canary.allowed
+    assert intended == pytest.approx(
+        [intended[0] + k / plan.rate for k in range(len(intended))], abs=1e-6
+    )
+    latencies = [answer.received_at - at for at, answer in canary.judged]
+    assert all(0 < latency < plan.timeout for latency in latencies), latencies
+    assert snap.latency_count == successes
+    assert snap.latency_sum == pytest.approx(sum(latencies))
+    _assert_echoed(run.exchanges, "OUTPUT0")
+    assert len(run.exchanges) == successes
     assert not [log for log in logs if log["event"] == "canary_request_failed"]
     started = [log for log in logs if log["event"] == "canary_started"]
     assert [log["tensors"] for log in started] == ["binary" if protocol == "http" else "grpc"]
@@ -136,9 +195,9 @@ def test_the_http_canary_sends_binary_tensors_because_triton_lists_the_extension
     status, body = real_triton.request("GET", "/v2")
     assert status == 200
     assert "binary_tensor_data" in json.loads(body)["extensions"]
-    _, canary, client = _run(_plan(real_triton, "batching", "http"), results=3)
-    assert canary.tensor_format == "binary"
-    assert client.binary and all(client.binary)  # from the first request on
+    run = _run(canary_plan(real_triton, "batching", "http"), results=3)
+    assert run.canary.tensor_format == "binary"
+    assert run.binary and all(run.binary)  # from the first request on
 
 
 @pytest.mark.parametrize(
@@ -170,27 +229,37 @@ def test_triton_compresses_infer_answers_as_asked_and_each_decodes(
 
 
 @pytest.mark.parametrize(
-    ("protocol", "outcome", "status", "error"),
+    ("protocol", "engine", "outcome", "status", "error"),
     [
-        ("http", Outcome.HTTP_ERROR, 500, "[500] negative input: failure asked for"),
-        ("grpc", Outcome.GRPC_ERROR, None, "[StatusCode.INTERNAL] negative input: failure asked"),
+        ("http", False, Outcome.HTTP_ERROR, 500, "[500] negative input: failure asked for"),
+        ("http", True, Outcome.HTTP_ERROR, 500, "[500] negative input: failure asked for"),
+        ("grpc", False, Outcome.GRPC_ERROR, None, "[StatusCode.INTERNAL] negative input: failure"),
     ],
+    ids=["http", "http-engine", "grpc"],
 )
 def test_a_failing_model_says_why_in_its_log_lines_and_its_stats(
     real_triton: RealTriton,
     tmp_path: Path,
     protocol: str,
+    engine: bool,
     outcome: Outcome,
     status: int | None,
     error: str,
 ) -> None:
     """Breaks if canary failures go unlogged (the real flaky model fails every request
-    that holds a negative value) or the log stops limiting itself to 3 whole lines."""
+    that holds a negative value) or the log stops limiting itself to 3 whole lines; on
+    the engine too, whose answers the canary judges and logs as the event loop's."""
     sample = tmp_path / "negative.npy"
     np.save(sample, np.array([[-1, 0, 0, 0]], dtype=np.float32))
-    plan = _plan(real_triton, "flaky", protocol, inputs={"INPUT0": InputOverride(file=sample)})
+    plan = canary_plan(
+        real_triton, "flaky", protocol, inputs={"INPUT0": InputOverride(file=sample)}
+    )
     with capture_logs() as logs:
-        snap, _, _ = _run(plan, results=BREAKER_FAILURES)  # then the breaker holds back
+        # Then the breaker holds back (one probe per 10 s): every request sent is answered.
+        run = _run(plan, results=BREAKER_FAILURES, engine=engine, settle=True)
+    snap = run.snap
+    assert snap.outcomes[outcome] == len(run.canary.allowed)
+    assert run.engine_sent == (len(run.canary.allowed) if engine else None)
     failures = snap.outcomes[outcome]
     assert failures >= BREAKER_FAILURES
     assert snap.outcomes[Outcome.SUCCESS] == 0
@@ -225,12 +294,13 @@ def test_a_model_failing_at_random_is_logged_with_the_servers_reason(
     real_triton.load("flaky", config)
     try:
         with capture_logs() as logs:
-            snap, _, client = _run(_plan(real_triton, "flaky", "http"), results=40)
+            run = _run(canary_plan(real_triton, "flaky", "http"), results=40)
     finally:
         real_triton.reset("flaky")
+    snap = run.snap
     assert snap.outcomes[Outcome.SUCCESS] > 0
     assert snap.outcomes[Outcome.HTTP_ERROR] > 0
-    _assert_echoed(client, "OUTPUT0")  # the successes among them
+    _assert_echoed(run.exchanges, "OUTPUT0")  # the successes among them
     lines = [log for log in logs if log["event"] == "canary_request_failed"]
     assert 1 <= len(lines) <= 3
     assert lines[0]["error"] == "[500] fail_ratio: failure asked for"

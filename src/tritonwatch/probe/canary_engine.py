@@ -96,13 +96,39 @@ class _Channel:
     request: bytes
     timeout: float
     max_in_flight: int
-    next_send: float
     idle: list[socket.socket] = field(default_factory=list)
     waiting: deque[float] = field(default_factory=deque)
     """Intended send times of requests that found every allowed connection busy."""
-    busy: dict[int, _Exchange] = field(default_factory=dict)
-    """Exchanges by socket descriptor."""
+    in_flight: int = 0
+    """How many of its exchanges are in flight (the engine's ``_exchanges`` holds them)."""
     closed: bool = False
+
+
+class _Waker:
+    """A socket pair whose read end is in every wait: a byte written to the other end
+    ends it, so a command (a canary added or removed, a stop) is taken at once."""
+
+    def __init__(self) -> None:
+        self.read, self._write = socket.socketpair()
+        self.read.setblocking(False)
+        self._write.setblocking(False)
+
+    def wake(self) -> None:
+        # BlockingIOError: already woken (the buffer is full); OSError: shutting down.
+        with contextlib.suppress(BlockingIOError, OSError):
+            self._write.send(b"\0")
+
+    def drain(self) -> None:
+        try:
+            while self.read.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def close(self) -> None:
+        """Idempotent: the thread and :meth:`CanaryEngine.stop` may both call it."""
+        self.read.close()
+        self._write.close()
 
 
 class CanaryEngine:
@@ -111,15 +137,18 @@ class CanaryEngine:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._added: list[_Channel] = []
+        self._added: list[tuple[_Channel, float]] = []
+        """Canaries to take on, each with its first send time."""
         self._removed: list[_Channel] = []
         self._channels: list[_Channel] = []
         self._due: list[tuple[float, int, _Channel]] = []
+        """(next send, tie-break, channel): the one record of when each canary sends next."""
+        self._exchanges: dict[int, tuple[_Channel, _Exchange]] = {}
+        """Every exchange in flight by its socket's descriptor (what a ready socket is)."""
         self._order = itertools.count()
         self._timer = WakeTimer()
-        self._wake_read, self._wake_write = socket.socketpair()
-        self._wake_read.setblocking(False)
-        self._wake_write.setblocking(False)
+        self._waker: _Waker | None = None
+        """Made with the thread: an engine never served (a tool's runner) holds no socket."""
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._sent = 0
@@ -148,15 +177,8 @@ class CanaryEngine:
         loop = asyncio.get_running_loop()
         found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         family, _, _, _, address = found[0]
-        channel = _Channel(
-            canary,
-            (family, address),
-            request,
-            timeout,
-            max_in_flight,
-            first_send,
-        )
-        self._command(added=channel)
+        channel = _Channel(canary, (family, address), request, timeout, max_in_flight)
+        self._command(added=(channel, first_send))
         try:
             await loop.create_future()  # until the canary's task is cancelled
         finally:
@@ -171,51 +193,52 @@ class CanaryEngine:
         """Stops the thread; every connection is closed, nothing more is recorded."""
         with self._lock:
             self._stopping = True
-            thread = self._thread
-        self._wake()
-        if thread is not None:
-            thread.join(timeout)
-        if thread is None or not thread.is_alive():
-            self._wake_read.close()  # idempotent: the thread may have closed them
-            self._wake_write.close()
+            thread, waker = self._thread, self._waker
+        if thread is None or waker is None:
+            return  # never started: nothing to stop, nothing to close
+        waker.wake()
+        thread.join(timeout)
+        if not thread.is_alive():
+            waker.close()
 
-    def _command(self, *, added: _Channel | None = None, removed: _Channel | None = None) -> None:
+    def _command(
+        self, *, added: tuple[_Channel, float] | None = None, removed: _Channel | None = None
+    ) -> None:
         with self._lock:
             if added is not None:
                 self._added.append(added)
             if removed is not None:
                 self._removed.append(removed)
             if self._thread is None and not self._stopping:
-                self._thread = threading.Thread(target=self._run, name="canary-http", daemon=True)
+                self._waker = _Waker()
+                self._thread = threading.Thread(
+                    target=self._run, args=(self._waker,), name="canary-http", daemon=True
+                )
                 self._thread.start()
-        self._wake()
-
-    def _wake(self) -> None:
-        # BlockingIOError: already woken (the buffer is full); OSError: shutting down.
-        with contextlib.suppress(BlockingIOError, OSError):
-            self._wake_write.send(b"\0")
+            waker = self._waker
+        if waker is not None:
+            waker.wake()
 
     # --- the thread -------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _run(self, waker: _Waker) -> None:
         tighten_timer_slack()
         try:
             while not self._stopping:
-                self._turn()
+                self._turn(waker)
         except Exception:  # the engine must never die silently: say so, then stop
             _log.exception("canary_engine_crashed")
         finally:
             for channel in self._channels:
                 self._close_channel(channel)
-            self._wake_read.close()
-            self._wake_write.close()
+            waker.close()
 
-    def _turn(self) -> None:
+    def _turn(self, waker: _Waker) -> None:
         self._take_commands()
         now = self._clock()
         self._send_due(now)
         self._expire(now)
-        readers, writers = self._watched()
+        readers, writers = self._watched(waker)
         now = self._clock()
         timeout, timer_at = self._wait_for(now)
         if timer_at is None and timeout == 0.0 and self._due and self._due[0][0] > now:
@@ -231,8 +254,8 @@ class CanaryEngine:
         for sock in writable:
             self._on_writable(sock)
         for sock in readable:
-            if sock is self._wake_read:
-                self._drain_wake()
+            if sock is waker.read:
+                waker.drain()
             else:
                 self._on_readable(sock)
 
@@ -240,9 +263,9 @@ class CanaryEngine:
         with self._lock:
             added, self._added = self._added, []
             removed, self._removed = self._removed, []
-        for channel in added:
+        for channel, first_send in added:
             self._channels.append(channel)
-            heapq.heappush(self._due, (channel.next_send, next(self._order), channel))
+            heapq.heappush(self._due, (first_send, next(self._order), channel))
         for channel in removed:
             if channel in self._channels:
                 self._channels.remove(channel)
@@ -252,7 +275,7 @@ class CanaryEngine:
         """How long ``select`` may block, and when the timer it stands for was due
         (None when a deadline, not a send, ends the wait)."""
         next_send = self._due[0][0] if self._due else None
-        deadlines = [e.deadline for c in self._channels for e in c.busy.values()]
+        deadlines = [exchange.deadline for _, exchange in self._exchanges.values()]
         deadlines += [w + c.timeout for c in self._channels for w in c.waiting]
         next_deadline = min(deadlines, default=None)
         self._next_deadline = math.inf if next_deadline is None else next_deadline
@@ -275,12 +298,11 @@ class CanaryEngine:
             following = intended + channel.canary.next_gap()
             if following < now - channel.timeout:
                 following = now  # the thread stood still (a suspended process): skip ahead
-            channel.next_send = following
             heapq.heappush(self._due, (following, next(self._order), channel))
 
     def _start(self, channel: _Channel, intended: float) -> None:
         """Sends at ``intended`` on an idle connection or a new one, or queues it."""
-        if len(channel.busy) >= channel.max_in_flight:
+        if channel.in_flight >= channel.max_in_flight:
             channel.waiting.append(intended)
             return
         deadline = intended + channel.timeout
@@ -296,6 +318,8 @@ class CanaryEngine:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         code = sock.connect_ex(address)
         if code not in (0, errno.EINPROGRESS):
+            # Failed at once (no route, no local port left): the connection stays free,
+            # and _next_waiting, when it called, goes on to the next waiting request.
             sock.close()
             _deliver(channel, intended, OSError(code, os.strerror(code)))
             return
@@ -303,10 +327,25 @@ class CanaryEngine:
 
     def _begin(self, channel: _Channel, exchange: _Exchange) -> None:
         self._sent += 1
-        channel.busy[exchange.sock.fileno()] = exchange
+        self._register(channel, exchange)
         exchange.unsent = memoryview(channel.request)
         if not exchange.connecting:
             self._push(channel, exchange)
+
+    def _register(self, channel: _Channel, exchange: _Exchange) -> None:
+        """Puts an exchange in flight: found by its descriptor when its socket is
+        ready, and counted against its channel's ``max_in_flight``."""
+        self._exchanges[exchange.sock.fileno()] = (channel, exchange)
+        channel.in_flight += 1
+
+    def _unregister(self, channel: _Channel, exchange: _Exchange) -> None:
+        """Takes an exchange out of flight, before its socket is closed or idles (a
+        closed socket's descriptor reads -1, and its number goes to the next socket)."""
+        fd = exchange.sock.fileno()
+        found = self._exchanges.get(fd)
+        if found is not None and found[1] is exchange:
+            del self._exchanges[fd]
+            channel.in_flight -= 1
 
     def _push(self, channel: _Channel, exchange: _Exchange) -> None:
         """Writes what the socket takes of the request now; the rest when it is writable."""
@@ -319,25 +358,23 @@ class CanaryEngine:
             return
         exchange.unsent = exchange.unsent[sent:]
 
-    def _watched(self) -> tuple[list[socket.socket], list[socket.socket]]:
-        readers: list[socket.socket] = [self._wake_read]
+    def _watched(self, waker: _Waker) -> tuple[list[socket.socket], list[socket.socket]]:
+        readers: list[socket.socket] = [waker.read]
         writers: list[socket.socket] = []
-        for channel in self._channels:
-            for exchange in channel.busy.values():
-                if exchange.connecting or exchange.unsent:
-                    writers.append(exchange.sock)
-                else:
-                    readers.append(exchange.sock)
+        for _, exchange in self._exchanges.values():
+            if exchange.connecting or exchange.unsent:
+                writers.append(exchange.sock)
+            else:
+                readers.append(exchange.sock)
         return readers, writers
 
     def _find(self, sock: socket.socket) -> tuple[_Channel, _Exchange] | None:
-        """The exchange a watched socket belongs to (only busy ones are watched)."""
-        fd = sock.fileno()
-        for channel in self._channels:
-            exchange = channel.busy.get(fd)
-            if exchange is not None and exchange.sock is sock:
-                return channel, exchange
-        return None
+        """The exchange a ready socket belongs to; None when it left flight earlier in
+        this turn (closed: its descriptor is -1, or already another socket's)."""
+        found = self._exchanges.get(sock.fileno())
+        if found is None or found[1].sock is not sock:
+            return None
+        return found
 
     def _on_writable(self, sock: socket.socket) -> None:
         found = self._find(sock)
@@ -381,7 +418,7 @@ class CanaryEngine:
         if parsed is None:
             return
         received = self._clock()
-        del channel.busy[sock.fileno()]
+        self._unregister(channel, exchange)
         headers = exchange.parser.headers
         if headers.get("connection", "").lower() == "close":
             sock.close()
@@ -393,38 +430,37 @@ class CanaryEngine:
     def _expire(self, now: float) -> None:
         if now < self._next_deadline:
             return
+        # In the order they were sent (the registry's), as each channel's answers go.
+        expired = [(c, e) for c, e in self._exchanges.values() if e.deadline <= now]
+        for channel, exchange in expired:
+            self._fail(channel, exchange, TimeoutError("the canary's timeout passed"))
         for channel in list(self._channels):
-            for exchange in [e for e in channel.busy.values() if e.deadline <= now]:
-                self._fail(channel, exchange, TimeoutError("the canary's timeout passed"))
             while channel.waiting and channel.waiting[0] + channel.timeout <= now:
                 error = TimeoutError("no connection came free in time")
                 _deliver(channel, channel.waiting.popleft(), error)
 
     def _fail(self, channel: _Channel, exchange: _Exchange, error: BaseException) -> None:
-        channel.busy.pop(exchange.sock.fileno(), None)
+        self._unregister(channel, exchange)
         exchange.sock.close()
         _deliver(channel, exchange.intended, error)
         self._next_waiting(channel)
 
     def _next_waiting(self, channel: _Channel) -> None:
-        """A connection came free: the oldest waiting request goes, its clock still running."""
-        if channel.waiting and not channel.closed and len(channel.busy) < channel.max_in_flight:
+        """A connection came free: the oldest waiting requests go, their clocks still
+        running, until one holds it. A loop, not one start: a connect that fails at once
+        leaves the connection free for the next, and a recursion through every waiting
+        request would overrun the stack where hundreds wait."""
+        while channel.waiting and not channel.closed and channel.in_flight < channel.max_in_flight:
             self._start(channel, channel.waiting.popleft())
-
-    def _drain_wake(self) -> None:
-        try:
-            while self._wake_read.recv(4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
 
     def _close_channel(self, channel: _Channel) -> None:
         channel.closed = True
         for sock in channel.idle:
             sock.close()
-        for exchange in channel.busy.values():
+        for exchange in [e for c, e in self._exchanges.values() if c is channel]:
+            self._unregister(channel, exchange)
             exchange.sock.close()
-        channel.idle, channel.busy = [], {}
+        channel.idle = []
         channel.waiting.clear()
 
 

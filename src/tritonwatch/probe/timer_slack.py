@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import sys
 
+from tritonwatch.libc import load_libc
+
 PR_SET_TIMERSLACK = 29
 """From <linux/prctl.h>."""
 TIGHT_SLACK_NS = 1
@@ -21,12 +23,6 @@ TIGHT_SLACK_NS = 1
 
 def tighten_timer_slack() -> bool:
     """Sets the calling thread's timer slack to 1 ns; True when Linux took it."""
-    if sys.platform != "linux":
-        return False
-    try:
-        import ctypes  # noqa: PLC0415 - only the canary's threads need it
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_TIMERSLACK, TIGHT_SLACK_NS, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
+    libc = load_libc() if sys.platform == "linux" else None
+    prctl = getattr(libc, "prctl", None)
+    return prctl is not None and int(prctl(PR_SET_TIMERSLACK, TIGHT_SLACK_NS, 0, 0, 0)) == 0
