@@ -7,6 +7,7 @@ within a bounded time. Its run state moves starting → started → stopping →
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -26,22 +27,16 @@ from tritonwatch.bottleneck_board import BottleneckBoard
 from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config import Config, ConfigError, TargetConfig, load_config
 from tritonwatch.export.canary_metrics import CanaryCollector
+from tritonwatch.export.health import health_report
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
-from tritonwatch.export.status_page import (
-    AdviceLine,
-    ClientShare,
-    ModelStatus,
-    SloLine,
-    StatusSnapshot,
-    VerdictLine,
-    render_status_page,
-)
+from tritonwatch.export.status_page import StatusSnapshot, render_status_page
+from tritonwatch.export.status_view import StatusInputs, status_snapshot
 from tritonwatch.export.sweep_metrics import SweepCollector
-from tritonwatch.export.sweep_report import render_svg
 from tritonwatch.export.triton_metrics import TritonModelCollector, server_quantile_samples
 from tritonwatch.findings import Findings
 from tritonwatch.fleet import Shard, discovery_files, effective_config, fingerprint
+from tritonwatch.job_plan import JobKind, JobSpec, job_plan
 from tritonwatch.listen import ListenAddress, parse_listen_address
 from tritonwatch.logs import REDACTOR, get_logger
 from tritonwatch.model_discovery import ModelDiscovery, signatures, with_discovered_models
@@ -49,7 +44,6 @@ from tritonwatch.observations import ReadinessObservation
 from tritonwatch.probe.canary import canary_plans
 from tritonwatch.probe.canary_runner import CanaryRunner
 from tritonwatch.probe.readiness import ReadinessProbe, readiness_probe_for
-from tritonwatch.probe.sweep_schedule import sweep_plans
 from tritonwatch.readiness_board import ReadinessBoard
 from tritonwatch.schedule_health import JobLedger
 from tritonwatch.scheduled_sweeps import run_scheduled_sweep
@@ -57,12 +51,10 @@ from tritonwatch.scrape.collection import TritonScrapers, canary_totals
 from tritonwatch.scrape.gpu_metrics import GpuMetricsCollector
 from tritonwatch.scrape.nvml_collector import NvmlCollector
 from tritonwatch.sweep_records import SweepBoard
-from tritonwatch.target_state import ModelState
 
 ProbeFactory = Callable[[TargetConfig, float], ReadinessProbe]
 _log = get_logger("daemon")
 SCHEDULER_THREADS = 8
-SLO_SAVE_INTERVAL_SECONDS = 60.0
 
 
 class RunState(StrEnum):
@@ -104,8 +96,10 @@ class Daemon:
         self._discovering = False
         """Whether a target this replica owns discovers its models."""
         """Whether the repository indexes were read once (the first read is at start)."""
-        self._apply_lock = threading.Lock()
-        """One apply at a time: a reload (main thread) and a discovery job may race."""
+        self._lifecycle = threading.RLock()
+        """Start, reload, apply and stop one at a time: a reload (main thread), a
+        discovery job (a scheduler thread) and a stop (the signal handler's poll) may
+        race, and a reload must swap the config atomically."""
         self._listen_override = listen_override
         self._probe_factory = probe_factory
         self._clock = clock
@@ -179,27 +173,32 @@ class Daemon:
 
     def start(self) -> None:
         """Starts the exporter and the jobs; returns once both are running."""
-        self._state = RunState.STARTING
-        source = str(self._config_path) if self._config_path else "command line"
-        _log.info("starting", version=__version__, config=source)
-        exporter = self._config.exporter
-        self._server = ExporterServer(
-            self._listen_address(self._config),
-            exporter_app(self.registry, self.health, self.status_page),
-            exporter.tls_cert_file,
-            exporter.tls_key_file,
-            web_config_file=exporter.web_config_file,
-        )
-        self._server.start()
-        _log.info("exporter_listening", url=self.exporter_url)
-        if self._nvml is not None and not self._nvml.start() and self._config.nvml.enabled is True:
-            _log.error("nvml_unavailable", reason=self._nvml.disabled_reason)
-        self._scheduler.start()
-        self._canaries.start([])
-        self._state = RunState.STARTED
-        self._apply(self._config)
-        self.findings.start(f"{self.exporter_url}/metrics")  # after _apply: SLO specs known
-        _log.info("started", targets=len(self._effective_targets))
+        with self._lifecycle:
+            self._state = RunState.STARTING
+            source = str(self._config_path) if self._config_path else "command line"
+            _log.info("starting", version=__version__, config=source)
+            exporter = self._config.exporter
+            self._server = ExporterServer(
+                self._listen_address(self._config),
+                exporter_app(self.registry, self.health, self.status_page),
+                exporter.tls_cert_file,
+                exporter.tls_key_file,
+                web_config_file=exporter.web_config_file,
+            )
+            self._server.start()
+            _log.info("exporter_listening", url=self.exporter_url)
+            if (
+                self._nvml is not None
+                and not self._nvml.start()
+                and self._config.nvml.enabled is True
+            ):
+                _log.error("nvml_unavailable", reason=self._nvml.disabled_reason)
+            self._scheduler.start()
+            self._canaries.start([])
+            self._state = RunState.STARTED
+            self._apply(self._config)
+            self.findings.start(f"{self.exporter_url}/metrics")  # after _apply: SLO specs known
+            _log.info("started", targets=len(self._effective_targets))
 
     def reload(self) -> bool:
         """Re-reads the config file; swaps to it only if it is entirely valid.
@@ -207,29 +206,32 @@ class Daemon:
         Returns:
             True when the new config is in force; False when the old one stays.
         """
-        if self._config_path is None:
-            if self._state == RunState.STARTED:
-                self._apply(self._config)
-            _log.info("config_reapplied", targets=len(self._effective_targets))
-            return True
-        try:
-            new_config = load_config(self._config_path)
-        except ConfigError as error:
+        with self._lifecycle:
+            if self._config_path is None:
+                if self._state == RunState.STARTED:
+                    self._apply(self._config)
+                _log.info("config_reapplied", targets=len(self._effective_targets))
+                return True
+            try:
+                new_config = load_config(self._config_path)
+            except ConfigError as error:
+                with self._lock:
+                    self._last_reload_ok = False
+                _log.error("config_reload_failed", error=str(error))
+                return False
+            if self._listen_address(new_config) != self._listen_address(self._config):
+                _log.warning(
+                    "exporter_listen_change_needs_restart", listen=new_config.exporter.listen
+                )
+            REDACTOR.set_secrets(new_config.secret_values())
             with self._lock:
-                self._last_reload_ok = False
-            _log.error("config_reload_failed", error=str(error))
-            return False
-        if self._listen_address(new_config) != self._listen_address(self._config):
-            _log.warning("exporter_listen_change_needs_restart", listen=new_config.exporter.listen)
-        REDACTOR.set_secrets(new_config.secret_values())
-        with self._lock:
-            self._config = new_config
-            self._last_reload_ok = True
-            self._last_reload_success = self._wall_clock()
-        if self._state == RunState.STARTED:
-            self._apply(new_config)
-        _log.info("config_reloaded", targets=len(self._effective_targets))
-        return True
+                self._config = new_config
+                self._last_reload_ok = True
+                self._last_reload_success = self._wall_clock()
+            if self._state == RunState.STARTED:
+                self._apply(new_config)
+            _log.info("config_reloaded", targets=len(self._effective_targets))
+            return True
 
     @property
     def _base(self) -> Path:
@@ -242,7 +244,9 @@ class Daemon:
         longer in it are dropped here, whatever removed them (a reload, discovery); the
         canaries of unchanged models run on, a model reloaded differently (its discovery
         signature changed) gets its canary rebuilt."""
-        with self._apply_lock:
+        with self._lifecycle:
+            if self._state != RunState.STARTED:
+                return  # a discovery job that fired while the daemon stopped
             self._discovery_print = fingerprint(discovery_files(config.discovery, self._base))
             sharded = effective_config(config, self._base, self._shard)
             found = self._models.found
@@ -282,9 +286,16 @@ class Daemon:
             self._apply(config)
 
     def _schedule(self, config: Config) -> None:
-        """(Re)creates one readiness job per target, starts spread over the interval."""
-        interval = config.scrape.interval
+        """(Re)creates every job of the plan (:func:`~tritonwatch.job_plan.job_plan`);
+        probes of unchanged targets are kept, their connections with them."""
         names = [target.name for target in config.targets]
+        plan = job_plan(
+            config,
+            discovering=self._discovering,
+            models_read=self._models_read,
+            nvml=self._nvml is not None and self._nvml.enabled,
+            jitter=lambda bound: random.uniform(0, bound),  # noqa: S311
+        )
         with self._lock:
             self._scheduler.remove_all_jobs()
             self._ledger.clear()
@@ -300,98 +311,51 @@ class Daemon:
                     self._probes[target.name] = (target, config.scrape.timeout, probe)
         for _, _, probe in stale.values():
             probe.close()
-        now = datetime.now(UTC)
-        self._schedule_sweeps(config, now)
-        self._schedule_nvml(config, now)
-        for job_id, work, every in (
-            ("evaluate", self.findings.evaluate, config.alerting.evaluation_interval),
-            ("slo_save", self.findings.slo.save, SLO_SAVE_INTERVAL_SECONDS),
-        ):
-            self._ledger.expect(job_id, every, self._clock() + every)
+        self.sweeps.declare(spec.sweep.key for spec in plan if spec.sweep is not None)
+        now, wall_now = self._clock(), datetime.now(UTC)
+        for spec in plan:
+            work = self._work(spec)
+            if spec.ledgered:
+                self._ledger.expect(spec.job_id, spec.interval, now + spec.first_delay)
+                work = functools.partial(self._run_ledgered, spec.job_id, work)
             self._scheduler.add_job(
-                self._run_ledgered,
-                IntervalTrigger(seconds=every, timezone=UTC),
-                args=[job_id, work],
-                id=job_id,
-                misfire_grace_time=max(1, int(every)),
+                work,
+                IntervalTrigger(seconds=spec.interval, timezone=UTC),
+                id=spec.job_id,
+                next_run_time=wall_now + timedelta(seconds=spec.first_delay),
+                misfire_grace_time=spec.misfire_grace,
             )
-        if config.discovery.files:
-            self._scheduler.add_job(
-                self._rediscover,
-                IntervalTrigger(seconds=config.discovery.refresh_interval, timezone=UTC),
-                id="discovery",
-                next_run_time=now + timedelta(seconds=config.discovery.refresh_interval),
-            )
-        self._schedule_model_discovery(config, now)
-        for index, name in enumerate(names):
-            # Cloudprober's startProbesWithJitter: spread first runs over the interval
-            # so that many targets never fire in the same instant.
-            offset = interval * index / len(names) + random.uniform(0, interval / 10)  # noqa: S311
-            job_id = f"readiness:{name}"
-            self._ledger.expect(job_id, interval, self._clock() + offset)
-            self._scheduler.add_job(
-                self._check_readiness,
-                IntervalTrigger(seconds=interval, timezone=UTC),
-                args=[name, job_id],
-                id=job_id,
-                next_run_time=now + timedelta(seconds=offset),
-                misfire_grace_time=max(1, int(interval)),
-            )
-            self._schedule_scrape(name, interval, offset, now)
 
-    def _schedule_model_discovery(self, config: Config, now: datetime) -> None:
-        """Reads repository indexes every ``discovery.model_refresh_interval`` when a
-        target this replica owns discovers its models; the first read right away, and
-        again right away when a target not read yet joined (a file_sd change, a reload),
-        rather than an interval later."""
-        if not self._discovering:
-            return
-        every = config.discovery.model_refresh_interval
-        delay = every if self._models_read else 0.0
-        self._ledger.expect("model_discovery", every, self._clock() + delay)
-        self._scheduler.add_job(
-            self._run_ledgered,
-            IntervalTrigger(seconds=every, timezone=UTC),
-            args=["model_discovery", self._refresh_models],
-            id="model_discovery",
-            next_run_time=now + timedelta(seconds=delay),
-            misfire_grace_time=max(1, int(every)),
-        )
-
-    def _schedule_scrape(self, target: str, interval: float, offset: float, now: datetime) -> None:
-        """The target's Triton scrape (/metrics, statistics, config) on the scrape
-        interval, starting with its readiness check's offset."""
-        job_id = f"scrape:{target}"
-        self._ledger.expect(job_id, interval, self._clock() + offset)
-        self._scheduler.add_job(
-            self._run_ledgered,
-            IntervalTrigger(seconds=interval, timezone=UTC),
-            args=[job_id, lambda: self._scrape(target)],
-            id=job_id,
-            next_run_time=now + timedelta(seconds=offset),
-            misfire_grace_time=max(1, int(interval)),
-        )
+    def _work(self, spec: JobSpec) -> Callable[[], object]:
+        """What a job of the plan does."""
+        if spec.kind is JobKind.SWEEP:
+            assert spec.sweep is not None
+            return functools.partial(
+                run_scheduled_sweep,
+                spec.sweep,
+                self.sweeps,
+                self._canaries.set_paused,
+                self._stopping,
+                self._wall_clock,
+            )
+        if spec.kind is JobKind.NVML:
+            assert self._nvml is not None  # the plan has NVML only when it started
+            return self._nvml.sample
+        if spec.kind in (JobKind.READINESS, JobKind.SCRAPE):
+            check = self._check_readiness if spec.kind is JobKind.READINESS else self._scrape
+            return functools.partial(check, spec.target)
+        return {
+            JobKind.EVALUATE: self.findings.evaluate,
+            JobKind.SLO_SAVE: self.findings.slo.save,
+            JobKind.FILE_DISCOVERY: self._rediscover,
+            JobKind.MODEL_DISCOVERY: self._refresh_models,
+        }[spec.kind]
 
     def _scrape(self, target: str) -> None:
         """One scrape of ``target``, then its verdicts and findings."""
         outcome = self.triton.scrape(target)
         self.judged.observe(target)
         self.findings.observe_scrape(outcome)
-
-    def _schedule_nvml(self, config: Config, now: datetime) -> None:
-        """NVML sampling on ``nvml.interval`` when NVML started (no GPU: no job)."""
-        if self._nvml is None or not self._nvml.enabled:
-            return
-        interval = config.nvml.interval
-        self._ledger.expect("nvml", interval, self._clock())
-        self._scheduler.add_job(
-            self._run_ledgered,
-            IntervalTrigger(seconds=interval, timezone=UTC),
-            args=["nvml", self._nvml.sample],
-            id="nvml",
-            next_run_time=now,
-            misfire_grace_time=max(1, int(interval)),
-        )
 
     def _run_ledgered(self, job_id: str, work: Callable[[], object]) -> None:
         """Runs a job's work and records that it ran (for /health), whatever happened."""
@@ -402,38 +366,12 @@ class Daemon:
         finally:
             self._ledger.ran(job_id)
 
-    def _schedule_sweeps(self, config: Config, now: datetime) -> None:
-        """One job per model with sweeps enabled; the first runs one interval (at most a
-        minute) after start. Sweeps are not in the health ledger: a sweep may rightly
-        run longer than its interval, and /health is about the watching loops."""
-        plans = sweep_plans(config)
-        self.sweeps.declare(plan.key for plan in plans)
-        for index, plan in enumerate(plans):
-            first = min(plan.interval, 60.0) * (1 + index / max(len(plans), 1))
-            self._scheduler.add_job(
-                run_scheduled_sweep,
-                IntervalTrigger(seconds=plan.interval, timezone=UTC),
-                args=[
-                    plan,
-                    self.sweeps,
-                    self._canaries.set_paused,
-                    self._stopping,
-                    self._wall_clock,
-                ],
-                id=f"sweep:{plan.target}:{plan.model}",
-                next_run_time=now + timedelta(seconds=first),
-                misfire_grace_time=None,
-            )
-
-    def _check_readiness(self, target: str, job_id: str) -> None:
+    def _check_readiness(self, target: str) -> None:
         with self._lock:
             entry = self._probes.get(target)
         if entry is None:
             return
-        try:
-            observation = entry[2].check()
-        finally:
-            self._ledger.ran(job_id)
+        observation = entry[2].check()
         previous = self._board.record(observation)
         if previous is None or previous.ready != observation.ready:
             _readiness_log(observation)
@@ -445,111 +383,56 @@ class Daemon:
 
     def status_snapshot(self) -> StatusSnapshot:
         """What the status page shows, assembled from the latest readings."""
-        models = {(t.name, m.name): m for t in self._effective.targets for m in t.models}
-        readiness = self._board.snapshot()
-        sweeps = self.sweeps.snapshot()
-        triton = {state.target: state for state in self.judged.states()}
-        advice = self.findings.recommendations.by_model()
-        slos: dict[tuple[str, str], list[SloLine]] = {}
-        for status in self.findings.statuses():
-            slos.setdefault((status.spec.target, status.spec.model), []).append(SloLine.of(status))
-        verdicts: dict[tuple[str, str], list[VerdictLine]] = {}
-        for experiment in self.findings.experiments():
-            verdicts.setdefault((experiment.target, experiment.model), []).append(
-                VerdictLine(experiment.parameter, experiment.verdict, experiment.reason)
-            )
-        statuses = []
         now = self._clock()
-        for series in self.canary_stats.snapshot(now):
-            watched = models.get((series.target, series.model))
-            if watched is None:
-                continue
-            window = series.window_quantiles.get("5m", {})
-            observation = readiness.get(series.target)
-            sweep = sweeps.get((series.target, series.model))
-            key = (series.target, series.model)
-            target_state = triton.get(series.target)
-            model_state = target_state.models.get(series.model) if target_state else None
-            breakdown = model_state.breakdown if model_state else None
-            statuses.append(
-                ModelStatus(
-                    target=series.target,
-                    model=series.model,
-                    protocol=series.protocol,
-                    up=observation.ready if observation else None,
-                    budget_seconds=self._effective.slo_for(watched).latency.threshold,
-                    quantiles={f"p{q * 100:g}": v for q, v in window.items()},
-                    outcomes=series.outcomes,
-                    sweep_svg=render_svg(sweep[0]) if sweep else None,
-                    breakdown=breakdown.stages() if breakdown else None,
-                    bottleneck=_bottleneck_kind(model_state),
-                    slos=slos.get(key, []),
-                    recommendations=[AdviceLine.of(r) for r in advice.get(key, [])],
-                    experiments=verdicts.get(key, [])[-5:],
-                    last_error=series.last_error,
-                    client_share=ClientShare.of(breakdown),
-                    p95_history=self.findings.p95_history.points(
-                        (series.target, series.model, series.protocol), now
-                    ),
-                )
+        history = self.findings.p95_history
+        return status_snapshot(
+            StatusInputs(
+                config=self._effective,
+                canary=self.canary_stats.snapshot(now),
+                readiness=self._board.snapshot(),
+                triton=self.judged.states(),
+                sweeps=self.sweeps.snapshot(),
+                slo_statuses=self.findings.statuses(),
+                advice=self.findings.recommendations.by_model(),
+                experiments=self.findings.experiments(),
+                p95_history=lambda key: history.points(key, now),
+                healthy=self.health().healthy,
             )
-        return StatusSnapshot(statuses, self.health().healthy)
+        )
 
     def status_page(self) -> str:
         return render_status_page(self.status_snapshot())
 
     def health(self) -> HealthReport:
         """Healthy when started and every job ran on schedule (``/health``)."""
-        if self._state != RunState.STARTED:
-            return HealthReport(
-                False, {"status": "unhealthy", "reason": f"daemon is {self._state}"}
-            )
-        late = self._ledger.late_jobs()
-        if late:
-            return HealthReport(
-                False,
-                {
-                    "status": "unhealthy",
-                    "reason": "jobs did not run on schedule",
-                    "late_jobs": [
-                        {
-                            "job": job.job_id,
-                            "seconds_since_last_run": round(job.seconds_since_last_run, 3),
-                            "interval_seconds": job.interval_seconds,
-                        }
-                        for job in late
-                    ],
-                },
-            )
-        return HealthReport(True, {"status": "healthy", "jobs": len(self._probes)})
+        started = self._state == RunState.STARTED
+        late = self._ledger.late_jobs() if started else []
+        return health_report(str(self._state), started=started, late=late, jobs=len(self._probes))
 
     def stop(self) -> None:
         """Stops jobs, exporter and clients. Jobs in flight are not waited for: each
         is bounded by its own timeout and the process may exit under them."""
-        if self._state == RunState.STOPPED:
-            return
-        self._state = RunState.STOPPING
-        self._stopping.set()  # a running sweep ends at its next window boundary
-        _log.info("stopping")
-        if self._scheduler.running:
-            self._scheduler.shutdown(wait=False)
-        self._canaries.stop()
-        self.triton.close()
-        if self._nvml is not None:
-            self._nvml.close()
-        self.findings.stop()
-        if self._server is not None:
-            self._server.stop()
-        with self._lock:
-            probes, self._probes = self._probes, {}
-        for _, _, probe in probes.values():
-            probe.close()
-        self._state = RunState.STOPPED
-        _log.info("stopped")
-
-
-def _bottleneck_kind(state: ModelState | None) -> str | None:
-    return state.bottleneck.kind if state is not None and state.bottleneck is not None else None
+        with self._lifecycle:
+            if self._state == RunState.STOPPED:
+                return
+            self._state = RunState.STOPPING
+            self._stopping.set()  # a running sweep ends at its next window boundary
+            _log.info("stopping")
+            if self._scheduler.running:
+                self._scheduler.shutdown(wait=False)
+            self._canaries.stop()
+            self.triton.close()
+            if self._nvml is not None:
+                self._nvml.close()
+            self.findings.stop()
+            if self._server is not None:
+                self._server.stop()
+            with self._lock:
+                probes, self._probes = self._probes, {}
+            for _, _, probe in probes.values():
+                probe.close()
+            self._state = RunState.STOPPED
+            _log.info("stopped")
 
 
 def _slo_buckets(config: Config) -> tuple[float, ...]:

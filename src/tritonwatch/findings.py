@@ -11,86 +11,39 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable
 
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import CollectorRegistry
 
 from tritonwatch.analysis.advisor import RecommendationBook, advise
-from tritonwatch.analysis.advisor_input import AdvisorInput, AdvisorThresholds, with_server_window
-from tritonwatch.analysis.experiments import MIN_SAMPLES, Measurement, compare
+from tritonwatch.analysis.advisor_evidence import advisor_input_for
+from tritonwatch.analysis.advisor_input import AdvisorThresholds, with_server_window
+from tritonwatch.analysis.experiments import Experiment, experiment_span, judge_experiment
 from tritonwatch.analysis.slo import SLOStatus, slo_specs
 from tritonwatch.analysis.slo_tracker import SLOTracker
 from tritonwatch.canary_series import CanaryStats, SeriesSnapshot
 from tritonwatch.config.schema import Config
-from tritonwatch.export.alert_queue import AlertmanagerNotifier, Notifier, QueueOptions
-from tritonwatch.export.alerts import AlertBook, AlertSpec, active_alerts
+from tritonwatch.export.alerts import AlertBook, active_alerts
+from tritonwatch.export.experiment_metrics import (
+    EXPERIMENT_ALERT_SECONDS,
+    ExperimentCollector,
+    experiment_alert,
+)
 from tritonwatch.export.latency_history import P95History
+from tritonwatch.export.notifiers import notifiers_for
 from tritonwatch.export.slo_metrics import AlertDeliveryCollector, SLOCollector
-from tritonwatch.export.webhook import WebhookNotifier
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import (
     ModelConfigChange,
     ModelRates,
 )
 from tritonwatch.scrape.collection import TritonScrapers
-from tritonwatch.scrape.model_selection import model_gpus
 from tritonwatch.target_state import ScrapeOutcome
 
 _log = get_logger("findings")
 SLO_STATE_FILE = "slo-events.json"
 EXPERIMENT_HISTORY = 50
-EXPERIMENT_ALERT = "TritonExperimentVerdict"
-EXPERIMENT_ALERT_SECONDS = 3600.0
 ModelKey = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class Experiment:
-    """A config change and, once the after-window has passed, its verdict."""
-
-    target: str
-    model: str
-    parameters: tuple[str, ...]
-    changed_at: float
-    """Monotonic time the change was seen."""
-    verdict: str = "pending"
-    reason: str = ""
-    p95_before: float | None = None
-    p95_after: float | None = None
-
-    @property
-    def parameter(self) -> str:
-        return ",".join(self.parameters)
-
-
-def _notifiers(config: Config) -> list[Notifier]:
-    """One notifier per configured receiver: Alertmanager, the direct webhook, or both."""
-    alerting = config.alerting
-    queue = QueueOptions(capacity=alerting.queue_capacity)
-    notifiers: list[Notifier] = []
-    if alerting.alertmanager_url:
-        auth, token = alerting.basic_auth, alerting.bearer_token
-        notifiers.append(
-            AlertmanagerNotifier(
-                alerting.alertmanager_url,
-                basic_auth=(auth.username, auth.password.get_secret_value()) if auth else None,
-                bearer_token=token.get_secret_value() if token else None,
-                timeout=alerting.timeout,
-                queue=queue,
-            )
-        )
-    if alerting.webhook_url:
-        notifiers.append(
-            WebhookNotifier(
-                alerting.webhook_url.get_secret_value(),
-                repeat_interval=alerting.webhook_repeat_interval,
-                timeout=alerting.timeout,
-                queue=queue,
-            )
-        )
-    return notifiers
 
 
 def _thresholds(config: Config) -> AdvisorThresholds:
@@ -128,14 +81,14 @@ class Findings:
             resend_interval=config.alerting.resend_interval,
             clock=wall_clock,
         )
-        self._notifiers = _notifiers(config)
+        self._notifiers = notifiers_for(config)
         registry.register(
             SLOCollector(lambda: self.slo.specs, self.statuses, self.recommendations.active)
         )
         registry.register(
             AlertDeliveryCollector(lambda: [n.queue.stats() for n in self._notifiers])
         )
-        registry.register(_ExperimentCollector(self.experiments))
+        registry.register(ExperimentCollector(self.experiments))
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -160,7 +113,7 @@ class Findings:
         self._alerts.evaluation_interval = config.alerting.evaluation_interval
         self._alerts.resend_interval = config.alerting.resend_interval
         if config.alerting != old.alerting:
-            stale, self._notifiers = self._notifiers, _notifiers(config)
+            stale, self._notifiers = self._notifiers, notifiers_for(config)
             for notifier in stale:
                 notifier.stop()
             for notifier in self._notifiers:
@@ -208,7 +161,7 @@ class Findings:
         self._close_experiments(config, now)
         runbook = config.alerting.runbook_url
         specs = active_alerts(statuses, self.recommendations.active(), runbook)
-        specs += [_experiment_alert(e, runbook) for e in self.experiments() if self._recent(e, now)]
+        specs += [experiment_alert(e, runbook) for e in self.experiments() if self._recent(e, now)]
         due = self._alerts.update(specs)
         for notifier in self._notifiers:
             notifier.notify(due)
@@ -225,32 +178,12 @@ class Findings:
                     window = [rates for _, rates in self._windows.get(key, ())]
                 if state is None or not window:
                     continue
-                model_state = state.models.get(model.name)
                 snapshot = canary.get(key)
-                p95 = snapshot.window_quantiles.get("5m", {}).get(0.95) if snapshot else None
                 span = config.advisor.window
                 samples = self._canary.samples_between(target.name, model.name, now - span, now + 1)
-                cfg = model_state.config if model_state else None
-                groups = cfg.instance_groups if cfg else ()
-                gpus = model_gpus(list(state.gpus.values()), (i for g in groups for i in g.gpus))
-                advisor_input = AdvisorInput(
-                    target=target.name,
-                    model=model.name,
-                    latency_budget_seconds=config.slo_for(model).latency.threshold,
-                    p95_seconds=p95,
-                    client_mean_seconds=sum(samples) / len(samples) if samples else None,
-                    max_batch_size=cfg.max_batch_size if cfg else None,
-                    dynamic_batching=None if cfg is None else cfg.dynamic_batching is not None,
-                    max_queue_delay_microseconds=(
-                        cfg.dynamic_batching.max_queue_delay_microseconds
-                        if cfg and cfg.dynamic_batching else None
-                    ),
-                    instance_count=sum(g.instances for g in cfg.instance_groups) if cfg else None,
-                    gpu_utilization=_mean([g.utilization_ratio for g in gpus]),
-                    gpu_memory_used_bytes=_mean([g.memory_used_bytes for g in gpus]),
-                    gpu_memory_total_bytes=_mean([g.memory_total_bytes for g in gpus]),
-                    protocol=config.canary_for(target, model).protocol,
-                )  # fmt: skip
+                advisor_input = advisor_input_for(
+                    config, target, model, state, snapshot=snapshot, samples=samples
+                )
                 self.recommendations.update(
                     target.name,
                     model.name,
@@ -258,7 +191,7 @@ class Findings:
                 )
 
     def _close_experiments(self, config: Config, now: float) -> None:
-        span = min(config.advisor.experiment_window, 300.0)
+        span = experiment_span(config.advisor.experiment_window)
         with self._lock:
             pending = [(i, e) for i, e in enumerate(self._experiments) if e.verdict == "pending"]
         for index, experiment in pending:
@@ -267,7 +200,7 @@ class Findings:
             target, model, changed = experiment.target, experiment.model, experiment.changed_at
             before = self._canary.samples_between(target, model, changed - span, changed)
             after = self._canary.samples_between(target, model, changed, changed + span)
-            closed = _verdict(experiment, before, after)
+            closed = judge_experiment(experiment, before, after)
             with self._lock:
                 if index < len(self._experiments) and self._experiments[index] is experiment:
                     self._experiments[index] = closed
@@ -282,7 +215,7 @@ class Findings:
 
     def _recent(self, experiment: Experiment, now: float) -> bool:
         """A verdict is announced (an info alert) for an hour after it is reached."""
-        span = min(self._config.advisor.experiment_window, 300.0)
+        span = experiment_span(self._config.advisor.experiment_window)
         closed_at = experiment.changed_at + span
         return experiment.verdict != "pending" and now - closed_at < EXPERIMENT_ALERT_SECONDS
 
@@ -295,64 +228,3 @@ class Findings:
     def experiments(self) -> list[Experiment]:
         with self._lock:
             return list(self._experiments)
-
-
-def _experiment_alert(experiment: Experiment, runbook: str) -> AlertSpec:
-    before, after = experiment.p95_before, experiment.p95_after
-    numbers = (
-        f" (canary p95 {before * 1e3:.1f} ms → {after * 1e3:.1f} ms)"
-        if before is not None and after is not None else ""
-    )  # fmt: skip
-    return AlertSpec(
-        labels={
-            "alertname": EXPERIMENT_ALERT, "severity": "info", "target": experiment.target,
-            "model": experiment.model, "action": "experiment", "parameter": experiment.parameter,
-        },
-        annotations={
-            "summary": (
-                f"{experiment.model}: change of {experiment.parameter} → {experiment.verdict}"
-            ),
-            "description": experiment.reason + numbers,
-            "runbook_url": f"{runbook}#experiments",
-        },
-    )  # fmt: skip
-
-
-def _mean(values: list[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) / len(known) if known else None
-
-
-def _verdict(experiment: Experiment, before: list[float], after: list[float]) -> Experiment:
-    """The canary before vs after, same rate: the bootstrap on p95 decides (experiments.py)."""
-    if min(len(before), len(after)) < MIN_SAMPLES:
-        return replace(
-            experiment, verdict="inconclusive", reason="too few canary samples on one side"
-        )
-    result = compare(Measurement(before), Measurement(after))
-    reason = result.reason
-    if len(experiment.parameters) > 1:
-        reason += (
-            f"; {len(experiment.parameters)} parameters changed at once, "
-            "so the effect cannot be attributed"
-        )
-    return replace(experiment, verdict=str(result.verdict), reason=reason,
-                   p95_before=result.p95_before, p95_after=result.p95_after)  # fmt: skip
-
-
-class _ExperimentCollector(Collector):
-    def __init__(self, experiments: Callable[[], list[Experiment]]) -> None:
-        self._experiments = experiments
-
-    def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily(
-            "tritonwatch_experiment_verdict",
-            "1 for the latest verdict of each (target, model, parameter) config change experiment.",
-            labels=["target", "model", "parameter", "verdict"],
-        )
-        latest: dict[tuple[str, str, str], Experiment] = {}
-        for experiment in self._experiments():
-            latest[(experiment.target, experiment.model, experiment.parameter)] = experiment
-        for (target, model, parameter), experiment in sorted(latest.items()):
-            family.add_metric([target, model, parameter, experiment.verdict], 1.0)
-        yield family

@@ -6,10 +6,10 @@ swapping one reference, and readers on other threads never see half a cycle.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, TypeVar
 
 from tritonwatch.observations import (
     BatchStatisticsRates,
@@ -173,3 +173,14 @@ class TargetState:
     gpus: Mapping[str, TritonGpuRates]
     server: Mapping[str, float]
     failures: Mapping[tuple[Source, FetchStatus], int] = field(default_factory=dict)
+
+
+GpuT = TypeVar("GpuT")
+
+
+def model_gpus(gpus: Sequence[GpuT], indices: Iterable[int]) -> list[GpuT]:
+    """The GPUs a model's instances run on, from Triton's GPUs in the order it prints them
+    (device order) and the instance groups' ``gpus`` indices; without usable indices,
+    every GPU counts."""
+    chosen = [gpus[i] for i in sorted(set(indices)) if 0 <= i < len(gpus)]
+    return chosen or list(gpus)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from tritonwatch.quantiles import nearest_rank
@@ -28,6 +28,9 @@ from tritonwatch.quantiles import nearest_rank
 BOOTSTRAP_ITERATIONS = 1000
 CONFIDENCE = 0.95
 MIN_SAMPLES = 20
+EXPERIMENT_SPAN_CAP_SECONDS = 300.0
+"""A config change is judged on at most five minutes of canary on each side: the longer
+the span, the more unrelated drift (traffic, neighbours) it mixes in."""
 
 
 class Verdict(StrEnum):
@@ -143,3 +146,45 @@ def compare(
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True, slots=True)
+class Experiment:
+    """A config change and, once the after-window has passed, its verdict."""
+
+    target: str
+    model: str
+    parameters: tuple[str, ...]
+    changed_at: float
+    """Monotonic time the change was seen."""
+    verdict: str = "pending"
+    reason: str = ""
+    p95_before: float | None = None
+    p95_after: float | None = None
+
+    @property
+    def parameter(self) -> str:
+        return ",".join(self.parameters)
+
+
+def experiment_span(experiment_window: float) -> float:
+    """Seconds of canary judged on each side of a change (``advisor.experiment_window``,
+    capped at :data:`EXPERIMENT_SPAN_CAP_SECONDS`)."""
+    return min(experiment_window, EXPERIMENT_SPAN_CAP_SECONDS)
+
+
+def judge_experiment(experiment: Experiment, before: list[float], after: list[float]) -> Experiment:
+    """The canary before vs after, same rate: the bootstrap on p95 decides (:func:`compare`)."""
+    if min(len(before), len(after)) < MIN_SAMPLES:
+        return replace(
+            experiment, verdict="inconclusive", reason="too few canary samples on one side"
+        )
+    result = compare(Measurement(before), Measurement(after))
+    reason = result.reason
+    if len(experiment.parameters) > 1:
+        reason += (
+            f"; {len(experiment.parameters)} parameters changed at once, "
+            "so the effect cannot be attributed"
+        )
+    return replace(experiment, verdict=str(result.verdict), reason=reason,
+                   p95_before=result.p95_before, p95_after=result.p95_after)  # fmt: skip

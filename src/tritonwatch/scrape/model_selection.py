@@ -11,19 +11,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TypeVar
 
 from tritonwatch.observations import ModelCounters, ModelKey, TritonScrape
-
-GpuT = TypeVar("GpuT")
-
-
-def model_gpus(gpus: Sequence[GpuT], indices: Iterable[int]) -> list[GpuT]:
-    """The GPUs a model's instances run on, from Triton's GPUs in the order it prints them
-    (device order) and the instance groups' ``gpus`` indices; without usable indices,
-    every GPU counts."""
-    chosen = [gpus[i] for i in sorted(set(indices)) if 0 <= i < len(gpus)]
-    return chosen or list(gpus)
 
 
 def _summed(tables: Iterable[Mapping[str, float]]) -> MappingProxyType[str, float]:

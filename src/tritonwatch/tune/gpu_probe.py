@@ -10,8 +10,8 @@ from typing import Any
 import requests
 
 from tritonwatch.client_tls import ClientTLS
-from tritonwatch.scrape.model_selection import model_gpus
 from tritonwatch.scrape.triton_text import parse_triton_metrics
+from tritonwatch.target_state import model_gpus
 
 UTILIZATION = "nv_gpu_utilization"
 

@@ -1,0 +1,107 @@
+"""The status page's view model, assembled from the latest records and verdicts.
+
+Pure: the daemon hands in what it holds (the effective config, readiness, judged scrape
+states, sweeps, the canary's series, SLO statuses, recommendations, experiments, the
+p95 history) and gets the :class:`~tritonwatch.export.status_page.StatusSnapshot` that
+:func:`~tritonwatch.export.status_page.render_status_page` draws. One row per canary
+series of a model still watched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tritonwatch.analysis.advisor_input import Recommendation
+from tritonwatch.analysis.experiments import Experiment
+from tritonwatch.analysis.slo import SLOStatus
+from tritonwatch.canary_series import SeriesKey, SeriesSnapshot
+from tritonwatch.config.schema import Config
+from tritonwatch.export.latency_history import P95Point
+from tritonwatch.export.status_page import (
+    AdviceLine,
+    ClientShare,
+    ModelStatus,
+    SloLine,
+    StatusSnapshot,
+    VerdictLine,
+)
+from tritonwatch.export.sweep_report import render_svg
+from tritonwatch.observations import ReadinessObservation
+from tritonwatch.sweep_records import SweepResult
+from tritonwatch.target_state import ModelState, TargetState
+
+EXPERIMENTS_SHOWN = 5
+"""The latest verdicts shown per model."""
+
+ModelKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StatusInputs:
+    """Everything the status page shows, as of one request."""
+
+    config: Config
+    """The effective config: the models watched and their budgets."""
+    canary: Sequence[SeriesSnapshot]
+    readiness: Mapping[str, ReadinessObservation]
+    triton: Iterable[TargetState]
+    """Every target's scraped state with its verdicts (the bottleneck board's)."""
+    sweeps: Mapping[ModelKey, tuple[SweepResult, float]]
+    slo_statuses: Iterable[SLOStatus]
+    advice: Mapping[ModelKey, list[Recommendation]]
+    experiments: Iterable[Experiment]
+    p95_history: Callable[[SeriesKey], tuple[P95Point, ...]]
+    healthy: bool
+
+
+def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
+    """One row per canary series of a watched model, in the canary's order."""
+    config = inputs.config
+    models = {(t.name, m.name): m for t in config.targets for m in t.models}
+    triton = {state.target: state for state in inputs.triton}
+    slos: dict[ModelKey, list[SloLine]] = {}
+    for status in inputs.slo_statuses:
+        slos.setdefault((status.spec.target, status.spec.model), []).append(SloLine.of(status))
+    verdicts: dict[ModelKey, list[VerdictLine]] = {}
+    for experiment in inputs.experiments:
+        verdicts.setdefault((experiment.target, experiment.model), []).append(
+            VerdictLine(experiment.parameter, experiment.verdict, experiment.reason)
+        )
+    rows = []
+    for series in inputs.canary:
+        key = (series.target, series.model)
+        watched = models.get(key)
+        if watched is None:
+            continue
+        window = series.window_quantiles.get("5m", {})
+        observation = inputs.readiness.get(series.target)
+        sweep = inputs.sweeps.get(key)
+        target_state = triton.get(series.target)
+        model_state = target_state.models.get(series.model) if target_state else None
+        breakdown = model_state.breakdown if model_state else None
+        rows.append(
+            ModelStatus(
+                target=series.target,
+                model=series.model,
+                protocol=series.protocol,
+                up=observation.ready if observation else None,
+                budget_seconds=config.slo_for(watched).latency.threshold,
+                quantiles={f"p{q * 100:g}": v for q, v in window.items()},
+                outcomes=series.outcomes,
+                sweep_svg=render_svg(sweep[0]) if sweep else None,
+                breakdown=breakdown.stages() if breakdown else None,
+                bottleneck=_bottleneck_kind(model_state),
+                slos=slos.get(key, []),
+                recommendations=[AdviceLine.of(r) for r in inputs.advice.get(key, [])],
+                experiments=verdicts.get(key, [])[-EXPERIMENTS_SHOWN:],
+                last_error=series.last_error,
+                client_share=ClientShare.of(breakdown),
+                p95_history=inputs.p95_history((series.target, series.model, series.protocol)),
+            )
+        )
+    return StatusSnapshot(rows, inputs.healthy)
+
+
+def _bottleneck_kind(state: ModelState | None) -> str | None:
+    return state.bottleneck.kind if state is not None and state.bottleneck is not None else None

@@ -1,0 +1,82 @@
+"""job_plan: what the daemon runs when, read without starting anything."""
+
+from __future__ import annotations
+
+import pytest
+
+from tritonwatch.config.schema import Config
+from tritonwatch.job_plan import JobKind, JobSpec, job_plan
+
+
+def config(**extra: object) -> Config:
+    return Config.model_validate(
+        {
+            "targets": [
+                {"name": name, "url": f"http://127.0.0.1:{port}", "models": [{"name": "m"}]}
+                for name, port in (("a", 8000), ("b", 8001), ("c", 8002), ("d", 8003))
+            ],
+            "scrape": {"interval": "20s"},
+            "alerting": {"evaluation_interval": "30s"},
+            **extra,
+        }
+    )
+
+
+def by_id(plan: list[JobSpec]) -> dict[str, JobSpec]:
+    ids = [spec.job_id for spec in plan]
+    assert len(ids) == len(set(ids)), ids  # APScheduler refuses a duplicate id
+    return {spec.job_id: spec for spec in plan}
+
+
+def test_targets_are_spread_over_the_interval_with_bounded_jitter() -> None:
+    """Breaks if per-target first runs bunch up, or readiness and scrape stop sharing one."""
+    bounds: list[float] = []
+
+    def jitter(bound: float) -> float:
+        bounds.append(bound)
+        return bound / 2
+
+    plan = by_id(job_plan(config(), discovering=False, models_read=True, nvml=False, jitter=jitter))
+    assert bounds == [2.0] * 4  # a tenth of the 20 s interval, once per target
+    for index, name in enumerate("abcd"):
+        readiness, scrape = plan[f"readiness:{name}"], plan[f"scrape:{name}"]
+        assert readiness.first_delay == scrape.first_delay == pytest.approx(5.0 * index + 1.0)
+        assert (readiness.kind, readiness.target, readiness.interval) == (
+            JobKind.READINESS,
+            name,
+            20,
+        )
+        assert (scrape.kind, scrape.target, scrape.ledgered) == (JobKind.SCRAPE, name, True)
+        assert readiness.misfire_grace == 20
+
+
+def test_the_always_on_jobs_and_nothing_unasked() -> None:
+    """Breaks if evaluation or saving moves, or a discovery/NVML/sweep job appears unasked."""
+    plan = by_id(job_plan(config(), discovering=False, models_read=True, nvml=False,
+                          jitter=lambda bound: 0.0))  # fmt: skip
+    others = {k: v for k, v in plan.items() if not k.startswith(("readiness:", "scrape:"))}
+    assert {k: (v.kind, v.interval, v.first_delay, v.ledgered) for k, v in others.items()} == {
+        "evaluate": (JobKind.EVALUATE, 30.0, 30.0, True),
+        "slo_save": (JobKind.SLO_SAVE, 60.0, 60.0, True),
+    }
+
+
+def test_discovery_nvml_and_sweeps_when_asked() -> None:
+    """Breaks if discovery reads late for a new target, or a sweep is checked by /health."""
+    sweeping = config(
+        discovery={"files": ["targets.json"], "refresh_interval": "45s"},
+        sweep={"enabled": True, "interval": "10m"},
+    )
+    fresh = by_id(job_plan(sweeping, discovering=True, models_read=False, nvml=True,
+                           jitter=lambda bound: 0.0))  # fmt: skip
+    assert (fresh["discovery"].interval, fresh["discovery"].first_delay) == (45.0, 45.0)
+    assert not fresh["discovery"].ledgered
+    assert fresh["model_discovery"].first_delay == 0.0  # a target not read yet: now
+    assert (fresh["nvml"].kind, fresh["nvml"].first_delay) == (JobKind.NVML, 0.0)
+    sweeps = [spec for spec in fresh.values() if spec.kind is JobKind.SWEEP]
+    assert [spec.job_id for spec in sweeps] == [f"sweep:{name}:m" for name in "abcd"]
+    assert [spec.first_delay for spec in sweeps] == [60.0, 75.0, 90.0, 105.0]
+    assert all(not s.ledgered and s.misfire_grace is None and s.sweep for s in sweeps)
+    read = by_id(job_plan(sweeping, discovering=True, models_read=True, nvml=True,
+                          jitter=lambda bound: 0.0))  # fmt: skip
+    assert read["model_discovery"].first_delay == 60.0  # the default model_refresh_interval
