@@ -15,12 +15,11 @@ from collections.abc import Callable
 
 from prometheus_client.registry import CollectorRegistry
 
-from tritonwatch.analysis.advisor import RecommendationBook, advise
+from tritonwatch.analysis.advisor import advise
 from tritonwatch.analysis.advisor_evidence import advisor_input_for
 from tritonwatch.analysis.advisor_input import AdvisorThresholds, with_server_window
 from tritonwatch.analysis.experiments import Experiment, experiment_span, judge_experiment
 from tritonwatch.analysis.slo import SLOStatus, slo_specs
-from tritonwatch.analysis.slo_tracker import SLOTracker
 from tritonwatch.canary_series import CanaryStats, SeriesSnapshot
 from tritonwatch.config.schema import Config
 from tritonwatch.export.alerts import AlertBook, active_alerts
@@ -37,7 +36,9 @@ from tritonwatch.observations import (
     ModelConfigChange,
     ModelRates,
 )
+from tritonwatch.recommendation_book import RecommendationBook
 from tritonwatch.scrape.collection import TritonScrapers
+from tritonwatch.slo_tracker import SLOTracker
 from tritonwatch.target_state import ScrapeOutcome
 
 _log = get_logger("findings")

@@ -13,10 +13,11 @@ from types import MappingProxyType
 import pytest
 from structlog.testing import capture_logs
 
-from tritonwatch.analysis.advisor import RecommendationBook, advise
+from tritonwatch.analysis.advisor import advise
 from tritonwatch.analysis.advisor_input import Action, AdvisorInput, with_server_window
 from tritonwatch.analysis.slo import Severity
 from tritonwatch.observations import ModelRates
+from tritonwatch.recommendation_book import RecommendationBook
 
 HEALTHY = AdvisorInput(
     target="t",

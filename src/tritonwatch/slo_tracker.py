@@ -32,11 +32,11 @@ from tritonwatch.analysis.slo import (
     Source,
     evaluate_slo,
 )
-from tritonwatch.analysis.slo_store import SeriesKey, SLOEventStore
 from tritonwatch.canary_series import SeriesSnapshot
 from tritonwatch.counters import counter_increase
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import Outcome, TritonRates
+from tritonwatch.slo_store import SeriesKey, SLOEventStore
 
 _log = get_logger("slo")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tritonwatch.analysis.slo import SLOKind, Source
-from tritonwatch.analysis.slo_store import (
+from tritonwatch.slo_store import (
     FINE_BUCKETS,
     BucketRing,
     SeriesKey,
