@@ -27,6 +27,7 @@ from tritonwatch.bottleneck_board import BottleneckBoard
 from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config import Config, ConfigError, TargetConfig, load_config
 from tritonwatch.export.canary_metrics import CanaryCollector
+from tritonwatch.export.gpu_metrics import GpuMetricsCollector
 from tritonwatch.export.health import health_report
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
@@ -48,7 +49,6 @@ from tritonwatch.readiness_board import ReadinessBoard
 from tritonwatch.schedule_health import JobLedger
 from tritonwatch.scheduled_sweeps import run_scheduled_sweep
 from tritonwatch.scrape.collection import TritonScrapers, canary_totals
-from tritonwatch.scrape.gpu_metrics import GpuMetricsCollector
 from tritonwatch.scrape.nvml_collector import NvmlCollector
 from tritonwatch.sweep_records import SweepBoard
 

@@ -328,3 +328,30 @@ class ModelConfigChange:
     previous: ModelConfigSnapshot
     current: ModelConfigSnapshot
     changes: Mapping[str, tuple[object, object]]
+
+
+CLOCK_EVENT_REASONS: tuple[tuple[str, int], ...] = (
+    ("gpu_idle", 0x1),
+    ("applications_clocks_setting", 0x2),
+    ("sw_power_cap", 0x4),
+    ("hw_slowdown", 0x8),
+    ("sync_boost", 0x10),
+    ("sw_thermal_slowdown", 0x20),
+    ("hw_thermal_slowdown", 0x40),
+    ("hw_power_brake_slowdown", 0x80),
+    ("display_clock_setting", 0x100),
+)
+"""``reason`` label → NVML's ``nvmlClocksEventReason*`` bit (stable across NVML versions,
+so older bindings that name them ``ClocksThrottleReason`` read the same bits)."""
+
+QueryFailureKey = tuple[str, str, str]
+"""(GPU uuid, query, NVML error class name)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlState:
+    """What the NVML sampler holds for the exporter: the latest samples and failure counts."""
+
+    enabled: bool
+    samples: tuple[GpuSample, ...]
+    query_failures: Mapping[QueryFailureKey, int]

@@ -22,7 +22,7 @@ from tritonwatch.dashboards import DASHBOARDS, expressions, render_all
 
 DASHBOARD_DIR = REPO / "grafana" / "dashboards"
 
-# The public contract (docs/design.md §8, README, scrape/gpu_metrics.py): the only series a
+# The public contract (docs/design.md §8, README, export/gpu_metrics.py): the only series a
 # dashboard may read, plus Prometheus' own ALERTS.
 CONTRACT = frozenset(
     {

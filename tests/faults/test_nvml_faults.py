@@ -22,8 +22,8 @@ import tritonwatch.daemon as daemon_module
 from support import fixtures_dir, http_get, sample_value, wait_until
 from tritonwatch.config import load_config
 from tritonwatch.daemon import Daemon
+from tritonwatch.export.gpu_metrics import GpuMetricsCollector
 from tritonwatch.observations import TritonGpuRates
-from tritonwatch.scrape.gpu_metrics import GpuMetricsCollector
 from tritonwatch.scrape.nvml_collector import NvmlCollector
 from tritonwatch.scrape.nvml_fake import FakeNvml
 from tritonwatch.sim.server import Simulator

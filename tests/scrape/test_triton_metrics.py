@@ -18,6 +18,7 @@ from tritonwatch.analysis.breakdown import find_bottleneck, latency_breakdown
 from tritonwatch.bottleneck_board import BottleneckBoard
 from tritonwatch.config.schema import Config
 from tritonwatch.export.canary_metrics import QUANTILE_FAMILY
+from tritonwatch.export.gpu_metrics import GpuMetricsCollector
 from tritonwatch.export.triton_metrics import TritonModelCollector, server_quantile_samples
 from tritonwatch.observations import (
     BatchStatisticsRates,
@@ -28,7 +29,6 @@ from tritonwatch.observations import (
     TritonSummary,
 )
 from tritonwatch.scrape.collection import TritonScrapers
-from tritonwatch.scrape.gpu_metrics import GpuMetricsCollector
 from tritonwatch.sim.server import Simulator
 from tritonwatch.target_state import FetchStatus, ModelState, Source, SourceOutcome, TargetState
 

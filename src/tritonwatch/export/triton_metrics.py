@@ -13,7 +13,7 @@ Two families belong to other collectors and are fed from here instead:
   optional summaries) to merge into it, since a registry refuses two collectors that
   emit one family.
 * the ``tritonwatch_gpu_*`` families come from
-  :class:`~tritonwatch.scrape.gpu_metrics.GpuMetricsCollector`, fed by
+  :class:`~tritonwatch.export.gpu_metrics.GpuMetricsCollector`, fed by
   :meth:`~tritonwatch.scrape.collection.TritonScrapers.triton_gpus`.
 """
 

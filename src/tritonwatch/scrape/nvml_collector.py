@@ -32,30 +32,23 @@ import importlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 from tritonwatch.logs import get_logger
-from tritonwatch.observations import GpuProcess, GpuSample
+from tritonwatch.observations import (
+    CLOCK_EVENT_REASONS,
+    GpuProcess,
+    GpuSample,
+    NvmlState,
+    QueryFailureKey,
+)
 
 _log = get_logger("nvml")
 _T = TypeVar("_T")
 
-CLOCK_EVENT_REASONS: tuple[tuple[str, int], ...] = (
-    ("gpu_idle", 0x1),
-    ("applications_clocks_setting", 0x2),
-    ("sw_power_cap", 0x4),
-    ("hw_slowdown", 0x8),
-    ("sync_boost", 0x10),
-    ("sw_thermal_slowdown", 0x20),
-    ("hw_thermal_slowdown", 0x40),
-    ("hw_power_brake_slowdown", 0x80),
-    ("display_clock_setting", 0x100),
-)
-"""``reason`` label → NVML's ``nvmlClocksEventReason*`` bit (stable across NVML versions,
-so older bindings that name them ``ClocksThrottleReason`` read the same bits)."""
 
 GPM_METRICS: tuple[tuple[str, str], ...] = (
     ("sm_active_ratio", "NVML_GPM_METRIC_SM_UTIL"),
@@ -70,9 +63,6 @@ LIBRARY_GONE_ERRORS = frozenset(
 """Errors that say the library itself stopped answering (driver unloaded or upgraded
 under a running daemon), not one device or one query: a reason to initialise again."""
 DEFAULT_REINIT_INTERVAL_SECONDS = 30.0
-
-QueryFailureKey = tuple[str, str, str]
-"""(GPU uuid, query, NVML error class name)."""
 
 
 @dataclass
@@ -97,15 +87,6 @@ class _Device:
     unsupported: set[str] = field(default_factory=set)
     gpm: _Gpm | None = None
     failures: list[tuple[str, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class NvmlState:
-    """What the collector holds for the exporter: the latest samples and failure counts."""
-
-    enabled: bool
-    samples: tuple[GpuSample, ...]
-    query_failures: Mapping[QueryFailureKey, int]
 
 
 class NvmlCollector:

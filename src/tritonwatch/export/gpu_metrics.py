@@ -25,8 +25,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from tritonwatch.observations import GpuSample, TritonGpuRates
-from tritonwatch.scrape.nvml_collector import CLOCK_EVENT_REASONS, NvmlState
+from tritonwatch.observations import CLOCK_EVENT_REASONS, GpuSample, NvmlState, TritonGpuRates
 
 _GPU_LABELS = ["gpu", "gpu_index"]
 

@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from support import fixtures_dir, sample_value
-from tritonwatch.observations import GpuSample, TritonGpuRates
-from tritonwatch.scrape.gpu_metrics import GpuMetricsCollector, gpu_index_label
-from tritonwatch.scrape.nvml_collector import NvmlCollector, NvmlState
+from tritonwatch.export.gpu_metrics import GpuMetricsCollector, gpu_index_label
+from tritonwatch.observations import GpuSample, NvmlState, TritonGpuRates
+from tritonwatch.scrape.nvml_collector import NvmlCollector
 from tritonwatch.scrape.nvml_fake import FakeNvml
 
 H200 = "GPU-7c754c05-34be-83d3-deff-8175702c18c4"
