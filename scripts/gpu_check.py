@@ -24,7 +24,7 @@ import pynvml
 
 from tritonwatch.logs import configure_logging
 from tritonwatch.observations import GpuSample
-from tritonwatch.scrape.nvml_collector import NvmlCollector
+from tritonwatch.scrape.nvml_sampler import NvmlSampler
 
 SAMPLE_EVERY_SECONDS = 0.25
 
@@ -45,7 +45,7 @@ while time.monotonic() < deadline:
 
 
 def sample_for(
-    collector: NvmlCollector, seconds: float, still_running: Callable[[], bool] = lambda: True
+    collector: NvmlSampler, seconds: float, still_running: Callable[[], bool] = lambda: True
 ) -> list[GpuSample]:
     """Samples GPU 0 every 250 ms for ``seconds`` (or until ``still_running`` is False)."""
     samples: list[GpuSample] = []
@@ -142,7 +142,7 @@ def main() -> int:
     args = parser.parse_args()
     configure_logging("console", "warning")
 
-    collector = NvmlCollector(pynvml)
+    collector = NvmlSampler(pynvml)
     if not collector.start():
         print(f"no GPU to check: NVML is unavailable ({collector.disabled_reason})")
         return 2
@@ -171,7 +171,7 @@ def main() -> int:
     return 1 if problems else 0
 
 
-def run_load(collector: NvmlCollector, python: str, seconds: float) -> list[GpuSample]:
+def run_load(collector: NvmlSampler, python: str, seconds: float) -> list[GpuSample]:
     """Starts the matmul loop, waits until it runs, samples while it runs."""
     load = subprocess.Popen(
         [python, "-c", _LOAD_PROGRAM, str(seconds)], stdout=subprocess.PIPE, text=True

@@ -49,7 +49,7 @@ from tritonwatch.readiness_board import ReadinessBoard
 from tritonwatch.schedule_health import JobLedger
 from tritonwatch.scheduled_sweeps import run_scheduled_sweep
 from tritonwatch.scrape.collection import TritonScrapers, canary_totals
-from tritonwatch.scrape.nvml_collector import NvmlCollector
+from tritonwatch.scrape.nvml_sampler import NvmlSampler
 from tritonwatch.sweep_records import SweepBoard
 
 ProbeFactory = Callable[[TargetConfig, float], ReadinessProbe]
@@ -128,7 +128,7 @@ class Daemon:
         self.judged = BottleneckBoard(self.triton.states)
         """The scraped states with their breakdowns and bottlenecks, as exported."""
         self.registry.register(TritonModelCollector(self.judged.states))
-        self._nvml = NvmlCollector(clock=clock) if config.nvml.enabled is not False else None
+        self._nvml = NvmlSampler(clock=clock) if config.nvml.enabled is not False else None
         self.registry.register(
             GpuMetricsCollector(
                 nvml=self._nvml.state if self._nvml is not None else None,

@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from support import fixtures_dir, sample_value
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector, gpu_index_label
 from tritonwatch.observations import GpuSample, NvmlState, TritonGpuRates
-from tritonwatch.scrape.nvml_collector import NvmlCollector
 from tritonwatch.scrape.nvml_fake import FakeNvml
+from tritonwatch.scrape.nvml_sampler import NvmlSampler
 
 H200 = "GPU-7c754c05-34be-83d3-deff-8175702c18c4"
 REMOTE = "GPU-8331ed5e-e44e-72c7-fba5-ed5d48487989"  # the T4 of triton_metrics/sample_05
@@ -33,10 +33,10 @@ def triton_gpu(uuid: str, utilization: float) -> TritonGpuRates:
 
 
 @pytest.fixture
-def loaded_nvml() -> NvmlCollector:
+def loaded_nvml() -> NvmlSampler:
     """The H200 at full load, after two samples (so GPM ratios exist), MIG devices on."""
     fake = FakeNvml.from_file(fixtures_dir() / "nvml" / "h200_probe.json", mig_devices=1)
-    collector = NvmlCollector(fake, clock=fake.now)
+    collector = NvmlSampler(fake, clock=fake.now)
     collector.start()
     fake.seek("duty_100", 16)
     collector.sample()
@@ -59,7 +59,7 @@ def promtool_check(text: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_nvml_and_triton_gpus_pass_promtool(loaded_nvml: NvmlCollector) -> None:
+def test_nvml_and_triton_gpus_pass_promtool(loaded_nvml: NvmlSampler) -> None:
     """NVML and Triton GPUs pass promtool with right values, a lost reading absent, no double."""
     triton = {H200: triton_gpu(H200, 0.97), REMOTE: triton_gpu(REMOTE, 0.25)}
     text = exposition(GpuMetricsCollector(loaded_nvml.state, lambda: triton))
@@ -97,7 +97,7 @@ def test_nvml_and_triton_gpus_pass_promtool(loaded_nvml: NvmlCollector) -> None:
     assert text.count(f'tritonwatch_gpu_memory_total_bytes{{gpu="{H200}"') == 1
 
 
-def test_mig_devices_get_their_own_series(loaded_nvml: NvmlCollector) -> None:
+def test_mig_devices_get_their_own_series(loaded_nvml: NvmlSampler) -> None:
     """A MIG device gets its own series, indexed 0:0, with its memory and parent GPU."""
     text = exposition(GpuMetricsCollector(loaded_nvml.state))
     mig = next(s for s in loaded_nvml.state().samples if s.mig_index is not None)

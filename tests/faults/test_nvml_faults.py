@@ -24,8 +24,8 @@ from tritonwatch.config import load_config
 from tritonwatch.daemon import Daemon
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector
 from tritonwatch.observations import TritonGpuRates
-from tritonwatch.scrape.nvml_collector import NvmlCollector
 from tritonwatch.scrape.nvml_fake import FakeNvml
+from tritonwatch.scrape.nvml_sampler import NvmlSampler
 from tritonwatch.sim.server import Simulator
 
 GPU0 = "GPU-7c754c05-34be-83d3-deff-8175702c18c4"
@@ -56,7 +56,7 @@ def _remote() -> dict[str, TritonGpuRates]:
 class Exposition:
     """The GPU families of one collector as the exporter renders them."""
 
-    def __init__(self, collector: NvmlCollector) -> None:
+    def __init__(self, collector: NvmlSampler) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(GpuMetricsCollector(nvml=collector.state, triton=_remote))
 
@@ -110,8 +110,8 @@ def fake() -> FakeNvml:
 
 
 @pytest.fixture
-def collector(fake: FakeNvml) -> Iterator[NvmlCollector]:
-    collector = NvmlCollector(fake, clock=fake.now)
+def collector(fake: FakeNvml) -> Iterator[NvmlSampler]:
+    collector = NvmlSampler(fake, clock=fake.now)
     assert collector.start()
     yield collector
     collector.close()
@@ -121,7 +121,7 @@ def collector(fake: FakeNvml) -> Iterator[NvmlCollector]:
     "error", [pynvml.NVMLError_GpuIsLost, pynvml.NVMLError_Unknown, pynvml.NVMLError_NotSupported]
 )
 def test_one_query_failing_on_one_gpu_loses_only_that_reading(
-    fake: FakeNvml, collector: NvmlCollector, error: type[pynvml.NVMLError]
+    fake: FakeNvml, collector: NvmlSampler, error: type[pynvml.NVMLError]
 ) -> None:
     """Power on GPU 1 raises on three calls in a row, then answers again."""
     exposition = Exposition(collector)
@@ -158,7 +158,7 @@ def test_one_query_failing_on_one_gpu_loses_only_that_reading(
 
 
 def test_a_gpu_falling_off_the_bus_leaves_the_others(
-    fake: FakeNvml, collector: NvmlCollector
+    fake: FakeNvml, collector: NvmlSampler
 ) -> None:
     """A GPU off the bus stops reading but stays listed, its failures counted and logged once."""
     exposition = Exposition(collector)
@@ -184,7 +184,7 @@ def test_a_gpu_falling_off_the_bus_leaves_the_others(
 
     # A fresh enumeration (a restarted daemon) finds one GPU fewer.
     with capture_logs() as logs:
-        fresh = NvmlCollector(fake, clock=fake.now)
+        fresh = NvmlSampler(fake, clock=fake.now)
         assert fresh.start()
     assert [device[2] for device in logs[0]["devices"]] == [GPU0]
     assert [s.uuid for s in fresh.sample()] == [GPU0]
@@ -195,7 +195,7 @@ def test_nvml_vanishing_mid_run_keeps_the_rest_working_and_comes_back(fake: Fake
     (driver unloaded): every reading is lost and counted, nothing raises, the
     Triton-reported GPUs keep flowing. Initialisation is retried every interval; once the
     driver is back, the devices are found again and read, without a restart."""
-    collector = NvmlCollector(fake, clock=fake.now, reinit_interval_seconds=10.0)
+    collector = NvmlSampler(fake, clock=fake.now, reinit_interval_seconds=10.0)
     assert collector.start()
     exposition = Exposition(collector)
     collector.sample()
@@ -232,7 +232,7 @@ def test_nvml_vanishing_mid_run_keeps_the_rest_working_and_comes_back(fake: Fake
     assert not collector.enabled
 
 
-def test_a_vanished_library_shuts_down_quietly(fake: FakeNvml, collector: NvmlCollector) -> None:
+def test_a_vanished_library_shuts_down_quietly(fake: FakeNvml, collector: NvmlSampler) -> None:
     """Sampling and closing after the NVML library vanished raise nothing and disable NVML."""
     fake.nvmlShutdown()
     fake.library_missing = True
@@ -244,7 +244,7 @@ def test_a_vanished_library_shuts_down_quietly(fake: FakeNvml, collector: NvmlCo
 def test_nvml_missing_at_start_leaves_the_triton_gpus() -> None:
     """Without NVML at start the collector disables itself once; Triton's GPU series stay."""
     missing = FakeNvml.missing()
-    collector = NvmlCollector(missing)
+    collector = NvmlSampler(missing)
     with capture_logs() as logs:
         assert collector.start() is False
         assert collector.sample() == ()
@@ -261,9 +261,7 @@ def test_the_daemon_keeps_serving_while_nvml_fails(
     """The real daemon with the fake NVML: a lost GPU, then NVML gone altogether, while
     the simulator target is scraped and /metrics and /health answer."""
     fake = _fake()
-    monkeypatch.setattr(
-        daemon_module, "NvmlCollector", lambda clock: NvmlCollector(fake, clock=clock)
-    )
+    monkeypatch.setattr(daemon_module, "NvmlSampler", lambda clock: NvmlSampler(fake, clock=clock))
     with Simulator() as sim:
         path = tmp_path / "c.yaml"
         path.write_text(

@@ -9,8 +9,8 @@ import pytest
 
 from support import REPO, fixtures_dir
 from tritonwatch.observations import GpuSample
-from tritonwatch.scrape.nvml_collector import NvmlCollector
 from tritonwatch.scrape.nvml_fake import FakeNvml
+from tritonwatch.scrape.nvml_sampler import NvmlSampler
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def recorded_phases() -> dict[str, list[GpuSample]]:
     """The recording's idle rows, its full-load rows (the matmul ran from row 15 of
     duty_100) and its after rows, sampled as the script would."""
     fake = FakeNvml.from_file(fixtures_dir() / "nvml" / "h200_probe.json")
-    collector = NvmlCollector(fake, clock=fake.now)
+    collector = NvmlSampler(fake, clock=fake.now)
     collector.start()
 
     def rows(phase: str, first: int, count: int) -> list[GpuSample]:

@@ -1,7 +1,7 @@
 """The ``tritonwatch_gpu_*`` families (docs/design.md §8), rendered at scrape time.
 
 One collector owns every GPU family because two sources feed some of them: NVML on
-this host (:class:`~tritonwatch.scrape.nvml_collector.NvmlCollector`) and the DCGM
+this host (:class:`~tritonwatch.scrape.nvml_sampler.NvmlSampler`) and the DCGM
 gauges each Triton server prints (:class:`~tritonwatch.observations.TritonGpuRates`).
 A registry refuses two collectors that yield the same family, and a series must not
 appear twice, so the rule is: utilisation comes from both, told apart by ``source``
@@ -106,7 +106,7 @@ class GpuMetricsCollector(Collector):
     """Renders the latest GPU readings; register it once on the daemon's registry.
 
     Args:
-        nvml: returns the NVML collector's state (``NvmlCollector.state``), or None
+        nvml: returns the NVML sampler's state (``NvmlSampler.state``), or None
             when NVML is not used.
         triton: returns the latest Triton GPU readings by GPU UUID, one entry per GPU
             (the caller merges GPUs that several targets report), or None.

@@ -7,7 +7,7 @@ and ``triton_config`` read the statistics and model-config APIs, which
 gRPC, and ``fetch`` is the bounded GET every HTTP scrape goes through.
 ``target_scraper`` runs one target's scrape cycle (with the breakdown and bottleneck
 findings of ``analysis.breakdown``) into a ``target_state``, and ``collection`` keeps
-one scraper per configured target. ``nvml_collector`` (with ``nvml_fake`` for hosts
-without a GPU) samples local GPUs, which ``gpu_metrics`` exports together with the
+one scraper per configured target. ``nvml_sampler`` (with ``nvml_fake`` for hosts
+without a GPU) samples local GPUs, which ``export.gpu_metrics`` exports together with the
 GPUs Triton reports.
 """

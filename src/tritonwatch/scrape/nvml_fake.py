@@ -112,7 +112,7 @@ def _nvml_call(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
 
 class FakeNvml:
-    """Answers the ``pynvml`` calls the NVML collector makes, from a probe recording.
+    """Answers the ``pynvml`` calls the NVML sampler makes, from a probe recording.
 
     Args:
         probe: the parsed recording (``h200_probe.json``'s content).

@@ -1,4 +1,4 @@
-"""The NVML collector against the H200 recording replayed by FakeNvml, and failure modes."""
+"""The NVML sampler against the H200 recording replayed by FakeNvml, and failure modes."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from structlog.testing import capture_logs
 
 from support import fixtures_dir
 from tritonwatch.observations import GpuProcess, GpuSample
-from tritonwatch.scrape.nvml_collector import NvmlCollector
 from tritonwatch.scrape.nvml_fake import FakeNvml
+from tritonwatch.scrape.nvml_sampler import NvmlSampler
 
 H200 = "GPU-7c754c05-34be-83d3-deff-8175702c18c4"
 TOTAL = 150754820096  # memory_info_v1.total
@@ -31,8 +31,8 @@ def fake(probe: dict[str, Any]) -> FakeNvml:
 
 
 @pytest.fixture
-def collector(fake: FakeNvml) -> NvmlCollector:
-    collector = NvmlCollector(fake, clock=fake.now)
+def collector(fake: FakeNvml) -> NvmlSampler:
+    collector = NvmlSampler(fake, clock=fake.now)
     assert collector.start()
     return collector
 
@@ -42,7 +42,7 @@ def only(samples: tuple[GpuSample, ...]) -> GpuSample:
     return samples[0]
 
 
-def test_idle_readings_in_base_units(collector: NvmlCollector) -> None:
+def test_idle_readings_in_base_units(collector: NvmlSampler) -> None:
     """Row 0 of the idle phase: 81564 mW, 2488576 mJ, 345 MHz, 36 °C, 0 % busy."""
     sample = only(collector.sample())
     assert (sample.uuid, sample.index, sample.name, sample.at) == (H200, 0, "NVIDIA H200", 0.0)
@@ -59,14 +59,14 @@ def test_idle_readings_in_base_units(collector: NvmlCollector) -> None:
     assert sample.failures == ()
 
 
-def test_fan_speed_is_not_supported_and_everything_else_is_there(collector: NvmlCollector) -> None:
+def test_fan_speed_is_not_supported_and_everything_else_is_there(collector: NvmlSampler) -> None:
     """The H200 answers NotSupported for the fan (fixture): None, remembered, rest present."""
     sample = only(collector.sample())
     assert sample.fan_speed_ratio is None and sample.unsupported == {"fan_speed"}
     assert sample.failures == ()
 
 
-def test_full_load_readings(fake: FakeNvml, collector: NvmlCollector) -> None:
+def test_full_load_readings(fake: FakeNvml, collector: NvmlSampler) -> None:
     """duty_100 row 17 (t=23.298 s): 98 % / 25 %, 544934 mW, 1500 MHz, 59 °C, one process."""
     fake.seek("duty_100", 17)
     sample = only(collector.sample())
@@ -84,7 +84,7 @@ def test_full_load_readings(fake: FakeNvml, collector: NvmlCollector) -> None:
 
 
 def test_utilisation_and_power_rise_under_load_and_fall_after(
-    fake: FakeNvml, collector: NvmlCollector
+    fake: FakeNvml, collector: NvmlSampler
 ) -> None:
     """Replays the whole recording sample by sample, as the daemon's job would."""
     by_phase: dict[str, list[GpuSample]] = {}
@@ -106,7 +106,7 @@ def test_utilisation_and_power_rise_under_load_and_fall_after(
     assert energies == sorted(energies)  # a counter: never goes down
 
 
-def test_gpm_ratios_from_two_samples(fake: FakeNvml, collector: NvmlCollector) -> None:
+def test_gpm_ratios_from_two_samples(fake: FakeNvml, collector: NvmlSampler) -> None:
     """First GPM sample: nothing yet. Next one 1 s later (rows 17..20 at 98, 99, 98, 100 %):
     the fake reports 0.9, 0.5 and 0.8 of their mean, 98.75 %."""
     fake.seek("duty_100", 16)
@@ -126,7 +126,7 @@ def test_gpm_ratios_from_two_samples(fake: FakeNvml, collector: NvmlCollector) -
 def test_gpm_waits_for_100_ms_between_samples(fake: FakeNvml) -> None:
     """GPM metrics wait 100 ms between samples: too soon gives none and keeps the first."""
     now = [10.0]
-    collector = NvmlCollector(fake, clock=lambda: now[0])
+    collector = NvmlSampler(fake, clock=lambda: now[0])
     collector.start()
     fake.seek("duty_100", 16)
     collector.sample()
@@ -139,7 +139,7 @@ def test_gpm_waits_for_100_ms_between_samples(fake: FakeNvml) -> None:
 
 
 def test_not_supported_leaves_that_reading_none_and_is_not_asked_again(
-    fake: FakeNvml, collector: NvmlCollector
+    fake: FakeNvml, collector: NvmlSampler
 ) -> None:
     """A NotSupported reading stays None without a failure and is never asked again."""
     fake.inject("nvmlDeviceGetPowerUsage", pynvml.NVMLError_NotSupported, times=None)
@@ -151,7 +151,7 @@ def test_not_supported_leaves_that_reading_none_and_is_not_asked_again(
 
 
 def test_a_failed_call_loses_only_its_reading_and_is_counted(
-    fake: FakeNvml, collector: NvmlCollector
+    fake: FakeNvml, collector: NvmlSampler
 ) -> None:
     """GpuIsLost on energy (twice) and Unknown on utilisation (once): None, recorded,
     counted, logged once each; every other reading is kept; the next sample recovers."""
@@ -180,7 +180,7 @@ def test_a_failed_call_loses_only_its_reading_and_is_counted(
 
 
 def test_a_driver_without_an_unversioned_call_fails_that_query_only(
-    fake: FakeNvml, collector: NvmlCollector
+    fake: FakeNvml, collector: NvmlSampler
 ) -> None:
     """pynvml raises NVMLLibraryMismatchError, not an NVMLError, for such calls."""
     fake.inject("nvmlDeviceGetComputeRunningProcesses", pynvml.NVMLLibraryMismatchError)
@@ -192,7 +192,7 @@ def test_a_driver_without_an_unversioned_call_fails_that_query_only(
 def test_no_nvml_library_disables_the_collector_with_one_log_line() -> None:
     """Without the NVML library the collector disables itself with one line saying why."""
     with capture_logs() as logs:
-        collector = NvmlCollector(FakeNvml.missing())
+        collector = NvmlSampler(FakeNvml.missing())
         assert collector.start() is False
         assert collector.sample() == ()
         collector.close()
@@ -204,7 +204,7 @@ def test_no_nvml_library_disables_the_collector_with_one_log_line() -> None:
 
 def test_the_real_bindings_never_raise_on_this_machine() -> None:
     """With the real pynvml: a GPU host starts, a CPU-only host is disabled, nothing raises."""
-    collector = NvmlCollector(pynvml)
+    collector = NvmlSampler(pynvml)
     try:
         if collector.start():
             assert all(sample.uuid for sample in collector.sample())
@@ -218,7 +218,7 @@ def test_the_real_bindings_never_raise_on_this_machine() -> None:
 def test_mig_devices_are_enumerated_through_mig_handles(probe: dict[str, Any]) -> None:
     """MIG devices are found through MIG handles, each with its parent, empty slots skipped."""
     fake = FakeNvml(probe, mig_devices=2)
-    collector = NvmlCollector(fake, clock=fake.now)
+    collector = NvmlSampler(fake, clock=fake.now)
     collector.start()
     parent, *migs = collector.sample()
     assert parent.uuid == H200 and parent.mig_index is None
@@ -232,7 +232,7 @@ def test_mig_devices_are_enumerated_through_mig_handles(probe: dict[str, Any]) -
 
 
 def test_older_calls_are_used_when_the_driver_lacks_the_newer_ones(
-    fake: FakeNvml, collector: NvmlCollector
+    fake: FakeNvml, collector: NvmlSampler
 ) -> None:
     """An older driver's missing calls fall back to the older ones, not to failures."""
     fake.inject("nvmlDeviceGetTemperatureV", pynvml.NVMLError_FunctionNotFound, times=None)
@@ -243,7 +243,7 @@ def test_older_calls_are_used_when_the_driver_lacks_the_newer_ones(
     assert sample.failures == ()
 
 
-def test_close_frees_gpm_buffers_and_shuts_down(fake: FakeNvml, collector: NvmlCollector) -> None:
+def test_close_frees_gpm_buffers_and_shuts_down(fake: FakeNvml, collector: NvmlSampler) -> None:
     """Closing frees both GPM buffers and shuts NVML down; a new start works again."""
     collector.sample()
     collector.close()
@@ -257,7 +257,7 @@ def test_fake_replays_in_real_time_when_given_a_clock(probe: dict[str, Any]) -> 
     """For demos: the row follows the clock and the recording loops."""
     now = [100.0]
     fake = FakeNvml(probe, clock=lambda: now[0])
-    collector = NvmlCollector(fake, clock=lambda: now[0])
+    collector = NvmlSampler(fake, clock=lambda: now[0])
     collector.start()
     assert only(collector.sample()).utilization_ratio == 0
     now[0] += 24.06  # the row at t=24.059: 100 % busy

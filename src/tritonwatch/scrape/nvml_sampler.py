@@ -19,7 +19,7 @@ the reservation is kept apart in ``memory_reserved_bytes`` where v2 exists, so v
 own ``used`` is ``memory_used_bytes − memory_reserved_bytes``.
 
 GPM (Hopper and newer): SM activity, SM occupancy and tensor activity are computed by
-NVML between two GPM samples. Each :meth:`NvmlCollector.sample` takes one GPM sample
+NVML between two GPM samples. Each :meth:`NvmlSampler.sample` takes one GPM sample
 and computes the metrics against the previous one when at least
 ``gpm_min_interval_seconds`` (100 ms by default; shorter windows give noisy ratios)
 has passed, so the first sample has no GPM ratios and nothing ever sleeps.
@@ -89,7 +89,7 @@ class _Device:
     failures: list[tuple[str, str]] = field(default_factory=list)
 
 
-class NvmlCollector:
+class NvmlSampler:
     """Samples every local GPU (and MIG device) through NVML.
 
     Args:
