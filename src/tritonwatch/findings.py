@@ -35,6 +35,7 @@ from tritonwatch.logs import get_logger
 from tritonwatch.observations import (
     ModelConfigChange,
     ModelRates,
+    TargetModel,
 )
 from tritonwatch.recommendation_book import RecommendationBook
 from tritonwatch.scrape.collection import TritonScrapers
@@ -44,7 +45,6 @@ from tritonwatch.target_state import ScrapeOutcome
 _log = get_logger("findings")
 SLO_STATE_FILE = "slo-events.json"
 EXPERIMENT_HISTORY = 50
-ModelKey = tuple[str, str]
 
 
 def _thresholds(config: Config) -> AdvisorThresholds:
@@ -75,7 +75,7 @@ class Findings:
         self.p95_history = P95History()
         """The canary p95 at each evaluation, for the status page's sparkline."""
         self._statuses: list[SLOStatus] = []
-        self._windows: dict[ModelKey, deque[tuple[float, ModelRates]]] = {}
+        self._windows: dict[TargetModel, deque[tuple[float, ModelRates]]] = {}
         self._experiments: deque[Experiment] = deque(maxlen=EXPERIMENT_HISTORY)
         self._alerts = AlertBook(
             evaluation_interval=config.alerting.evaluation_interval,

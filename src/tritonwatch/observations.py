@@ -51,6 +51,10 @@ class CanaryResult:
     error: str = ""
 
 
+TargetModel = tuple[str, str]
+"""(target name, model name): one watched model, whatever its versions."""
+
+
 class ModelKey(NamedTuple):
     """A model as Triton's per-model series name it: ``model`` and ``version`` labels."""
 

@@ -27,14 +27,12 @@ from tritonwatch.export.status_page import (
     VerdictLine,
 )
 from tritonwatch.export.sweep_report import render_svg
-from tritonwatch.observations import ReadinessObservation
+from tritonwatch.observations import ReadinessObservation, TargetModel
 from tritonwatch.sweep_records import SweepResult
 from tritonwatch.target_state import ModelState, TargetState
 
 EXPERIMENTS_SHOWN = 5
 """The latest verdicts shown per model."""
-
-ModelKey = tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +45,9 @@ class StatusInputs:
     readiness: Mapping[str, ReadinessObservation]
     triton: Iterable[TargetState]
     """Every target's scraped state with its verdicts (the bottleneck board's)."""
-    sweeps: Mapping[ModelKey, tuple[SweepResult, float]]
+    sweeps: Mapping[TargetModel, tuple[SweepResult, float]]
     slo_statuses: Iterable[SLOStatus]
-    advice: Mapping[ModelKey, list[Recommendation]]
+    advice: Mapping[TargetModel, list[Recommendation]]
     experiments: Iterable[Experiment]
     p95_history: Callable[[SeriesKey], tuple[P95Point, ...]]
     healthy: bool
@@ -60,10 +58,10 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
     config = inputs.config
     models = {(t.name, m.name): m for t in config.targets for m in t.models}
     triton = {state.target: state for state in inputs.triton}
-    slos: dict[ModelKey, list[SloLine]] = {}
+    slos: dict[TargetModel, list[SloLine]] = {}
     for status in inputs.slo_statuses:
         slos.setdefault((status.spec.target, status.spec.model), []).append(SloLine.of(status))
-    verdicts: dict[ModelKey, list[VerdictLine]] = {}
+    verdicts: dict[TargetModel, list[VerdictLine]] = {}
     for experiment in inputs.experiments:
         verdicts.setdefault((experiment.target, experiment.model), []).append(
             VerdictLine(experiment.parameter, experiment.verdict, experiment.reason)
