@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tritonwatch.analysis.slo import SLOKind, Source
+from tritonwatch.analysis.slo import SliSource, SLOKind
 from tritonwatch.slo_store import (
     FINE_BUCKETS,
     BucketRing,
@@ -15,8 +15,8 @@ from tritonwatch.slo_store import (
     SLOEventStore,
 )
 
-KEY = SeriesKey("t", "m", SLOKind.AVAILABILITY, Source.CANARY)
-OTHER = SeriesKey("t", "m", SLOKind.LATENCY, Source.CANARY)
+KEY = SeriesKey("t", "m", SLOKind.AVAILABILITY, SliSource.CANARY)
+OTHER = SeriesKey("t", "m", SLOKind.LATENCY, SliSource.CANARY)
 MINUTE = 60.0
 BASE = 28_000_000 * MINUTE  # a bucket boundary, in Unix seconds (2023)
 

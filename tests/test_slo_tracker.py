@@ -8,7 +8,7 @@ from types import MappingProxyType
 import pytest
 from structlog.testing import capture_logs
 
-from tritonwatch.analysis.slo import BURN_POLICY, SLOKind, SLOSpec, Source
+from tritonwatch.analysis.slo import BURN_POLICY, SliSource, SLOKind, SLOSpec
 from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.observations import CanaryResult, ModelKey, ModelRates, Outcome, TritonRates
 from tritonwatch.slo_store import SeriesKey
@@ -17,9 +17,9 @@ from tritonwatch.slo_tracker import SLOTracker
 NOW = 1_700_000_000.0
 LATENCY = SLOSpec("t", "m", SLOKind.LATENCY, 0.95, 28 * 86400.0, 0.05)
 AVAILABILITY = SLOSpec("t", "m", SLOKind.AVAILABILITY, 0.999, 28 * 86400.0)
-CANARY_AVAILABILITY = SeriesKey("t", "m", SLOKind.AVAILABILITY, Source.CANARY)
-CANARY_LATENCY = SeriesKey("t", "m", SLOKind.LATENCY, Source.CANARY)
-SERVER_AVAILABILITY = SeriesKey("t", "m", SLOKind.AVAILABILITY, Source.SERVER)
+CANARY_AVAILABILITY = SeriesKey("t", "m", SLOKind.AVAILABILITY, SliSource.CANARY)
+CANARY_LATENCY = SeriesKey("t", "m", SLOKind.LATENCY, SliSource.CANARY)
+SERVER_AVAILABILITY = SeriesKey("t", "m", SLOKind.AVAILABILITY, SliSource.SERVER)
 
 
 def _stats(*results: tuple[Outcome, float | None]) -> CanaryStats:
@@ -169,7 +169,7 @@ def test_an_ongoing_burn_pages_from_both_sources() -> None:
     )
     tracker.observe_server("t", rates, at=NOW)
     statuses = {s.source: s for s in tracker.evaluate(NOW)}
-    assert set(statuses) == {Source.CANARY, Source.SERVER}
+    assert set(statuses) == {SliSource.CANARY, SliSource.SERVER}
     for status in statuses.values():
         assert status.firing is BURN_POLICY[0]
         assert status.burn_rates["1h"] == pytest.approx(1000.0)

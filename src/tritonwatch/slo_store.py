@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tritonwatch.analysis.slo import EventCounts, SLOKind, Source
+from tritonwatch.analysis.slo import EventCounts, SliSource, SLOKind
 
 FINE_RESOLUTION_SECONDS = 60.0
 FINE_BUCKETS = 3 * 24 * 60
@@ -42,7 +42,7 @@ class SeriesKey(NamedTuple):
     target: str
     model: str
     slo: SLOKind
-    source: Source
+    source: SliSource
 
 
 class BucketRing:
@@ -375,7 +375,10 @@ class SLOEventStore:
         try:
             for entry in document["series"]:
                 key = SeriesKey(
-                    entry["target"], entry["model"], SLOKind(entry["slo"]), Source(entry["source"])
+                    entry["target"],
+                    entry["model"],
+                    SLOKind(entry["slo"]),
+                    SliSource(entry["source"]),
                 )
                 if key in declared:
                     series = restored[key] = _Series()

@@ -26,10 +26,10 @@ from pathlib import Path
 
 from tritonwatch.analysis.slo import (
     WINDOWS,
+    SliSource,
     SLOKind,
     SLOSpec,
     SLOStatus,
-    Source,
     evaluate_slo,
 )
 from tritonwatch.canary_series import SeriesSnapshot
@@ -52,9 +52,9 @@ class _CanaryTotals:
 
 
 def _series_keys(spec: SLOSpec) -> list[SeriesKey]:
-    keys = [SeriesKey(spec.target, spec.model, spec.kind, Source.CANARY)]
+    keys = [SeriesKey(spec.target, spec.model, spec.kind, SliSource.CANARY)]
     if spec.kind == SLOKind.AVAILABILITY:
-        keys.append(SeriesKey(spec.target, spec.model, spec.kind, Source.SERVER))
+        keys.append(SeriesKey(spec.target, spec.model, spec.kind, SliSource.SERVER))
     return keys
 
 
@@ -141,7 +141,7 @@ class SLOTracker:
             if availability is not None:
                 total = counter_increase(previous.requests, current.requests, reset) or 0.0
                 good = counter_increase(previous.successes, current.successes, reset) or 0.0
-                key = SeriesKey(snap.target, snap.model, SLOKind.AVAILABILITY, Source.CANARY)
+                key = SeriesKey(snap.target, snap.model, SLOKind.AVAILABILITY, SliSource.CANARY)
                 self.store.add(key, now, total - good, total)
             if latency is not None and latency.threshold_seconds is not None:
                 index = _bucket_index(buckets, latency.threshold_seconds)
@@ -151,7 +151,7 @@ class SLOTracker:
                 old_good = float(previous.buckets[index]) if not reset else 0.0
                 total = counter_increase(previous.latencies, current.latencies, reset) or 0.0
                 good = counter_increase(old_good, float(current.buckets[index]), reset) or 0.0
-                key = SeriesKey(snap.target, snap.model, SLOKind.LATENCY, Source.CANARY)
+                key = SeriesKey(snap.target, snap.model, SLOKind.LATENCY, SliSource.CANARY)
                 self.store.add(key, now, total - good, total)
 
     def _log_missing_bucket(self, spec: SLOSpec) -> None:
@@ -181,7 +181,7 @@ class SLOTracker:
                 good += model.requests_per_second * model.interval_seconds
                 bad += model.failures_per_second * model.interval_seconds
             if seen:
-                series = SeriesKey(target, spec.model, SLOKind.AVAILABILITY, Source.SERVER)
+                series = SeriesKey(target, spec.model, SLOKind.AVAILABILITY, SliSource.SERVER)
                 self.store.add(series, now, bad, good + bad)
 
     def evaluate(self, now: float | None = None) -> list[SLOStatus]:

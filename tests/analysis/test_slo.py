@@ -14,9 +14,9 @@ from tritonwatch.analysis.slo import (
     BurnCondition,
     EventCounts,
     Severity,
+    SliSource,
     SLOKind,
     SLOSpec,
-    Source,
     burn_rate,
     detection_seconds,
     error_budget_remaining,
@@ -126,7 +126,7 @@ def test_evaluate_slo_reports_ratios_burn_rates_and_budget() -> None:
     spec = SLOSpec("t", "m", SLOKind.AVAILABILITY, 0.999, 28 * 86400.0)
     windows = {name: EventCounts(15, 1_000) for name in WINDOWS}
     windows["3d"] = EventCounts(0, 0)
-    status = evaluate_slo(spec, Source.CANARY, windows, EventCounts(50, 100_000))
+    status = evaluate_slo(spec, SliSource.CANARY, windows, EventCounts(50, 100_000))
     assert status.error_ratios["5m"] == 0.015
     assert status.error_ratios["3d"] is None
     assert status.burn_rates["1h"] == pytest.approx(15.0)

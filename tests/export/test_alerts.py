@@ -11,10 +11,10 @@ from tritonwatch.analysis.slo import (
     BURN_POLICY,
     WINDOWS,
     Severity,
+    SliSource,
     SLOKind,
     SLOSpec,
     SLOStatus,
-    Source,
 )
 from tritonwatch.export.alerts import (
     GPU_UNDERUSED,
@@ -153,7 +153,7 @@ def test_gpu_underuse_has_its_own_alert_name() -> None:
 def _status(firing: bool) -> SLOStatus:
     spec = SLOSpec("t", "m", SLOKind.AVAILABILITY, 0.999, 28 * 86400.0)
     ratios: dict[str, float | None] = dict.fromkeys(WINDOWS, 0.02)
-    return SLOStatus(spec, Source.SERVER, ratios, 0.0005, BURN_POLICY[0] if firing else None)
+    return SLOStatus(spec, SliSource.SERVER, ratios, 0.0005, BURN_POLICY[0] if firing else None)
 
 
 def test_slo_burn_alert_names_the_numbers_and_the_models_change() -> None:

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from support import sample_value
 from tritonwatch.analysis.advisor_input import Action, Recommendation
-from tritonwatch.analysis.slo import WINDOWS, Severity, SLOKind, SLOSpec, SLOStatus, Source
+from tritonwatch.analysis.slo import WINDOWS, Severity, SliSource, SLOKind, SLOSpec, SLOStatus
 from tritonwatch.export.alert_queue import QueueStats
 from tritonwatch.export.slo_metrics import AlertDeliveryCollector, SLOCollector
 
@@ -20,7 +20,7 @@ OTHER = SLOSpec("t", "quiet", SLOKind.AVAILABILITY, 0.999, 28 * 86400.0)
 def _exposition() -> str:
     ratios: dict[str, float | None] = dict.fromkeys(WINDOWS, 0.1)
     ratios["3d"] = None  # no events that far back: nothing exported
-    status = SLOStatus(SPEC, Source.CANARY, ratios, 0.025, None)
+    status = SLOStatus(SPEC, SliSource.CANARY, ratios, 0.025, None)
     recommendation = Recommendation(
         target="t",
         model="m",

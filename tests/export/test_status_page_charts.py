@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from tritonwatch.analysis.slo import EventCounts, SLOKind, SLOSpec, Source, evaluate_slo
+from tritonwatch.analysis.slo import EventCounts, SliSource, SLOKind, SLOSpec, evaluate_slo
 from tritonwatch.canary_series import LastError
 from tritonwatch.export.latency_history import P95Point
 from tritonwatch.export.status_charts import (
@@ -155,7 +155,7 @@ def _firing_latency_slo() -> SloLine:
     spec = SLOSpec("sim", "b", SLOKind.LATENCY, 0.95, 28 * 86400.0, 0.050)
     windows = {w: EventCounts(bad=80.0, total=100.0) for w in ("5m", "30m", "1h", "6h")}
     windows["1d"] = EventCounts(0.0, 0.0)  # no events: no burn rate, not 0
-    return SloLine.of(evaluate_slo(spec, Source.CANARY, windows, EventCounts(80.0, 100.0)))
+    return SloLine.of(evaluate_slo(spec, SliSource.CANARY, windows, EventCounts(80.0, 100.0)))
 
 
 def test_slo_line_of_a_firing_status_names_the_condition() -> None:

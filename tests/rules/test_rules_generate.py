@@ -13,7 +13,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from support import REPO, DaemonProcess, wait_until
-from tritonwatch.analysis.slo import BURN_POLICY, WINDOWS, SLOKind, SLOSpec, SLOStatus, Source
+from tritonwatch.analysis.slo import BURN_POLICY, WINDOWS, SliSource, SLOKind, SLOSpec, SLOStatus
 from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config import load_config, parse_config
 from tritonwatch.export.alerts import slo_burn_alert
@@ -277,7 +277,7 @@ def test_alert_labels_match_the_daemons_alert() -> None:
     assert len(alerts) == 4
     spec = SLOSpec("local", "simple", SLOKind.LATENCY, 0.95, 28 * 86400.0, 0.05)
     for condition in BURN_POLICY:
-        status = SLOStatus(spec, Source.CANARY, dict.fromkeys(WINDOWS, 1.0), None, condition)
+        status = SLOStatus(spec, SliSource.CANARY, dict.fromkeys(WINDOWS, 1.0), None, condition)
         daemon_alert = slo_burn_alert(status)
         assert daemon_alert is not None
         rule = next(

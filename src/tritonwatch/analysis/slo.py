@@ -27,7 +27,7 @@ class SLOKind(StrEnum):
     AVAILABILITY = "availability"
 
 
-class Source(StrEnum):
+class SliSource(StrEnum):
     """Where the events come from; exported as the ``source`` label."""
 
     CANARY = "canary"
@@ -178,7 +178,7 @@ class SLOStatus:
     """One SLO from one source, evaluated at one instant."""
 
     spec: SLOSpec
-    source: Source
+    source: SliSource
     error_ratios: dict[str, float | None]
     """window name → bad/total over the window (None: no events)."""
     period_error_ratio: float | None
@@ -198,7 +198,7 @@ class SLOStatus:
 
 def evaluate_slo(
     spec: SLOSpec,
-    source: Source,
+    source: SliSource,
     window_counts: Mapping[str, EventCounts],
     period_counts: EventCounts,
 ) -> SLOStatus:
