@@ -35,8 +35,9 @@ from tritonwatch.export.status_page import StatusSnapshot, render_status_page
 from tritonwatch.export.status_view import StatusInputs, status_snapshot
 from tritonwatch.export.sweep_metrics import SweepCollector
 from tritonwatch.export.triton_metrics import TritonModelCollector, server_quantile_samples
+from tritonwatch.file_stamps import FileStamps, file_stamps
 from tritonwatch.findings import Findings
-from tritonwatch.fleet import Shard, discovery_files, effective_config, fingerprint
+from tritonwatch.fleet import Shard, discovery_files, effective_config
 from tritonwatch.job_plan import JobKind, JobSpec, job_plan
 from tritonwatch.listen import ListenAddress, parse_listen_address
 from tritonwatch.logs import REDACTOR, get_logger
@@ -90,12 +91,12 @@ class Daemon:
         self._config_path = config_path
         self._config = config
         self._shard = shard or Shard()
-        self._discovery_print: tuple[tuple[str, int, int], ...] = ()
+        self._discovery_stamps: FileStamps = ()
         self._models = ModelDiscovery(timeout=config.scrape.timeout)
         self._models_read = False
+        """Whether the repository indexes were read once (the first read is at start)."""
         self._discovering = False
         """Whether a target this replica owns discovers its models."""
-        """Whether the repository indexes were read once (the first read is at start)."""
         self._lifecycle = threading.RLock()
         """Start, reload, apply and stop one at a time: a reload (main thread), a
         discovery job (a scheduler thread) and a stop (the signal handler's poll) may
@@ -247,7 +248,7 @@ class Daemon:
         with self._lifecycle:
             if self._state != RunState.STARTED:
                 return  # a discovery job that fired while the daemon stopped
-            self._discovery_print = fingerprint(discovery_files(config.discovery, self._base))
+            self._discovery_stamps = file_stamps(discovery_files(config.discovery, self._base))
             sharded = effective_config(config, self._base, self._shard)
             found = self._models.found
             effective = with_discovered_models(sharded, found)
@@ -269,8 +270,8 @@ class Daemon:
         """The discovery job: re-applies the config when a discovery file changed."""
         with self._lock:
             config = self._config
-        current = fingerprint(discovery_files(config.discovery, self._base))
-        if current != self._discovery_print:
+        current = file_stamps(discovery_files(config.discovery, self._base))
+        if current != self._discovery_stamps:
             _log.info("discovery_changed", files=len(current))
             self._apply(config)
 

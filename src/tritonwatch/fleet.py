@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,18 +50,6 @@ def discovery_files(discovery: DiscoveryConfig, base: Path) -> list[Path]:
         root = Path(full.anchor)
         found.update(root.glob(str(full.relative_to(root))))
     return sorted(found)
-
-
-def fingerprint(files: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
-    """What changes when a file is edited, added or removed (path, size, mtime)."""
-    prints = []
-    for path in files:
-        try:
-            stat = path.stat()
-        except OSError:
-            continue
-        prints.append((str(path), stat.st_size, stat.st_mtime_ns))
-    return tuple(prints)
 
 
 def _entries(path: Path) -> list[Any]:

@@ -7,7 +7,6 @@ and swaps it when the files change on disk.
 
 from __future__ import annotations
 
-import os
 import ssl
 import threading
 from dataclasses import dataclass
@@ -16,11 +15,10 @@ from pathlib import Path
 from tritonwatch.config.errors import ConfigError, Problem
 from tritonwatch.config.web_config import WebConfig, WebConfigError, load_web_config
 from tritonwatch.export.basic_auth import BasicAuthChecker
+from tritonwatch.file_stamps import FileStamps, file_stamps
 from tritonwatch.logs import get_logger
 
 _log = get_logger("exporter")
-
-Fingerprint = tuple[tuple[str, int, int, int] | None, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,26 +28,13 @@ class ActiveWebConfig:
     config: WebConfig
     checker: BasicAuthChecker | None
     tls_context: ssl.SSLContext | None
-    fingerprint: Fingerprint
-
-
-def _fingerprint(paths: tuple[Path, ...]) -> Fingerprint:
-    """Identity and mtime of each file: a rewrite, rename or rotation changes it."""
-    marks: list[tuple[str, int, int, int] | None] = []
-    for path in paths:
-        try:
-            stat = os.stat(path)  # noqa: PTH116 - the one stat call serves three fields
-        except OSError:
-            marks.append(None)
-        else:
-            marks.append((str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size))
-    return tuple(marks)
+    stamps: FileStamps
 
 
 def _activate(config: WebConfig) -> ActiveWebConfig:
     checker = BasicAuthChecker(config.users) if config.users else None
     context = config.tls.server_context() if config.tls is not None else None
-    return ActiveWebConfig(config, checker, context, _fingerprint(config.files()))
+    return ActiveWebConfig(config, checker, context, file_stamps(config.files()))
 
 
 class WebConfigWatcher:
@@ -66,21 +51,21 @@ class WebConfigWatcher:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._active = _activate(load_web_config(path))
-        self._rejected: Fingerprint | None = None
+        self._rejected: FileStamps | None = None
         self._lock = threading.Lock()
 
     def current(self) -> ActiveWebConfig:
         """The web-config in force, reloaded first if its files changed since last time."""
         active = self._active
-        fingerprint = _fingerprint(active.config.files())
-        if fingerprint in (active.fingerprint, self._rejected):
+        stamps = file_stamps(active.config.files())
+        if stamps in (active.stamps, self._rejected):
             return active
         with self._lock:
-            return self._reload(fingerprint)
+            return self._reload(stamps)
 
-    def _reload(self, fingerprint: Fingerprint) -> ActiveWebConfig:
+    def _reload(self, stamps: FileStamps) -> ActiveWebConfig:
         active = self._active
-        if fingerprint in (active.fingerprint, self._rejected):
+        if stamps in (active.stamps, self._rejected):
             return active  # another request reloaded it meanwhile
         try:
             config = load_web_config(self.path)
@@ -91,7 +76,7 @@ class WebConfigWatcher:
                 )
             self._active = _activate(config)
         except (ConfigError, ssl.SSLError, OSError) as error:
-            self._rejected = fingerprint
+            self._rejected = stamps
             _log.error("web_config_reload_failed", error=str(error))
             return active
         _log.info(
