@@ -17,7 +17,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from tritonwatch.analysis.advisor import advise
 from tritonwatch.analysis.advisor_evidence import advisor_input_for
-from tritonwatch.analysis.advisor_input import AdvisorThresholds, with_server_window
+from tritonwatch.analysis.advisor_records import AdvisorThresholds, with_server_window
 from tritonwatch.analysis.experiments import Experiment, experiment_span, judge_experiment
 from tritonwatch.analysis.slo import SLOStatus, slo_specs
 from tritonwatch.canary_series import CanaryStats, SeriesSnapshot

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 
-from tritonwatch.analysis.advisor_input import Action, Recommendation
+from tritonwatch.analysis.advisor_records import Action, Recommendation
 from tritonwatch.analysis.advisor_rules import RULES
 from tritonwatch.logs import get_logger
 

@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from tritonwatch.analysis.advisor import advise
-from tritonwatch.analysis.advisor_input import Action, AdvisorInput, with_server_window
+from tritonwatch.analysis.advisor_records import Action, AdvisorInput, with_server_window
 from tritonwatch.analysis.slo import Severity
 from tritonwatch.observations import ModelRates
 from tritonwatch.recommendation_book import RecommendationBook

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tritonwatch.analysis.advisor_input import AdvisorInput, AdvisorThresholds
+from tritonwatch.analysis.advisor_records import AdvisorInput, AdvisorThresholds
 from tritonwatch.analysis.advisor_rules import (
     RULES,
     Check,

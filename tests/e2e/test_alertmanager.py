@@ -19,7 +19,7 @@ import yaml
 from alerting_support import SHIPPED, Alertmanager, WebhookReceiver, fast_config
 from support import free_port, wait_until
 from tritonwatch.analysis.advisor import advise
-from tritonwatch.analysis.advisor_input import AdvisorInput
+from tritonwatch.analysis.advisor_records import AdvisorInput
 from tritonwatch.export.alert_queue import AlertmanagerNotifier, QueueOptions
 from tritonwatch.export.alerts import AlertBook, AlertSpec, active_alerts
 from tritonwatch.export.webhook import WebhookNotifier

@@ -6,7 +6,7 @@ from types import MappingProxyType
 
 import pytest
 
-from tritonwatch.analysis.advisor_input import Action, Recommendation
+from tritonwatch.analysis.advisor_records import Action, Recommendation
 from tritonwatch.analysis.slo import (
     BURN_POLICY,
     WINDOWS,

@@ -8,7 +8,7 @@ from types import MappingProxyType
 from prometheus_client import CollectorRegistry, generate_latest
 
 from support import sample_value
-from tritonwatch.analysis.advisor_input import Action, Recommendation
+from tritonwatch.analysis.advisor_records import Action, Recommendation
 from tritonwatch.analysis.slo import WINDOWS, Severity, SliSource, SLOKind, SLOSpec, SLOStatus
 from tritonwatch.export.alert_queue import QueueStats
 from tritonwatch.export.slo_metrics import AlertDeliveryCollector, SLOCollector

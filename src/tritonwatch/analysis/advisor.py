@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from tritonwatch.analysis.advisor_input import (
+from tritonwatch.analysis.advisor_records import (
     AdvisorInput,
     AdvisorThresholds,
     Recommendation,

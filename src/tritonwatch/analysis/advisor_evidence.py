@@ -2,15 +2,15 @@
 
 Pure: the config (budget, protocol), the model's scraped state (its loaded config and
 Triton's GPUs), the canary's 5-minute p95 and its samples over the advisor window go in;
-an :class:`~tritonwatch.analysis.advisor_input.AdvisorInput` comes out, before the
-server window's averages are added (:func:`~tritonwatch.analysis.advisor_input.with_server_window`).
+an :class:`~tritonwatch.analysis.advisor_records.AdvisorInput` comes out, before the
+server window's averages are added (:func:`~tritonwatch.analysis.advisor_records.with_server_window`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tritonwatch.analysis.advisor_input import AdvisorInput
+from tritonwatch.analysis.advisor_records import AdvisorInput
 from tritonwatch.canary_series import SeriesSnapshot
 from tritonwatch.config.schema import Config, TargetConfig, WatchedModel
 from tritonwatch.target_state import TargetState, model_gpus

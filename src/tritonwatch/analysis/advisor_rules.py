@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tritonwatch.analysis.advisor_input import (
+from tritonwatch.analysis.advisor_records import (
     REJECTED,
     Action,
     AdvisorInput,

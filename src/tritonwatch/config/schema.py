@@ -305,7 +305,7 @@ NonNegative = Annotated[float, Field(ge=0.0)]
 
 class AdvisorConfig(Section):
     """The advisor's window and thresholds (docs/design.md §7); the names match
-    :class:`tritonwatch.analysis.advisor_input.AdvisorThresholds`."""
+    :class:`tritonwatch.analysis.advisor_records.AdvisorThresholds`."""
 
     window: Duration = 600.0
     experiment_window: Duration = 300.0

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from tritonwatch.analysis.advisor_input import Action, Recommendation
+from tritonwatch.analysis.advisor_records import Action, Recommendation
 from tritonwatch.analysis.slo import SLOStatus
 
 SLO_BURN = "TritonSLOBurn"

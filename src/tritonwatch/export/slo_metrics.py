@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tritonwatch.analysis.advisor_input import Recommendation
+from tritonwatch.analysis.advisor_records import Recommendation
 from tritonwatch.analysis.slo import SLOSpec, SLOStatus
 from tritonwatch.export.alert_queue import QueueStats
 

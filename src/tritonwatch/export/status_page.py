@@ -25,7 +25,7 @@ from tritonwatch.export.latency_history import P95Point
 from tritonwatch.export.status_charts import budget_bar, burn_chart, p95_sparkline, span_text
 
 if TYPE_CHECKING:
-    from tritonwatch.analysis.advisor_input import Recommendation
+    from tritonwatch.analysis.advisor_records import Recommendation
     from tritonwatch.analysis.slo import SLOStatus
     from tritonwatch.target_state import LatencyBreakdown
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tritonwatch.analysis.advisor_input import Recommendation
+from tritonwatch.analysis.advisor_records import Recommendation
 from tritonwatch.analysis.experiments import Experiment
 from tritonwatch.analysis.slo import SLOStatus
 from tritonwatch.canary_series import SeriesKey, SeriesSnapshot

@@ -1,4 +1,5 @@
-"""What the advisor judges (one model over the evaluation window) and its thresholds.
+"""What the advisor reads and writes: its input (one model over the evaluation window),
+its thresholds, and the recommendations it makes.
 
 Kept apart from the rules so that the daemon, tests and the simulator matrix build
 inputs without importing any judgement. Every number is an average over the window
