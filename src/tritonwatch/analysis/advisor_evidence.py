@@ -3,7 +3,8 @@
 Pure: the config (budget, protocol), the model's scraped state (its loaded config and
 Triton's GPUs), the canary's 5-minute p95 and its samples over the advisor window go in;
 an :class:`~tritonwatch.analysis.advisor_records.AdvisorInput` comes out, before the
-server window's averages are added (:func:`~tritonwatch.analysis.advisor_records.with_server_window`).
+server window's averages are added
+(:func:`~tritonwatch.analysis.advisor_records.with_server_window`).
 """
 
 from __future__ import annotations
