@@ -1,8 +1,9 @@
 """One asyncio face over KServe v2 HTTP (lean HTTP/1.1) and gRPC (``tritonclient``'s aio channel).
 
-The canary and the sweep speak to a server through :class:`InferenceClient`, so the
-protocol is a constructor argument and error handling is written once:
-:func:`classify_error` maps every way a call can fail to an :class:`Outcome`.
+The canary and the sweep speak to a server through
+:class:`~tritonwatch.probe.interfaces.InferenceClient`, so the protocol is a constructor
+argument and error handling is written once: :func:`classify_error` maps every way a
+call can fail to an :class:`Outcome`.
 Triton-only APIs (model config) answer None on servers that lack them, which is
 how the canary also works against any KServe v2 / Open Inference Protocol server.
 """
@@ -15,7 +16,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote, urlsplit
 
 from tritonwatch.client_tls import ClientTLS, tls_for
@@ -29,13 +30,10 @@ from tritonwatch.probe.infer_response import (
     decompressed,
     http_status_error,
 )
+from tritonwatch.probe.interfaces import InferenceClient, ServerErrorLike
 from tritonwatch.probe.load.encoded import grpc_infer_request
 from tritonwatch.probe.payload import Tensor
-from tritonwatch.probe.server_errors import (
-    ServerError,
-    ServerErrorLike,
-    as_server_error,
-)
+from tritonwatch.probe.server_errors import ServerError, as_server_error
 
 _UNSUPPORTED_HTTP = {"404", "400", "501"}
 _UNSUPPORTED_GRPC = ("UNIMPLEMENTED", "NOT_FOUND")
@@ -45,22 +43,6 @@ ACCEPT_ENCODING = "gzip, deflate"
 infer answers, as it does for ``tritonclient.http.aio``."""
 BINARY_TENSOR_EXTENSION = "binary_tensor_data"
 """The name ``GET /v2`` lists when the server reads and writes binary tensors."""
-
-
-class InferenceClient(Protocol):
-    protocol: str
-
-    async def extensions(self) -> frozenset[str]: ...
-
-    async def metadata(self, model: str, version: str) -> dict[str, Any]: ...
-
-    async def config(self, model: str, version: str) -> dict[str, Any] | None: ...
-
-    async def infer(
-        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
-    ) -> Any: ...
-
-    async def close(self) -> None: ...
 
 
 _GRPC_STATUS_OUTCOMES = {
