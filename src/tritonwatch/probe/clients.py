@@ -17,9 +17,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from tritonwatch.client_tls import ClientTLS, tls_for
+from tritonwatch.kserve import model_path
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.binary_tensors import binary_request_body
 from tritonwatch.probe.canary_http import ConnectionPool, encode_request
@@ -194,8 +195,8 @@ class HttpInferenceClient:
         secure = tls_for(url, tls)
         self._ssl = secure.ssl_context() if secure is not None else None
         self._host = _address(url)
-        self._root = f"{'https' if secure else 'http'}://{self._host}/v2"
-        self._base = f"{self._root}/models"
+        self._origin = f"{'https' if secure else 'http'}://{self._host}"
+        self._root = f"{self._origin}/v2"
         self._connections = connections
         self._extensions: frozenset[str] | None = None
         self._requests: EncodedRequests[bytes] = EncodedRequests()
@@ -212,8 +213,7 @@ class HttpInferenceClient:
         return self._pool_
 
     def _model_url(self, model: str, version: str) -> str:
-        url = f"{self._base}/{quote(model)}"
-        return f"{url}/versions/{quote(version)}" if version else url
+        return self._origin + model_path(model, version)
 
     async def _get_json(self, url: str) -> dict[str, Any]:
         request = encode_request(
@@ -296,7 +296,7 @@ class HttpInferenceClient:
     def _encode(self, model: str, version: str, tensors: Sequence[Tensor], binary: bool) -> bytes:
         """The whole HTTP/1.1 request, once per model and tensor form."""
         body, headers = binary_request_body(tensors) if binary else json_request_body(tensors)
-        path = urlsplit(self._model_url(model, version)).path + "/infer"
+        path = model_path(model, version) + "/infer"
         headers = {**headers, "Accept-Encoding": ACCEPT_ENCODING}
         return encode_request("POST", self._host, path, body, headers)
 

@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import requests
 
 from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.config.schema import TargetConfig
+from tritonwatch.kserve import model_path
 from tritonwatch.observations import ModelKey
 from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, fetch
 from tritonwatch.scrape.interfaces import ModelApis
@@ -108,10 +108,7 @@ class HttpModelApis:
 
     def url(self, source: Source, key: ModelKey) -> str:
         """The endpoint: the source's name is the path's last part (``stats``, ``config``)."""
-        path = f"{self._base}/v2/models/{quote(key.model, safe='')}"
-        if key.version:
-            path += f"/versions/{quote(key.version, safe='')}"
-        return f"{path}/{source.value}"
+        return f"{self._base}{model_path(key.model, key.version)}/{source.value}"
 
     def all_statistics_url(self) -> str:
         return f"{self._base}/v2/models/stats"

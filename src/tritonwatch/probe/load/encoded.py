@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
+from tritonwatch.kserve import model_path
 from tritonwatch.probe.binary_tensors import binary_request_body
 from tritonwatch.probe.payload import Tensor
 
@@ -35,11 +36,8 @@ def encode_http_infer(
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    path = f"/v2/models/{quote(model)}"
-    if version:
-        path += f"/versions/{quote(version)}"
     headers = [
-        f"POST {path}/infer HTTP/1.1",
+        f"POST {model_path(model, version)}/infer HTTP/1.1",
         f"Host: {host}:{port}",
         "Connection: keep-alive",
         f"Content-Type: {body_headers['Content-Type']}",
