@@ -13,7 +13,8 @@ from support import http_get, sample_value, wait_until
 from tritonwatch.config import TargetConfig, load_config
 from tritonwatch.daemon import Daemon, RunState
 from tritonwatch.observations import ReadinessObservation
-from tritonwatch.probe.readiness import ReadinessProbe, readiness_probe_for
+from tritonwatch.probe.interfaces import ReadinessProbe
+from tritonwatch.probe.readiness import readiness_probe_for
 
 
 class CountedProbe:

@@ -1,7 +1,24 @@
-"""Facts of the KServe v2 / Open Inference Protocol shared by both of its ends here:
-the canary's response decoder and the simulator's gRPC server."""
+"""Facts of the KServe v2 / Open Inference Protocol shared by both of its ends here
+(the canary's response decoder and the simulator's gRPC server) and by both sources
+(the probe's and the scrape's model URLs), which import nothing from each other."""
 
 from __future__ import annotations
+
+from urllib.parse import quote
+
+
+def model_path(model: str, version: str = "") -> str:
+    """``/v2/models/{model}[/versions/{version}]``, the root of every per-model endpoint
+    (append ``/infer``, ``/config``, ``/stats``, ``/ready``).
+
+    Each name is quoted whole (``safe=''``): a ``/`` in it becomes ``%2F`` rather than a
+    path separator, and ``?``, ``#``, ``%`` and spaces cannot end or bend the path. One
+    builder, so the canary, the sweep, the scraper and model discovery ask a server about
+    a model under the same URL (they used to disagree on ``/``).
+    """
+    path = f"/v2/models/{quote(model, safe='')}"
+    return f"{path}/versions/{quote(version, safe='')}" if version else path
+
 
 GRPC_TYPED_CONTENTS: dict[str, str] = {
     "BOOL": "bool_contents",

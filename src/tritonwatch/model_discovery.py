@@ -22,12 +22,12 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import quote
 
 import requests
 
 from tritonwatch.client_tls import tls_for
 from tritonwatch.config.schema import Config, ModelSelection, TargetConfig, WatchedModel
+from tritonwatch.kserve import model_path
 from tritonwatch.logs import get_logger
 
 _log = get_logger("model_discovery")
@@ -177,11 +177,11 @@ class HttpModelReader:
         return parse_index(_document(data, "repository index"))
 
     def metadata(self, model: str) -> dict[str, Any]:
-        data = self._call("GET", f"/v2/models/{quote(model, safe='')}")
+        data = self._call("GET", model_path(model))
         return dict(_document(data, "model metadata"))
 
     def model_config(self, model: str) -> dict[str, Any] | None:
-        data = self._call("GET", f"/v2/models/{quote(model, safe='')}/config")
+        data = self._call("GET", model_path(model) + "/config")
         return dict(_document(data, "model config"))
 
     def close(self) -> None:

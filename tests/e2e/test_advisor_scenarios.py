@@ -18,7 +18,8 @@ from sim_process import SimProcess
 from support import wait_until
 from tritonwatch.config import load_config
 from tritonwatch.daemon import Daemon
-from tritonwatch.probe.load.pool import ProcessWorker, Worker, stop_workers
+from tritonwatch.probe.interfaces import Worker
+from tritonwatch.probe.load.pool import ProcessWorker, stop_workers
 from tritonwatch.probe.load.spec import http_load_spec
 from tritonwatch.probe.payload import TensorSpec, build_inputs
 

@@ -17,11 +17,11 @@ from tritonwatch.export.alert_queue import (
     AlertmanagerNotifier,
     DeliveryError,
     DeliveryQueue,
-    Notifier,
     QueueOptions,
     RejectedError,
 )
 from tritonwatch.export.alerts import Alert
+from tritonwatch.export.interfaces import Notifier
 from tritonwatch.export.webhook import WebhookNotifier
 
 T0 = 1_700_000_000.0

@@ -31,7 +31,8 @@ from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config import parse_config
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import ModelCanary, canary_plans
-from tritonwatch.probe.clients import InferenceClient, client_for
+from tritonwatch.probe.clients import client_for
+from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.load.spec import grpc_load_spec, http_load_spec
 from tritonwatch.probe.payload import STRING_CHARACTERS, Tensor
 from tritonwatch.probe.sweep import prepare_tensors

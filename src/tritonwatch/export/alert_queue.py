@@ -22,7 +22,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import requests
 
@@ -249,18 +248,6 @@ def post_json(
     if 400 <= response.status_code < 500 and response.status_code not in (408, 429):
         raise RejectedError(detail)
     raise DeliveryError(detail)
-
-
-class Notifier(Protocol):
-    """What the daemon needs of a receiver: hand it alerts, start and stop its sender."""
-
-    queue: DeliveryQueue
-
-    def notify(self, alerts: Iterable[Alert]) -> None: ...
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 class AlertmanagerNotifier:

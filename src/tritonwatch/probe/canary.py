@@ -28,7 +28,6 @@ from tritonwatch.probe.canary_timing import WakeTimer
 from tritonwatch.probe.clients import (
     BINARY_TENSOR_EXTENSION,
     HttpInferenceClient,
-    InferenceClient,
     classify_error,
     error_text,
     http_infer_answer,
@@ -36,6 +35,7 @@ from tritonwatch.probe.clients import (
     is_refused_connection,
 )
 from tritonwatch.probe.infer_response import ResponseDecodeError, check_outputs
+from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
 from tritonwatch.probe.server_errors import server_error_types
 

@@ -8,8 +8,9 @@ thread costs 70–100 µs of CPU, and asyncio adds its own turns around each (a 
 *and* an epoll call per wait, the ready queue, a task, a future and two timeouts per
 request). This engine does what the floor does — one ``select()`` over every socket
 until the next send or deadline, the request's bytes built once, the answer read to
-its length — and hands each answer to its :class:`EngineCanary`, which judges and
-records it exactly as the event-loop path does (:meth:`ModelCanary.finish`).
+its length — and hands each answer to its
+:class:`~tritonwatch.probe.interfaces.EngineCanary`, which judges and records it
+exactly as the event-loop path does (:meth:`ModelCanary.finish`).
 
 Open loop, as before: each request has an intended send time; it goes out then on an
 idle connection (a new one is opened while fewer than ``max_in_flight`` are busy),
@@ -41,11 +42,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from tritonwatch.logs import get_logger
 from tritonwatch.probe.canary_http import HeadedConnection
 from tritonwatch.probe.canary_timing import SPIN_SECONDS, WakeTimer
+from tritonwatch.probe.interfaces import EngineCanary
 from tritonwatch.probe.load.http1 import HttpProtocolError
 from tritonwatch.probe.timer_slack import tighten_timer_slack
 
@@ -57,22 +59,6 @@ RawAnswer = tuple[int, dict[str, str], bytes, float]
 """(status, the headers the decoder needs, the body as sent, when its last byte came)."""
 Address = tuple[int, Any]
 """(address family, socket address): what ``getaddrinfo`` resolved the target to."""
-
-
-class EngineCanary(Protocol):
-    """What the engine asks of the canary it sends for (:class:`ModelCanary` is one)."""
-
-    def next_gap(self) -> float:
-        """Seconds from one intended send to the next."""
-        ...
-
-    def may_send(self, intended: float) -> bool:
-        """Whether to send at ``intended`` (False: paused, or the breaker is open)."""
-        ...
-
-    def answered(self, intended: float, answer: RawAnswer | BaseException) -> None:
-        """Judges and records one request's answer or failure (on the engine's thread)."""
-        ...
 
 
 @dataclass(eq=False)

@@ -24,7 +24,8 @@ from tritonwatch.logs import get_logger
 from tritonwatch.probe import canary_timing
 from tritonwatch.probe.canary import CanaryPlan, ModelCanary, run_canaries
 from tritonwatch.probe.canary_engine import CanaryEngine
-from tritonwatch.probe.clients import InferenceClient, client_for
+from tritonwatch.probe.clients import client_for
+from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.timer_slack import tighten_timer_slack
 
 _log = get_logger("canary")

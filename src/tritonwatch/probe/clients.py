@@ -1,8 +1,9 @@
 """One asyncio face over KServe v2 HTTP (lean HTTP/1.1) and gRPC (``tritonclient``'s aio channel).
 
-The canary and the sweep speak to a server through :class:`InferenceClient`, so the
-protocol is a constructor argument and error handling is written once:
-:func:`classify_error` maps every way a call can fail to an :class:`Outcome`.
+The canary and the sweep speak to a server through
+:class:`~tritonwatch.probe.interfaces.InferenceClient`, so the protocol is a constructor
+argument and error handling is written once: :func:`classify_error` maps every way a
+call can fail to an :class:`Outcome`.
 Triton-only APIs (model config) answer None on servers that lack them, which is
 how the canary also works against any KServe v2 / Open Inference Protocol server.
 """
@@ -15,10 +16,11 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Generic, Protocol, TypeVar
-from urllib.parse import quote, urlsplit
+from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit
 
 from tritonwatch.client_tls import ClientTLS, tls_for
+from tritonwatch.kserve import model_path
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.binary_tensors import binary_request_body
 from tritonwatch.probe.canary_http import ConnectionPool, encode_request
@@ -29,13 +31,10 @@ from tritonwatch.probe.infer_response import (
     decompressed,
     http_status_error,
 )
+from tritonwatch.probe.interfaces import InferenceClient, ServerErrorLike
 from tritonwatch.probe.load.encoded import grpc_infer_request
 from tritonwatch.probe.payload import Tensor
-from tritonwatch.probe.server_errors import (
-    ServerError,
-    ServerErrorLike,
-    as_server_error,
-)
+from tritonwatch.probe.server_errors import ServerError, as_server_error
 
 _UNSUPPORTED_HTTP = {"404", "400", "501"}
 _UNSUPPORTED_GRPC = ("UNIMPLEMENTED", "NOT_FOUND")
@@ -45,22 +44,6 @@ ACCEPT_ENCODING = "gzip, deflate"
 infer answers, as it does for ``tritonclient.http.aio``."""
 BINARY_TENSOR_EXTENSION = "binary_tensor_data"
 """The name ``GET /v2`` lists when the server reads and writes binary tensors."""
-
-
-class InferenceClient(Protocol):
-    protocol: str
-
-    async def extensions(self) -> frozenset[str]: ...
-
-    async def metadata(self, model: str, version: str) -> dict[str, Any]: ...
-
-    async def config(self, model: str, version: str) -> dict[str, Any] | None: ...
-
-    async def infer(
-        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
-    ) -> Any: ...
-
-    async def close(self) -> None: ...
 
 
 _GRPC_STATUS_OUTCOMES = {
@@ -212,8 +195,8 @@ class HttpInferenceClient:
         secure = tls_for(url, tls)
         self._ssl = secure.ssl_context() if secure is not None else None
         self._host = _address(url)
-        self._root = f"{'https' if secure else 'http'}://{self._host}/v2"
-        self._base = f"{self._root}/models"
+        self._origin = f"{'https' if secure else 'http'}://{self._host}"
+        self._root = f"{self._origin}/v2"
         self._connections = connections
         self._extensions: frozenset[str] | None = None
         self._requests: EncodedRequests[bytes] = EncodedRequests()
@@ -230,8 +213,7 @@ class HttpInferenceClient:
         return self._pool_
 
     def _model_url(self, model: str, version: str) -> str:
-        url = f"{self._base}/{quote(model)}"
-        return f"{url}/versions/{quote(version)}" if version else url
+        return self._origin + model_path(model, version)
 
     async def _get_json(self, url: str) -> dict[str, Any]:
         request = encode_request(
@@ -314,7 +296,7 @@ class HttpInferenceClient:
     def _encode(self, model: str, version: str, tensors: Sequence[Tensor], binary: bool) -> bytes:
         """The whole HTTP/1.1 request, once per model and tensor form."""
         body, headers = binary_request_body(tensors) if binary else json_request_body(tensors)
-        path = urlsplit(self._model_url(model, version)).path + "/infer"
+        path = model_path(model, version) + "/infer"
         headers = {**headers, "Accept-Encoding": ACCEPT_ENCODING}
         return encode_request("POST", self._host, path, body, headers)
 

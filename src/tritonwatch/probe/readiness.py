@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 import requests
 
 from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import Outcome, ReadinessObservation
+from tritonwatch.probe.interfaces import ReadinessProbe
 
 Clock = Callable[[], float]
 _ERRNO_TEXT = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
@@ -26,14 +26,6 @@ def _root_cause(error: Exception) -> str:
     text = str(error)
     match = _ERRNO_TEXT.search(text)
     return match.group(1).strip() if match else text[:200]
-
-
-class ReadinessProbe(Protocol):
-    """Checks one target; ``close`` releases its connections."""
-
-    def check(self) -> ReadinessObservation: ...
-
-    def close(self) -> None: ...
 
 
 class HttpReadinessProbe:

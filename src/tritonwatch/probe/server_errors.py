@@ -13,15 +13,9 @@ of that class can exist before.
 from __future__ import annotations
 
 import sys
-from typing import Protocol, cast
+from typing import cast
 
-
-class ServerErrorLike(Protocol):
-    """What the canary reads from either error class."""
-
-    def message(self) -> str | None: ...
-
-    def status(self) -> str | None: ...
+from tritonwatch.probe.interfaces import ServerErrorLike
 
 
 class ServerError(Exception):

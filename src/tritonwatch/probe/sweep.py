@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from tritonwatch.probe.clients import normalise_grpc_json, sync_client
-from tritonwatch.probe.load.pool import Worker, cut_all, start_workers, stop_workers
+from tritonwatch.probe.interfaces import Worker
+from tritonwatch.probe.load.pool import cut_all, start_workers, stop_workers
 from tritonwatch.probe.load.spec import LoadSpec, grpc_load_spec, http_load_spec
 from tritonwatch.probe.load.worker import WindowSamples
 from tritonwatch.probe.payload import Tensor, build_inputs, input_specs

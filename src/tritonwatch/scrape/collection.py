@@ -15,30 +15,17 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Protocol
 
 from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import Config, TargetConfig
 from tritonwatch.observations import ModelConfigChange, TritonGpuRates
+from tritonwatch.scrape.interfaces import Scraper
 from tritonwatch.scrape.target_scraper import (
     DEFAULT_CONFIG_EVERY,
     CanaryTotals,
     TargetScraper,
 )
 from tritonwatch.target_state import ScrapeOutcome, TargetState
-
-
-class Scraper(Protocol):
-    """What :class:`TritonScrapers` needs of a target's scraper (:class:`TargetScraper`)."""
-
-    def scrape_once(self) -> ScrapeOutcome: ...
-
-    def state(self) -> TargetState: ...
-
-    def drain_config_changes(self) -> list[ModelConfigChange]: ...
-
-    def close(self) -> None: ...
-
 
 ScraperFactory = Callable[..., Scraper]
 _Settings = tuple[TargetConfig, float, int]

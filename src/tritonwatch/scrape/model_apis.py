@@ -10,8 +10,9 @@ Triton serves it nowhere else.
 Statistics can also be read for every loaded model (every ready version) at once —
 ``GET {http}/v2/models/stats``, ``ModelStatistics`` with an empty name — in the same
 ``{"model_stats": [...]}`` shape: one request a cycle instead of one per model
-(:meth:`ModelApis.read_all_statistics`). Triton answers both forms from the same ready
-versions, so the entries are the same as the per-model answers'.
+(:meth:`~tritonwatch.scrape.interfaces.ModelApis.read_all_statistics`). Triton answers
+both forms from the same ready versions, so the entries are the same as the per-model
+answers'.
 
 Both readers answer an :class:`ApiAnswer` holding the document in the HTTP answer's
 shape (gRPC answers are converted by :mod:`tritonwatch.grpc_json`), so everything
@@ -29,15 +30,16 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
-from urllib.parse import quote
+from typing import Any
 
 import requests
 
 from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.config.schema import TargetConfig
+from tritonwatch.kserve import model_path
 from tritonwatch.observations import ModelKey
 from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, fetch
+from tritonwatch.scrape.interfaces import ModelApis
 from tritonwatch.target_state import FetchStatus, Source
 
 _LACKS_API_HTTP = frozenset({400, 404, 405, 501})
@@ -74,22 +76,6 @@ class ApiAnswer:
         return self.status is FetchStatus.SUCCESS
 
 
-class ModelApis(Protocol):
-    """The statistics and config APIs of one target."""
-
-    protocol: str
-
-    def read(self, source: Source, key: ModelKey, deadline: float) -> ApiAnswer:
-        """``source``'s answer for ``key`` by monotonic time ``deadline``; never raises."""
-        ...
-
-    def read_all_statistics(self, deadline: float) -> ApiAnswer:
-        """The statistics of every loaded model in one answer; never raises."""
-        ...
-
-    def close(self) -> None: ...
-
-
 def _triton_error(body: bytes) -> bool:
     """True for Triton's error body ``{"error": "..."}``: the API exists, the request failed."""
     try:
@@ -122,10 +108,7 @@ class HttpModelApis:
 
     def url(self, source: Source, key: ModelKey) -> str:
         """The endpoint: the source's name is the path's last part (``stats``, ``config``)."""
-        path = f"{self._base}/v2/models/{quote(key.model, safe='')}"
-        if key.version:
-            path += f"/versions/{quote(key.version, safe='')}"
-        return f"{path}/{source.value}"
+        return f"{self._base}{model_path(key.model, key.version)}/{source.value}"
 
     def all_statistics_url(self) -> str:
         return f"{self._base}/v2/models/stats"

@@ -71,7 +71,8 @@ from tritonwatch.observations import (
     TritonScrape,
 )
 from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, FetchResult, fetch
-from tritonwatch.scrape.model_apis import ApiAnswer, ModelApis, model_apis_for
+from tritonwatch.scrape.interfaces import ModelApis
+from tritonwatch.scrape.model_apis import ApiAnswer, model_apis_for
 from tritonwatch.scrape.model_selection import select_models
 from tritonwatch.scrape.triton_config import config_changes, parse_model_config
 from tritonwatch.scrape.triton_deltas import triton_rates

@@ -3,17 +3,20 @@
 HTTP: the binary-tensor body is :func:`~tritonwatch.probe.binary_tensors.binary_request_body`,
 the canary's, which tests/probe/test_canary_lean_clients.py holds byte for byte to
 ``tritonclient.http``'s ``generate_request_body``; importing ``tritonclient.http``
-(gevent, numpy) to make it is not needed. gRPC: ``tritonclient.grpc``'s own builder
-makes the ``ModelInferRequest`` (that client imports numpy anyway, so the tensors are
-handed over as arrays). Only the per-request repetition is removed.
+(gevent, numpy) to make it is not needed. gRPC: the ``ModelInferRequest`` is built from
+the generated protobuf types ``tritonclient.grpc`` publishes (``service_pb2``), filled
+as that client's own builder fills them, so the bytes are the client's (tests/probe/
+test_grpc_request_bytes.py holds them to it) without reaching into its private helpers.
+Only the per-request repetition is removed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
+from tritonwatch.kserve import model_path
 from tritonwatch.probe.binary_tensors import binary_request_body
 from tritonwatch.probe.payload import Tensor
 
@@ -35,11 +38,8 @@ def encode_http_infer(
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    path = f"/v2/models/{quote(model)}"
-    if version:
-        path += f"/versions/{quote(version)}"
     headers = [
-        f"POST {path}/infer HTTP/1.1",
+        f"POST {model_path(model, version)}/infer HTTP/1.1",
         f"Host: {host}:{port}",
         "Connection: keep-alive",
         f"Content-Type: {body_headers['Content-Type']}",
@@ -51,21 +51,20 @@ def encode_http_infer(
 
 
 def grpc_infer_request(model: str, version: str, tensors: Sequence[Tensor]) -> bytes:
-    """The serialized ``ModelInferRequest`` ``tritonclient.grpc`` would send for ``tensors``
-    (its own builder: the wire format is exactly the client's; ``Tensor.data`` is the
-    array it takes, which numpy, loaded with that client, makes from the tensor's bytes)."""
-    import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; load on use
-    from tritonclient.grpc._utils import _get_inference_request  # noqa: PLC0415
+    """The serialized ``ModelInferRequest`` ``tritonclient.grpc`` would send for ``tensors``.
 
-    inputs = []
+    What its ``infer`` sends when given no request id, outputs, sequence, priority,
+    timeout or parameters: the model's name and version, and each input's name,
+    datatype and shape with its elements as raw contents (``Tensor.raw`` is exactly the
+    bytes ``InferInput.set_data_from_numpy`` would put there, BYTES' length prefixes
+    included). Protobuf writes fields in number order, so the bytes do not depend on the
+    order they are set in here.
+    """
+    from tritonclient.grpc import service_pb2  # noqa: PLC0415 - heavy; load on use
+
+    request = service_pb2.ModelInferRequest(model_name=model, model_version=version)
     for tensor in tensors:
-        infer_input = grpcclient.InferInput(tensor.name, list(tensor.shape), tensor.datatype)
-        infer_input.set_data_from_numpy(tensor.data)
-        inputs.append(infer_input)
-    request = _get_inference_request(
-        model_name=model, inputs=inputs, model_version=version, request_id="", outputs=None,
-        sequence_id=0, sequence_start=False, sequence_end=False, priority=0, timeout=None,
-        parameters=None,
-    )  # fmt: skip
+        request.inputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
+        request.raw_input_contents.append(tensor.raw)
     encoded: bytes = request.SerializeToString()
     return encoded

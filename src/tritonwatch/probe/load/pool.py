@@ -3,7 +3,8 @@
 One Python process drives a few thousand requests per second; past that the load
 generator, not the server, would flatten a sweep's curve. :func:`start_workers`
 splits the concurrency over ``processes`` workers; the coordinator then calls
-:meth:`Worker.cut` on each at every window boundary and merges the samples exactly.
+:meth:`~tritonwatch.probe.interfaces.Worker.cut` on each at every window boundary and
+merges the samples exactly.
 """
 
 from __future__ import annotations
@@ -14,18 +15,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection
-from typing import Protocol
 
+from tritonwatch.probe.interfaces import Worker
 from tritonwatch.probe.load.spec import LoadSpec
 from tritonwatch.probe.load.worker import LoadWorker, WindowSamples
 
 COMMAND_TIMEOUT_SECONDS = 30.0
-
-
-class Worker(Protocol):
-    def cut(self) -> WindowSamples: ...
-
-    def stop(self) -> None: ...
 
 
 class LocalWorker:
