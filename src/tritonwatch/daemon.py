@@ -45,7 +45,8 @@ from tritonwatch.model_discovery import ModelDiscovery, signatures, with_discove
 from tritonwatch.observations import ReadinessObservation
 from tritonwatch.probe.canary import canary_plans
 from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.probe.readiness import ReadinessProbe, readiness_probe_for
+from tritonwatch.probe.interfaces import ReadinessProbe
+from tritonwatch.probe.readiness import readiness_probe_for
 from tritonwatch.readiness_board import ReadinessBoard
 from tritonwatch.schedule_health import JobLedger
 from tritonwatch.scheduled_sweeps import run_scheduled_sweep
