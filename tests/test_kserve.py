@@ -23,7 +23,7 @@ from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.server_errors import ServerError
 from tritonwatch.scrape.model_apis import HttpModelApis
 from tritonwatch.sim.server import Simulator
-from tritonwatch.target_state import Source
+from tritonwatch.target_state import ScrapeSource
 
 AWKWARD = "team/a b?c#d%e"
 """A name with every character that used to be quoted differently or could bend a URL."""
@@ -110,7 +110,7 @@ def test_canary_sweep_scraper_and_discovery_ask_under_one_url(
     asyncio.run(_canary_asks(url, AWKWARD, "2"))
     with requests.Session() as session:
         apis = HttpModelApis(url, session)
-        for source in (Source.CONFIG, Source.STATS):
+        for source in (ScrapeSource.CONFIG, ScrapeSource.STATS):
             assert apis.read(source, ModelKey(AWKWARD, "2"), deadline=time.monotonic() + 30).ok
     reader = HttpModelReader(TargetConfig(name="t", url=url), timeout=10.0)
     try:

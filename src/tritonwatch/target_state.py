@@ -92,7 +92,7 @@ class FetchStatus(StrEnum):
     BAD_RESPONSE = "bad_response"
 
 
-class Source(StrEnum):
+class ScrapeSource(StrEnum):
     """What was scraped; the ``source`` label of the self-monitoring metrics."""
 
     METRICS = "metrics"
@@ -105,7 +105,7 @@ class SourceOutcome:
     """How one source's requests of one cycle ended (all models' requests, for the
     statistics and config APIs: the first failure wins, durations add up)."""
 
-    source: Source
+    source: ScrapeSource
     status: FetchStatus
     duration_seconds: float
     error: str = ""
@@ -126,14 +126,14 @@ class ScrapeOutcome:
 
     target: str
     at: float
-    sources: Mapping[Source, SourceOutcome]
+    sources: Mapping[ScrapeSource, SourceOutcome]
     bad_lines: int
     rates: TritonRates | None
 
     @property
     def ok(self) -> bool:
         """True when ``/metrics`` was read."""
-        return self.sources[Source.METRICS].ok
+        return self.sources[ScrapeSource.METRICS].ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,12 +167,12 @@ class TargetState:
     """
 
     target: str
-    sources: Mapping[Source, SourceOutcome]
+    sources: Mapping[ScrapeSource, SourceOutcome]
     bad_lines_total: int
     models: Mapping[str, ModelState]
     gpus: Mapping[str, TritonGpuRates]
     server: Mapping[str, float]
-    failures: Mapping[tuple[Source, FetchStatus], int] = field(default_factory=dict)
+    failures: Mapping[tuple[ScrapeSource, FetchStatus], int] = field(default_factory=dict)
 
 
 GpuT = TypeVar("GpuT")

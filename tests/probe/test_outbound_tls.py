@@ -27,7 +27,7 @@ from tritonwatch.probe.sweep import SweepRunner
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import GrpcTLS, Simulator
 from tritonwatch.sweep_records import SweepSettings
-from tritonwatch.target_state import Source
+from tritonwatch.target_state import ScrapeSource
 from tritonwatch.tune.repository import ModelRepository
 
 
@@ -165,9 +165,9 @@ def test_scraper_reads_metrics_stats_and_config_over_https(
     finally:
         scraper.close()
     assert {source: o.ok for source, o in outcome.sources.items()} == {
-        Source.METRICS: True,
-        Source.STATS: True,
-        Source.CONFIG: True,
+        ScrapeSource.METRICS: True,
+        ScrapeSource.STATS: True,
+        ScrapeSource.CONFIG: True,
     }
     assert scraper.state().models["simple"].config is not None
 

@@ -30,7 +30,7 @@ from tritonwatch.observations import ModelKey
 from tritonwatch.scrape.model_apis import GrpcModelApis, HttpModelApis, model_apis_for
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import GrpcTLS, Simulator
-from tritonwatch.target_state import FetchStatus, Source
+from tritonwatch.target_state import FetchStatus, ScrapeSource
 
 pytestmark = pytest.mark.e2e
 
@@ -111,15 +111,15 @@ def test_a_grpc_target_reads_statistics_and_config_over_grpc(
     target = grpc_target(f"grpc://{sim.grpc_url}", sim.metrics_url, "simple")
     session, refused, asked = recording_session(refuse=target.effective_http_url)
     scraper = TargetScraper(target, 2.0, clock, session)
-    assert scraper.scrape_once().sources[Source.STATS].ok
+    assert scraper.scrape_once().sources[ScrapeSource.STATS].ok
     infer(sim, "simple", 3, batch_size=4)
     infer(sim, "simple", 2, batch_size=1)
     clock.advance(10.0)
     outcome = scraper.scrape_once()
     scraper.close()
     assert {source: o.status for source, o in outcome.sources.items()} == {
-        Source.METRICS: FetchStatus.SUCCESS,
-        Source.STATS: FetchStatus.SUCCESS,
+        ScrapeSource.METRICS: FetchStatus.SUCCESS,
+        ScrapeSource.STATS: FetchStatus.SUCCESS,
     }
     batches = scraper.state().models["simple"].batches
     assert batches is not None
@@ -159,7 +159,7 @@ def test_a_grpc_server_without_the_apis_switches_them_off(metrics_stub: StubServ
         scraper.close()
     finally:
         server.close()
-    assert [set(outcome.sources) for outcome in outcomes] == [{Source.METRICS}] * 3
+    assert [set(outcome.sources) for outcome in outcomes] == [{ScrapeSource.METRICS}] * 3
     off = events(logs, "scrape_feature_unsupported")
     assert [(line["source"], line["protocol"], line["grpc_status"]) for line in off] == [
         ("stats", "grpc", "UNIMPLEMENTED"),
@@ -167,7 +167,7 @@ def test_a_grpc_server_without_the_apis_switches_them_off(metrics_stub: StubServ
     ]
     assert server.calls == ["ModelStatistics", "ModelStatistics", "ModelConfig"]
     assert server.names == ["", "a", "a"]
-    assert set(scraper.state().sources) == {Source.METRICS}
+    assert set(scraper.state().sources) == {ScrapeSource.METRICS}
     assert not scraper.state().failures
 
 
@@ -184,14 +184,14 @@ def test_a_hung_grpc_server_costs_one_deadline_for_the_whole_cycle(
         scraper.close()
     finally:
         server.close()
-    stats, config = outcome.sources[Source.STATS], outcome.sources[Source.CONFIG]
+    stats, config = outcome.sources[ScrapeSource.STATS], outcome.sources[ScrapeSource.CONFIG]
     assert (stats.status, config.status) == (FetchStatus.TIMEOUT, FetchStatus.TIMEOUT)
     assert stats.error.startswith("all models: gRPC DEADLINE_EXCEEDED")
     assert config.error == "a: no time left in this scrape"
     assert server.calls == ["ModelStatistics"]
     assert scraper.state().failures == {
-        (Source.STATS, FetchStatus.TIMEOUT): 1,
-        (Source.CONFIG, FetchStatus.TIMEOUT): 1,
+        (ScrapeSource.STATS, FetchStatus.TIMEOUT): 1,
+        (ScrapeSource.CONFIG, FetchStatus.TIMEOUT): 1,
     }
 
 
@@ -204,7 +204,7 @@ def test_nothing_on_the_grpc_port_is_a_connection_error(
     outcome = scraper.scrape_once()
     scraper.close()
     assert outcome.ok  # /metrics is read all the same
-    for source, asked in ((Source.STATS, "all models"), (Source.CONFIG, "a")):
+    for source, asked in ((ScrapeSource.STATS, "all models"), (ScrapeSource.CONFIG, "a")):
         assert outcome.sources[source].status is FetchStatus.CONNECTION_ERROR
         assert outcome.sources[source].error.startswith(f"{asked}: gRPC UNAVAILABLE")
 
@@ -218,7 +218,7 @@ def test_an_unknown_model_is_a_grpc_error_and_keeps_the_apis(
     with capture_logs() as logs:
         outcome = scraper.scrape_once()
     scraper.close()
-    stats, config = outcome.sources[Source.STATS], outcome.sources[Source.CONFIG]
+    stats, config = outcome.sources[ScrapeSource.STATS], outcome.sources[ScrapeSource.CONFIG]
     assert (stats.status, config.status) == (FetchStatus.GRPC_ERROR, FetchStatus.GRPC_ERROR)
     # What real Triton 2.51 answers too: statistics INVALID_ARGUMENT, config NOT_FOUND.
     assert stats.error.startswith("missing: gRPC INVALID_ARGUMENT")
@@ -231,7 +231,7 @@ def test_a_grpc_answer_over_max_bytes_is_too_large(sim: Simulator) -> None:
     """Breaks if the size cap does not hold for gRPC answers."""
     target = grpc_target(f"grpc://{sim.grpc_url}", sim.metrics_url, "simple")
     apis = GrpcModelApis(target.url, max_bytes=64)
-    answer = apis.read(Source.CONFIG, ModelKey("simple", ""), deadline=time.monotonic() + 5)
+    answer = apis.read(ScrapeSource.CONFIG, ModelKey("simple", ""), deadline=time.monotonic() + 5)
     apis.close()
     assert answer.status is FetchStatus.TOO_LARGE
     assert "RESOURCE_EXHAUSTED" in answer.error
@@ -257,8 +257,8 @@ def test_grpcs_uses_the_targets_tls_for_the_apis(pki: Pki, tmp_path: Path) -> No
             scraper = TargetScraper(target, 2.0)
             outcomes[name] = scraper.scrape_once().sources
             scraper.close()
-    assert outcomes["mutual"][Source.STATS].ok and outcomes["mutual"][Source.CONFIG].ok
-    for source in (Source.STATS, Source.CONFIG):
+    assert outcomes["mutual"][ScrapeSource.STATS].ok and outcomes["mutual"][ScrapeSource.CONFIG].ok
+    for source in (ScrapeSource.STATS, ScrapeSource.CONFIG):
         assert outcomes["no client cert"][source].status is FetchStatus.CONNECTION_ERROR
 
 
@@ -266,7 +266,7 @@ def test_a_tls_file_gone_since_the_check_is_a_connection_error(tmp_path: Path) -
     """Breaks if an unreadable CA file raises out of the cycle instead of being an outcome."""
     gone = ClientTLS(ca_file=tmp_path / "deleted-ca.pem")
     apis = GrpcModelApis("grpcs://127.0.0.1:1", gone)
-    answer = apis.read(Source.STATS, ModelKey("m", ""), deadline=time.monotonic() + 5)
+    answer = apis.read(ScrapeSource.STATS, ModelKey("m", ""), deadline=time.monotonic() + 5)
     apis.close()
     assert answer.status is FetchStatus.CONNECTION_ERROR
     assert "deleted-ca.pem" in answer.error

@@ -29,7 +29,7 @@ from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
 from tritonwatch.sim.load import example_inputs
 from tritonwatch.sim.models import ModelSet, parse_model_set
 from tritonwatch.sim.server import Simulator
-from tritonwatch.target_state import FetchStatus, ScrapeOutcome, Source
+from tritonwatch.target_state import FetchStatus, ScrapeOutcome, ScrapeSource
 
 pytestmark = pytest.mark.e2e
 
@@ -150,7 +150,7 @@ def test_one_http_request_a_cycle_reads_all_20_models(many: Simulator, clock: Fa
     second = scraper.scrape_once()
     after = {name: own_answer(many, name) for name in NAMES}
     scraper.close()
-    assert first.sources[Source.STATS].ok and second.sources[Source.STATS].ok
+    assert first.sources[ScrapeSource.STATS].ok and second.sources[ScrapeSource.STATS].ok
     assert stats_paths(asked) == ["/v2/models/stats"] * 2
     assert_every_model_as_its_own_answer(scraper, before, after)
     for name in NAMES:  # and the traffic really is what was sent
@@ -180,11 +180,11 @@ def test_one_grpc_call_a_cycle_reads_all_20_models(
     grpc_target = target(f"grpc://{many.grpc_url}", many.metrics_url, *NAMES)
     scraper = TargetScraper(grpc_target, 5.0, clock)
     try:
-        assert scraper.scrape_once().sources[Source.STATS].ok
+        assert scraper.scrape_once().sources[ScrapeSource.STATS].ok
         before = {name: own_answer(many, name) for name in NAMES}
         send(many, model_set, traffic())
         clock.advance(10.0)
-        assert scraper.scrape_once().sources[Source.STATS].ok
+        assert scraper.scrape_once().sources[ScrapeSource.STATS].ok
         after = {name: own_answer(many, name) for name in NAMES}
     finally:
         scraper.close()
@@ -200,7 +200,7 @@ def per_model_scraper(config: TargetConfig, clock: FakeClock, **kwargs: Any) -> 
 
 
 def outcome_of(outcome: ScrapeOutcome) -> tuple[FetchStatus, str]:
-    stats = outcome.sources[Source.STATS]
+    stats = outcome.sources[ScrapeSource.STATS]
     return stats.status, stats.error
 
 
@@ -232,7 +232,7 @@ def test_a_configured_model_the_answer_lacks_fails_as_it_did_alone(
     if "version" in missing:
         own += f"/versions/{missing['version']}"
     assert stats_paths(asked) == ["/v2/models/stats", f"{own}/stats"] * 2
-    assert ours.state().failures[(Source.STATS, FetchStatus.HTTP_ERROR)] == 2
+    assert ours.state().failures[(ScrapeSource.STATS, FetchStatus.HTTP_ERROR)] == 2
     assert ours.state().models["simple_00"].batches is not None  # the others still read
     assert ours.state().models["simple_01"].batches is not None
     assert not [line for line in logs if "feature" in str(line["event"])]
@@ -255,7 +255,7 @@ def test_a_model_unloaded_and_loaded_again(many: Simulator, clock: FakeClock) ->
         client.close()
         scraper.close()
     assert outcome_of(down) == (FetchStatus.HTTP_ERROR, "simple_01: HTTP 400")
-    assert back.sources[Source.STATS].ok
+    assert back.sources[ScrapeSource.STATS].ok
     assert stats_paths(asked) == [
         "/v2/models/stats",
         "/v2/models/simple_01/stats",
@@ -284,7 +284,7 @@ def test_mlservers_answer_switches_the_api_off_as_before(stub: StubServer) -> No
     scraper = TargetScraper(config, 2.0, FakeClock(), config_every=1000)
     with capture_logs() as logs:
         outcomes = [scraper.scrape_once() for _ in range(3)]
-    assert all(Source.STATS not in outcome.sources for outcome in outcomes)
+    assert all(ScrapeSource.STATS not in outcome.sources for outcome in outcomes)
     off = events(logs, "scrape_feature_unsupported")
     assert [(line["source"], line["http_status"]) for line in off] == [
         ("stats", 404),
@@ -327,7 +327,7 @@ def test_an_unusable_all_models_answer_falls_back_to_one_request_per_model(
         for _ in range(4):
             outcomes.append(scraper.scrape_once())
             clock.advance(15.0)
-    assert all(outcome.sources[Source.STATS].ok for outcome in outcomes)
+    assert all(outcome.sources[ScrapeSource.STATS].ok for outcome in outcomes)
     per_model = ["/v2/models/a/stats", "/v2/models/b/stats"]
     assert stats_paths(stub.requests) == [
         "/v2/models/stats",
@@ -353,7 +353,7 @@ def test_a_failing_all_models_request_is_the_cycles_failure(stub: StubServer) ->
     for outcome in outcomes:
         assert outcome_of(outcome) == (FetchStatus.HTTP_ERROR, "all models: HTTP 503")
     assert stats_paths(stub.requests) == ["/v2/models/stats"] * 2
-    assert scraper.state().failures == {(Source.STATS, FetchStatus.HTTP_ERROR): 2}
+    assert scraper.state().failures == {(ScrapeSource.STATS, FetchStatus.HTTP_ERROR): 2}
 
 
 def test_a_malformed_entry_fails_its_model_only(stub: StubServer) -> None:

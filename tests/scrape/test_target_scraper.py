@@ -18,7 +18,7 @@ from tritonwatch.observations import ModelKey
 from tritonwatch.scrape import target_scraper
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import Simulator
-from tritonwatch.target_state import FetchStatus, Source
+from tritonwatch.target_state import FetchStatus, ScrapeSource
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +35,7 @@ def test_rates_after_two_scrapes_under_load(sim: Simulator, clock: FakeClock) ->
     first = scraper.scrape_once()
     assert first.ok and first.rates is None  # a rate needs two scrapes
     assert {source: o.status for source, o in first.sources.items()} == dict.fromkeys(
-        Source, FetchStatus.SUCCESS
+        ScrapeSource, FetchStatus.SUCCESS
     )
     infer(sim, "simple", 5)
     clock.advance(10.0)
@@ -106,9 +106,9 @@ def test_slow_metrics_is_a_timeout_outcome(sim: Simulator) -> None:
         outcome = scraper.scrape_once()
     assert not outcome.ok
     assert {source: o.status for source, o in outcome.sources.items()} == dict.fromkeys(
-        Source, FetchStatus.TIMEOUT
+        ScrapeSource, FetchStatus.TIMEOUT
     )
-    assert outcome.sources[Source.METRICS].duration_seconds < 1.0
+    assert outcome.sources[ScrapeSource.METRICS].duration_seconds < 1.0
     failed = events(logs, "scrape_failed")
     assert [line["source"] for line in failed] == ["metrics", "stats", "config"]
     assert failed[0]["outcome"] == "timeout"
@@ -180,7 +180,7 @@ def test_a_config_change_is_logged_and_queued(sim: Simulator, clock: FakeClock) 
 def test_config_is_polled_every_nth_cycle(sim: Simulator, clock: FakeClock) -> None:
     """The model config is polled on the first cycle and every config_every-th after it."""
     scraper = TargetScraper(sim_target(sim, "simple"), 2.0, clock, config_every=3)
-    polled = [Source.CONFIG in scraper.scrape_once().sources for _ in range(7)]
+    polled = [ScrapeSource.CONFIG in scraper.scrape_once().sources for _ in range(7)]
     assert polled == [True, False, False, True, False, False, True]
 
 
@@ -193,7 +193,7 @@ def test_an_unknown_model_fails_its_requests_but_keeps_the_apis(
         first = scraper.scrape_once()
         second = scraper.scrape_once()
     for outcome in (first, second):
-        stats = outcome.sources[Source.STATS]
+        stats = outcome.sources[ScrapeSource.STATS]
         assert stats.status is FetchStatus.HTTP_ERROR
         assert stats.error.startswith("missing: HTTP 4")
     assert not events(logs, "scrape_feature_unsupported")
@@ -218,13 +218,13 @@ def test_a_server_without_the_apis_switches_them_off(stub: StubServer) -> None:
     with capture_logs() as logs:
         outcomes = [scraper.scrape_once() for _ in range(3)]
     assert all(outcome.ok for outcome in outcomes)
-    assert [set(outcome.sources) for outcome in outcomes] == [{Source.METRICS}] * 3
+    assert [set(outcome.sources) for outcome in outcomes] == [{ScrapeSource.METRICS}] * 3
     off = events(logs, "scrape_feature_unsupported")
     assert [(line["source"], line["http_status"]) for line in off] == [
         ("stats", 404),
         ("config", 404),
     ]
-    assert set(scraper.state().sources) == {Source.METRICS}
+    assert set(scraper.state().sources) == {ScrapeSource.METRICS}
     asked = [path for path in stub.requests if path != "/metrics"]
     assert asked == [
         "/v2/models/stats",
@@ -245,7 +245,7 @@ def test_an_oversized_metrics_page_is_too_large(stub: StubServer) -> None:
         }
     )
     outcome = TargetScraper(target, 2.0, max_bytes=1000).scrape_once()
-    assert outcome.sources[Source.METRICS].status is FetchStatus.TOO_LARGE
+    assert outcome.sources[ScrapeSource.METRICS].status is FetchStatus.TOO_LARGE
 
 
 def test_a_switched_off_api_is_asked_again_later(
@@ -264,12 +264,12 @@ def test_a_switched_off_api_is_asked_again_later(
     )
     scraper = TargetScraper(target, 2.0, FakeClock(), config_every=1000)
     with capture_logs() as logs:
-        assert Source.STATS not in scraper.scrape_once().sources  # off
-        assert Source.STATS not in scraper.scrape_once().sources  # not asked
+        assert ScrapeSource.STATS not in scraper.scrape_once().sources  # off
+        assert ScrapeSource.STATS not in scraper.scrape_once().sources  # not asked
         stub.routes["/v2/models/m/stats"] = Route(
             body=b'{"model_stats": [{"name": "m", "version": "1", "batch_stats": []}]}'
         )
-        assert scraper.scrape_once().sources[Source.STATS].ok  # asked again: back on
+        assert scraper.scrape_once().sources[ScrapeSource.STATS].ok  # asked again: back on
     assert [line["event"] for line in logs if "feature" in str(line["event"])] == [
         "scrape_feature_unsupported",
         "scrape_feature_unsupported",

@@ -30,7 +30,13 @@ from tritonwatch.observations import (
 )
 from tritonwatch.scrape.collection import TritonScrapers
 from tritonwatch.sim.server import Simulator
-from tritonwatch.target_state import FetchStatus, ModelState, Source, SourceOutcome, TargetState
+from tritonwatch.target_state import (
+    FetchStatus,
+    ModelState,
+    ScrapeSource,
+    SourceOutcome,
+    TargetState,
+)
 
 RATES = ModelRates(
     model="resnet50",
@@ -78,8 +84,10 @@ MODEL = ModelState(
 STATE = TargetState(
     target="prod-a",
     sources={
-        Source.METRICS: SourceOutcome(Source.METRICS, FetchStatus.SUCCESS, 0.012),
-        Source.STATS: SourceOutcome(Source.STATS, FetchStatus.TIMEOUT, 0.2, "resnet50: x"),
+        ScrapeSource.METRICS: SourceOutcome(ScrapeSource.METRICS, FetchStatus.SUCCESS, 0.012),
+        ScrapeSource.STATS: SourceOutcome(
+            ScrapeSource.STATS, FetchStatus.TIMEOUT, 0.2, "resnet50: x"
+        ),
     },
     bad_lines_total=7,
     models={"resnet50": MODEL, "idle": ModelState("idle")},

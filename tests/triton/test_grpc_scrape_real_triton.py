@@ -29,7 +29,7 @@ from tritonwatch.observations import ModelKey, ModelStatistics
 from tritonwatch.scrape.model_apis import GrpcModelApis
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_stats import parse_model_statistics
-from tritonwatch.target_state import FetchStatus, Source
+from tritonwatch.target_state import FetchStatus, ScrapeSource
 
 pytestmark = pytest.mark.e2e
 
@@ -132,8 +132,8 @@ def test_statistics_and_config_over_grpc_equal_the_http_api(
     finally:
         scraper.close()
     for outcome in (first, second):
-        assert outcome.sources[Source.STATS].status is FetchStatus.SUCCESS
-    assert first.sources[Source.CONFIG].status is FetchStatus.SUCCESS
+        assert outcome.sources[ScrapeSource.STATS].status is FetchStatus.SUCCESS
+    assert first.sources[ScrapeSource.CONFIG].status is FetchStatus.SUCCESS
     grown: dict[str, dict[int, int]] = {}
     for model in MODELS:
         batches = state.models[model].batches
@@ -179,7 +179,7 @@ def test_grpc_statistics_records_equal_the_http_ones(
     apis = GrpcModelApis(real_triton.grpc_url)
     try:
         for model in MODELS:
-            answer = apis.read(Source.STATS, ModelKey(model, ""), time.monotonic() + 5)
+            answer = apis.read(ScrapeSource.STATS, ModelKey(model, ""), time.monotonic() + 5)
             assert answer.ok, answer.error
             over_grpc = parse_model_statistics(answer.document, model, "", 0.0)
             assert counts(over_grpc) == counts(http_statistics(real_triton, model))
@@ -202,8 +202,8 @@ def test_the_http_api_is_never_asked(
     finally:
         scraper.close()
     assert [{s: o.status for s, o in outcome.sources.items()} for outcome in outcomes] == [
-        dict.fromkeys(Source, FetchStatus.SUCCESS),
-        {Source.METRICS: FetchStatus.SUCCESS, Source.STATS: FetchStatus.SUCCESS},
+        dict.fromkeys(ScrapeSource, FetchStatus.SUCCESS),
+        {ScrapeSource.METRICS: FetchStatus.SUCCESS, ScrapeSource.STATS: FetchStatus.SUCCESS},
     ]
     assert refused.asked == []
     assert answered == [real_triton.metrics_url] * 2
@@ -247,10 +247,10 @@ def test_an_unknown_model_is_a_grpc_error_and_keeps_the_apis(real_triton: RealTr
     finally:
         scraper.close()
     for outcome in outcomes:
-        stats = outcome.sources[Source.STATS]
+        stats = outcome.sources[ScrapeSource.STATS]
         assert stats.status is FetchStatus.GRPC_ERROR
         assert stats.error.startswith("missing: gRPC INVALID_ARGUMENT")
-    config = outcomes[0].sources[Source.CONFIG]
+    config = outcomes[0].sources[ScrapeSource.CONFIG]
     assert config.status is FetchStatus.GRPC_ERROR
     assert config.error.startswith("missing: gRPC NOT_FOUND")
     assert scraper.state().models["slow_queue"].config is not None
@@ -287,8 +287,8 @@ def test_grpcs_statistics_and_config_use_the_targets_tls(
             config = scraper.state().models["slow_queue"].config
             assert config is not None and config.max_batch_size == 8
         scraper.close()
-    assert outcomes["mutual"][Source.STATS].ok and outcomes["mutual"][Source.CONFIG].ok
-    for source in (Source.STATS, Source.CONFIG):
+    assert outcomes["mutual"][ScrapeSource.STATS].ok and outcomes["mutual"][ScrapeSource.CONFIG].ok
+    for source in (ScrapeSource.STATS, ScrapeSource.CONFIG):
         assert outcomes["no client certificate"][source].status is FetchStatus.CONNECTION_ERROR
 
 

@@ -27,7 +27,7 @@ from tritonwatch.observations import ModelKey, ModelStatistics
 from tritonwatch.scrape.model_apis import GrpcModelApis, HttpModelApis
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_stats import parse_all_model_statistics, parse_model_statistics
-from tritonwatch.target_state import FetchStatus, Source
+from tritonwatch.target_state import FetchStatus, ScrapeSource
 
 pytestmark = pytest.mark.e2e
 
@@ -176,7 +176,7 @@ def test_one_request_a_cycle_and_every_models_executions_as_its_own_answer(
         client.close()
         scraper.close()
     for outcome in (first, second):
-        assert outcome.sources[Source.STATS].status is FetchStatus.SUCCESS
+        assert outcome.sources[ScrapeSource.STATS].status is FetchStatus.SUCCESS
     assert calls.asked == [all_models_request(protocol)] * 2
     executed: dict[str, dict[int, int]] = {}
     for model in models:
@@ -218,7 +218,7 @@ def test_a_model_or_version_triton_lacks_fails_as_when_asked_alone(
         outcome = scraper.scrape_once()
     finally:
         scraper.close()
-    stats = outcome.sources[Source.STATS]
+    stats = outcome.sources[ScrapeSource.STATS]
     if protocol == "grpc":
         assert stats.status is FetchStatus.GRPC_ERROR
         assert stats.error.startswith("missing: gRPC INVALID_ARGUMENT")
@@ -227,7 +227,7 @@ def test_a_model_or_version_triton_lacks_fails_as_when_asked_alone(
         assert (stats.status, stats.error) == (FetchStatus.HTTP_ERROR, "missing: HTTP 400")
         alone = ["/v2/models/missing/stats", "/v2/models/slow_queue/versions/7/stats"]
     assert calls.asked == [all_models_request(protocol), *alone]
-    assert scraper.state().failures[(Source.STATS, stats.status)] == 1
+    assert scraper.state().failures[(ScrapeSource.STATS, stats.status)] == 1
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -245,9 +245,9 @@ def test_mlserver_has_no_statistics_api_and_is_not_failed_for_it(
             outcomes = [scraper.scrape_once() for _ in range(3)]
     finally:
         scraper.close()
-    assert all(Source.STATS not in outcome.sources for outcome in outcomes)
+    assert all(ScrapeSource.STATS not in outcome.sources for outcome in outcomes)
     off = [line["source"] for line in logs if line["event"] == "scrape_feature_unsupported"]
     assert "stats" in off
-    assert not [failure for failure in scraper.state().failures if failure[0] is Source.STATS]
+    assert not [failure for failure in scraper.state().failures if failure[0] is ScrapeSource.STATS]
     one = "ModelStatistics('echo')" if protocol == "grpc" else f"/v2/models/{ECHO_MODEL}/stats"
     assert calls.asked == [all_models_request(protocol), one]  # then off, for an hour

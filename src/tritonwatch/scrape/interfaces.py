@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from tritonwatch.observations import ModelConfigChange, ModelKey
     from tritonwatch.scrape.model_apis import ApiAnswer
-    from tritonwatch.target_state import ScrapeOutcome, Source, TargetState
+    from tritonwatch.target_state import ScrapeOutcome, ScrapeSource, TargetState
 
 
 class Scraper(Protocol):
@@ -36,7 +36,7 @@ class ModelApis(Protocol):
 
     protocol: str
 
-    def read(self, source: Source, key: ModelKey, deadline: float) -> ApiAnswer:
+    def read(self, source: ScrapeSource, key: ModelKey, deadline: float) -> ApiAnswer:
         """``source``'s answer for ``key`` by monotonic time ``deadline``; never raises."""
         ...
 

@@ -40,7 +40,7 @@ from tritonwatch.kserve import model_path
 from tritonwatch.observations import ModelKey
 from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, fetch
 from tritonwatch.scrape.interfaces import ModelApis
-from tritonwatch.target_state import FetchStatus, Source
+from tritonwatch.target_state import FetchStatus, ScrapeSource
 
 _LACKS_API_HTTP = frozenset({400, 404, 405, 501})
 _LACKS_API_GRPC = "UNIMPLEMENTED"
@@ -106,14 +106,14 @@ class HttpModelApis:
         self._clock = clock
         self._max_bytes = max_bytes
 
-    def url(self, source: Source, key: ModelKey) -> str:
+    def url(self, source: ScrapeSource, key: ModelKey) -> str:
         """The endpoint: the source's name is the path's last part (``stats``, ``config``)."""
         return f"{self._base}{model_path(key.model, key.version)}/{source.value}"
 
     def all_statistics_url(self) -> str:
         return f"{self._base}/v2/models/stats"
 
-    def read(self, source: Source, key: ModelKey, deadline: float) -> ApiAnswer:
+    def read(self, source: ScrapeSource, key: ModelKey, deadline: float) -> ApiAnswer:
         return self._get(self.url(source, key), deadline)
 
     def read_all_statistics(self, deadline: float) -> ApiAnswer:
@@ -182,13 +182,13 @@ class GrpcModelApis:
             )
         return self._client
 
-    def read(self, source: Source, key: ModelKey, deadline: float) -> ApiAnswer:
+    def read(self, source: ScrapeSource, key: ModelKey, deadline: float) -> ApiAnswer:
         return self._call(source, key.model, key.version, deadline)
 
     def read_all_statistics(self, deadline: float) -> ApiAnswer:
-        return self._call(Source.STATS, "", "", deadline)  # no name: every model
+        return self._call(ScrapeSource.STATS, "", "", deadline)  # no name: every model
 
-    def _call(self, source: Source, model: str, version: str, deadline: float) -> ApiAnswer:
+    def _call(self, source: ScrapeSource, model: str, version: str, deadline: float) -> ApiAnswer:
         from tritonclient.utils import InferenceServerException  # noqa: PLC0415
 
         from tritonwatch.grpc_json import http_form  # noqa: PLC0415 - imports tritonclient.grpc
@@ -201,7 +201,7 @@ class GrpcModelApis:
             client = self._connected()
             ask = (
                 client.get_inference_statistics
-                if source is Source.STATS
+                if source is ScrapeSource.STATS
                 else client.get_model_config
             )
             message = ask(model, version, client_timeout=remaining)

@@ -87,7 +87,7 @@ from tritonwatch.target_state import (
     FetchStatus,
     ModelState,
     ScrapeOutcome,
-    Source,
+    ScrapeSource,
     SourceOutcome,
     TargetState,
 )
@@ -103,7 +103,7 @@ DEFAULT_CONFIG_EVERY = 4
 UNSUPPORTED_RECHECK_CYCLES = 240
 """Ask a switched-off API again after this many cycles (an hour at 15 s)."""
 MAX_QUEUED_CONFIG_CHANGES = 256
-_OPTIONAL_APIS = (Source.STATS, Source.CONFIG)
+_OPTIONAL_APIS = (ScrapeSource.STATS, ScrapeSource.CONFIG)
 ALL_MODELS = "all models"
 """What a failed all-models statistics request names in its error, where a per-model
 request names its model (``"all models: Connection refused"``)."""
@@ -112,7 +112,7 @@ request names its model (``"all models: Connection refused"``)."""
 class _OptionalApi:
     """The statistics or config API of one target: on until the server shows it lacks it."""
 
-    def __init__(self, target: str, source: Source, protocol: str) -> None:
+    def __init__(self, target: str, source: ScrapeSource, protocol: str) -> None:
         self.target = target
         self.source = source
         self.protocol = protocol
@@ -190,7 +190,7 @@ def _parse_statistics(document: Any, key: ModelKey, at: float) -> ModelStatistic
 
 
 def _combined(
-    source: Source, answers: Sequence[tuple[str, ApiAnswer]], spent: float = 0.0
+    source: ScrapeSource, answers: Sequence[tuple[str, ApiAnswer]], spent: float = 0.0
 ) -> SourceOutcome:
     """One outcome for a source's per-model requests: the first failure, the total time
     (with ``spent``, the time of this cycle's other requests to the source)."""
@@ -256,9 +256,9 @@ class TargetScraper:
             source: _OptionalApi(target.name, source, protocol) for source in _OPTIONAL_APIS
         }
         self._all_statistics = _AllModelsStatistics(target.name)
-        self._last: dict[Source, SourceOutcome] = {}
+        self._last: dict[ScrapeSource, SourceOutcome] = {}
         self._bad_lines_total = 0
-        self._failures: Counter[tuple[Source, FetchStatus]] = Counter()
+        self._failures: Counter[tuple[ScrapeSource, FetchStatus]] = Counter()
         # Published state: read from any thread.
         self._lock = threading.Lock()
         self._state = TargetState(
@@ -302,7 +302,7 @@ class TargetScraper:
             deadline = self._clock() + self._timeout
             metrics, scrape, rates = self._scrape_metrics(deadline)
             canary_means = self._canary_means() if metrics.ok else {}
-            attempted = {Source.METRICS: metrics}
+            attempted = {ScrapeSource.METRICS: metrics}
             batches, stats = self._read_statistics(deadline)
             config = self._poll_configs(deadline)
             for outcome in (stats, config):
@@ -346,7 +346,9 @@ class TargetScraper:
         result = self._get(self.target.effective_metrics_url, deadline)
         if not result.ok:
             return (
-                SourceOutcome(Source.METRICS, result.status, result.duration_seconds, result.error),
+                SourceOutcome(
+                    ScrapeSource.METRICS, result.status, result.duration_seconds, result.error
+                ),
                 None,
                 None,
             )
@@ -354,7 +356,7 @@ class TargetScraper:
             page = parse_triton_metrics(result.body, self._clock())
         except MetricsTextError as error:
             outcome = SourceOutcome(
-                Source.METRICS, FetchStatus.BAD_RESPONSE, result.duration_seconds, str(error)
+                ScrapeSource.METRICS, FetchStatus.BAD_RESPONSE, result.duration_seconds, str(error)
             )
             return outcome, None, None
         self._bad_lines_total += page.bad_lines
@@ -370,7 +372,7 @@ class TargetScraper:
             if reset:
                 _log.info("triton_counters_reset", target=self.target.name, models=reset)
         return (
-            SourceOutcome(Source.METRICS, FetchStatus.SUCCESS, result.duration_seconds),
+            SourceOutcome(ScrapeSource.METRICS, FetchStatus.SUCCESS, result.duration_seconds),
             selected,
             rates,
         )
@@ -398,7 +400,7 @@ class TargetScraper:
 
     def _ask_each(
         self,
-        source: Source,
+        source: ScrapeSource,
         names: Sequence[str],
         deadline: float,
         parse: Callable[[Any, ModelKey, float], _T],
@@ -430,7 +432,7 @@ class TargetScraper:
 
     def _read_models(
         self,
-        source: Source,
+        source: ScrapeSource,
         names: list[str],
         deadline: float,
         parse: Callable[[Any, ModelKey, float], _T],
@@ -471,26 +473,28 @@ class TargetScraper:
         """Every configured model's statistics: one all-models request, then one request
         for each model it lacks (see the module docstring)."""
         names = list(self._keys)
-        api = self._apis[Source.STATS]
+        api = self._apis[ScrapeSource.STATS]
         if not names or not api.wanted(self._cycle):
             return {}, None
         if not self._all_statistics.wanted(self._cycle):
-            return self._read_models(Source.STATS, names, deadline, _parse_statistics)
+            return self._read_models(ScrapeSource.STATS, names, deadline, _parse_statistics)
         answer, read = self._read_all_statistics(deadline)
         if read is None:
             if _is_cycle_failure(answer):
                 api.answered()
                 error = f"{ALL_MODELS}: {answer.error}"
-                outcome = SourceOutcome(Source.STATS, answer.status, answer.duration_seconds, error)
+                outcome = SourceOutcome(
+                    ScrapeSource.STATS, answer.status, answer.duration_seconds, error
+                )
                 return {}, outcome
             self._all_statistics.switch_off(self._cycle, answer)
             return self._read_models(
-                Source.STATS, names, deadline, _parse_statistics, answer.duration_seconds
+                ScrapeSource.STATS, names, deadline, _parse_statistics, answer.duration_seconds
             )
         self._all_statistics.answered()
         parsed, malformed = read
         absent = [name for name in names if name not in parsed and name not in malformed]
-        asked = self._ask_each(Source.STATS, absent, deadline, _parse_statistics)
+        asked = self._ask_each(ScrapeSource.STATS, absent, deadline, _parse_statistics)
         if asked is None:
             return {}, None
         found, failed_list = asked
@@ -500,7 +504,7 @@ class TargetScraper:
             failed[name] = ApiAnswer(FetchStatus.BAD_RESPONSE, 0.0, error=error)
         answers = [(name, failed[name]) for name in names if name in failed]
         api.answered()
-        return parsed, _combined(Source.STATS, answers, answer.duration_seconds)
+        return parsed, _combined(ScrapeSource.STATS, answers, answer.duration_seconds)
 
     def _read_all_statistics(
         self, deadline: float
@@ -528,7 +532,7 @@ class TargetScraper:
         due = (self._cycle - 1) % self._config_every == 0
         names = [name for name in self._keys if due or name not in self._configs]
         snapshots, outcome = self._read_models(
-            Source.CONFIG,
+            ScrapeSource.CONFIG,
             names,
             deadline,
             lambda doc, key, at: parse_model_config(doc, key.model, at),
@@ -576,7 +580,7 @@ class TargetScraper:
             canary_mean_seconds=canary_means.get(name),
         )
 
-    def _note_outcome(self, source: Source, outcome: SourceOutcome) -> None:
+    def _note_outcome(self, source: ScrapeSource, outcome: SourceOutcome) -> None:
         """Keeps the outcome for export; logs a source going down or coming back."""
         previous = self._last.get(source)
         self._last[source] = outcome
