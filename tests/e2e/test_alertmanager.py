@@ -20,7 +20,8 @@ from alerting_support import SHIPPED, Alertmanager, WebhookReceiver, fast_config
 from support import free_port, wait_until
 from tritonwatch.analysis.advisor import advise
 from tritonwatch.analysis.advisor_records import AdvisorInput
-from tritonwatch.export.alert_queue import AlertmanagerNotifier, QueueOptions
+from tritonwatch.export.alert_queue import QueueOptions
+from tritonwatch.export.alertmanager import AlertmanagerNotifier
 from tritonwatch.export.alerts import AlertBook, AlertSpec, active_alerts
 from tritonwatch.export.webhook import WebhookNotifier
 

@@ -14,12 +14,12 @@ from structlog.testing import capture_logs
 
 from support import wait_until
 from tritonwatch.export.alert_queue import (
-    AlertmanagerNotifier,
     DeliveryError,
     DeliveryQueue,
     QueueOptions,
     RejectedError,
 )
+from tritonwatch.export.alertmanager import AlertmanagerNotifier
 from tritonwatch.export.alerts import Alert
 from tritonwatch.export.interfaces import Notifier
 from tritonwatch.export.webhook import WebhookNotifier

@@ -28,7 +28,8 @@ from structlog.testing import capture_logs
 
 from alerting_support import Alertmanager, WebhookReceiver, fast_config
 from support import free_port, sample_value, wait_until
-from tritonwatch.export.alert_queue import AlertmanagerNotifier, QueueOptions
+from tritonwatch.export.alert_queue import QueueOptions
+from tritonwatch.export.alertmanager import AlertmanagerNotifier
 from tritonwatch.export.alerts import AlertBook, AlertSpec
 from tritonwatch.export.slo_metrics import AlertDeliveryCollector
 

@@ -1,4 +1,4 @@
-"""Delivering alerts: a bounded queue, exponential backoff, and Alertmanager's API v2.
+"""Delivering alerts: a bounded queue with exponential backoff, for every receiver.
 
 :class:`DeliveryQueue` holds the latest version of each alert (by fingerprint) until
 a receiver took it. A newer version of a queued alert replaces it in place — a resolve
@@ -248,52 +248,3 @@ def post_json(
     if 400 <= response.status_code < 500 and response.status_code not in (408, 429):
         raise RejectedError(detail)
     raise DeliveryError(detail)
-
-
-class AlertmanagerNotifier:
-    """Sends alerts to Alertmanager's ``POST /api/v2/alerts`` through a :class:`DeliveryQueue`.
-
-    Args:
-        url: Alertmanager's base URL (``http://alertmanager:9093``).
-        basic_auth: (username, password); bearer_token: a token for ``Authorization``.
-            Both come from the config's secrets and are never logged.
-        timeout: seconds for each HTTP request.
-        queue: capacity, backoff and clock of the delivery queue.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        basic_auth: tuple[str, str] | None = None,
-        bearer_token: str | None = None,
-        timeout: float = 10.0,
-        session: requests.Session | None = None,
-        queue: QueueOptions | None = None,
-    ) -> None:
-        self._endpoint = url.rstrip("/") + "/api/v2/alerts"
-        self._auth = basic_auth
-        self._headers = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else None
-        self._timeout = timeout
-        self._session = session or requests.Session()
-        self.queue = DeliveryQueue("alertmanager", self._post, queue)
-
-    def _post(self, alerts: Sequence[Alert]) -> None:
-        post_json(
-            self._session,
-            self._endpoint,
-            [alert.to_api() for alert in alerts],
-            timeout=self._timeout,
-            headers=self._headers,
-            auth=self._auth,
-        )
-
-    def notify(self, alerts: Iterable[Alert]) -> None:
-        self.queue.put(alerts)
-
-    def start(self) -> None:
-        self.queue.start()
-
-    def stop(self) -> None:
-        self.queue.stop()
-        self._session.close()

@@ -9,7 +9,8 @@ the ``alerting`` section changes.
 from __future__ import annotations
 
 from tritonwatch.config.schema import Config
-from tritonwatch.export.alert_queue import AlertmanagerNotifier, QueueOptions
+from tritonwatch.export.alert_queue import QueueOptions
+from tritonwatch.export.alertmanager import AlertmanagerNotifier
 from tritonwatch.export.interfaces import Notifier
 from tritonwatch.export.webhook import WebhookNotifier
 
