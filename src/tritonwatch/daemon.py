@@ -50,8 +50,8 @@ from tritonwatch.probe.readiness import readiness_probe_for
 from tritonwatch.readiness_board import ReadinessBoard
 from tritonwatch.schedule_health import JobLedger
 from tritonwatch.scheduled_sweeps import run_scheduled_sweep
-from tritonwatch.scrape.collection import TritonScrapers, canary_totals
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
+from tritonwatch.scrape.triton_scrapers import TritonScrapers, canary_totals
 from tritonwatch.sweep_records import SweepBoard
 
 ProbeFactory = Callable[[TargetConfig, float], ReadinessProbe]

@@ -38,7 +38,7 @@ from tritonwatch.observations import (
     TargetModel,
 )
 from tritonwatch.recommendation_book import RecommendationBook
-from tritonwatch.scrape.collection import TritonScrapers
+from tritonwatch.scrape.triton_scrapers import TritonScrapers
 from tritonwatch.slo_tracker import SLOTracker
 from tritonwatch.target_state import ScrapeOutcome
 

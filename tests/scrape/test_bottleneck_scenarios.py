@@ -18,8 +18,8 @@ from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config.schema import Config
 from tritonwatch.probe.canary import canary_plans
 from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.scrape.collection import TritonScrapers, canary_totals
 from tritonwatch.scrape.target_scraper import TargetScraper
+from tritonwatch.scrape.triton_scrapers import TritonScrapers, canary_totals
 from tritonwatch.sim.server import Simulator
 from tritonwatch.target_state import ModelState
 

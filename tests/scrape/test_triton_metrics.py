@@ -28,7 +28,7 @@ from tritonwatch.observations import (
     ModelRates,
     TritonSummary,
 )
-from tritonwatch.scrape.collection import TritonScrapers
+from tritonwatch.scrape.triton_scrapers import TritonScrapers
 from tritonwatch.sim.server import Simulator
 from tritonwatch.target_state import (
     FetchStatus,

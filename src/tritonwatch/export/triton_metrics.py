@@ -14,7 +14,7 @@ Two families belong to other collectors and are fed from here instead:
   emit one family.
 * the ``tritonwatch_gpu_*`` families come from
   :class:`~tritonwatch.export.gpu_metrics.GpuMetricsCollector`, fed by
-  :meth:`~tritonwatch.scrape.collection.TritonScrapers.triton_gpus`.
+  :meth:`~tritonwatch.scrape.triton_scrapers.TritonScrapers.triton_gpus`.
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ class TritonModelCollector(Collector):
 
     Args:
         states: returns the latest state of every target
-            (:meth:`~tritonwatch.scrape.collection.TritonScrapers.states`).
+            (:meth:`~tritonwatch.scrape.triton_scrapers.TritonScrapers.states`).
     """
 
     def __init__(self, states: Callable[[], Iterable[TargetState]]) -> None:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class Scraper(Protocol):
-    """What :class:`~tritonwatch.scrape.collection.TritonScrapers` needs of a target's
+    """What :class:`~tritonwatch.scrape.triton_scrapers.TritonScrapers` needs of a target's
     scraper (:class:`~tritonwatch.scrape.target_scraper.TargetScraper`)."""
 
     def scrape_once(self) -> ScrapeOutcome: ...

@@ -15,7 +15,7 @@ from tritonwatch.observations import (
     Outcome,
     TritonGpuRates,
 )
-from tritonwatch.scrape.collection import TritonScrapers, canary_totals
+from tritonwatch.scrape.triton_scrapers import TritonScrapers, canary_totals
 from tritonwatch.target_state import ScrapeOutcome, TargetState
 
 
