@@ -143,8 +143,12 @@ def _cpu_seconds() -> float:
 
 
 def test_this_process_can_be_sampled() -> None:
-    """Breaks if read_proc reports RSS in the wrong unit or field (VmPeak, pages, KiB) or
-    CPU in ticks instead of seconds: it must agree with /proc/self/status and getrusage."""
+    """Breaks if read_proc reports RSS in the wrong unit or field (VmPeak, VmHWM, pages, KiB)
+    or CPU in ticks instead of seconds: it must agree with /proc/self/status and getrusage."""
+    # 64 MiB written and freed (above glibc's largest mmap threshold, so handed back to
+    # the kernel at once): the high-water mark VmHWM now stands far above VmRSS.
+    ballast = b"x" * (64 << 20)
+    del ballast
     rss_before, cpu_before, at_before = _vm_rss(), _cpu_seconds(), time.monotonic()
     sample = read_proc(os.getpid())
     rss_after, cpu_after, at_after = _vm_rss(), _cpu_seconds(), time.monotonic()
