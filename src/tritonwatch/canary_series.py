@@ -66,10 +66,17 @@ class SeriesSnapshot:
     """window name → quantile → seconds (empty when the window holds no sample)."""
     last_error: LastError | None = None
     """The latest failure (any outcome but success), kept until a newer one."""
+    send_lateness_sum: float = 0.0
+    send_lateness_count: int = 0
+    """How late the canary's own thread took its requests up, in total and how many
+    (requests with a latency): the client's scheduling, kept out of the latency."""
 
 
 class _Series:
-    __slots__ = ("bucket_hits", "count", "last_error", "outcomes", "recent", "total")
+    __slots__ = (
+        "bucket_hits", "count", "last_error", "late_count", "late_total", "outcomes", "recent",
+        "total",
+    )  # fmt: skip
 
     def __init__(self, buckets: int) -> None:
         self.outcomes: Counter[str] = Counter()
@@ -78,6 +85,8 @@ class _Series:
         self.count = 0
         self.recent: deque[tuple[float, float]] = deque()
         self.last_error: LastError | None = None
+        self.late_total = 0.0
+        self.late_count = 0
 
 
 class CanaryStats:
@@ -165,6 +174,9 @@ class CanaryStats:
             series.bucket_hits[bisect.bisect_left(self._buckets, latency)] += 1
             series.total += latency
             series.count += 1
+            if result.send_lateness_seconds is not None:
+                series.late_total += result.send_lateness_seconds
+                series.late_count += 1
             series.recent.append((result.at, latency))
             while series.recent and series.recent[0][0] < result.at - _LONGEST_WINDOW:
                 series.recent.popleft()
@@ -193,11 +205,12 @@ class CanaryStats:
                     s.count,
                     list(s.recent),
                     s.last_error,
+                    (s.late_total, s.late_count),
                 )
                 for key, s in sorted(self._series.items())
             ]
         snapshots = []
-        for (target, model, protocol), outcomes, hits, total, count, recent, last in raw:
+        for (target, model, protocol), outcomes, hits, total, count, recent, last, late in raw:
             cumulative, running = [], 0
             for hit in hits:
                 running += hit
@@ -220,6 +233,7 @@ class CanaryStats:
                     count,
                     windows,
                     aged,
+                    *late,
                 )
             )
         return snapshots

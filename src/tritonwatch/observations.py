@@ -38,9 +38,12 @@ class ReadinessObservation:
 
 @dataclass(frozen=True, slots=True)
 class CanaryResult:
-    """One canary request. ``latency_seconds`` counts from the *intended* send time, so a
-    stalled server shows in the tail instead of being hidden (coordinated omission);
-    it is None for errors that say nothing about latency (refused connections)."""
+    """One canary request. ``latency_seconds`` counts from when the canary's thread took
+    the request up at (or after) its *intended* send time, waits for a free connection or
+    in-flight slot included, so a stalled server shows in the tail instead of being
+    hidden (coordinated omission); it is None for errors that say nothing about latency
+    (refused connections). ``send_lateness_seconds`` is how late the canary's own thread
+    woke for it: the client's scheduling, not the server's, kept out of the latency."""
 
     target: str
     model: str
@@ -49,6 +52,7 @@ class CanaryResult:
     outcome: Outcome
     latency_seconds: float | None
     error: str = ""
+    send_lateness_seconds: float | None = None
 
 
 TargetModel = tuple[str, str]

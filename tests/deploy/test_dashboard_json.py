@@ -85,6 +85,7 @@ NOT_ON_DASHBOARDS: dict[str, str] = {
     "tritonwatch_alerts_rejected_total": "alert delivery self-monitoring, for users' own alerts",
     "tritonwatch_alert_delivery_failures_total": "alert delivery self-monitoring",
     "tritonwatch_canary_circuit_open": "canary state; the status page shows it",
+    "tritonwatch_canary_send_lateness_seconds": "the client's own lateness, beside the latency",
     "tritonwatch_canary_skipped": "design §8; a model the canary cannot fill, status page",
     "tritonwatch_scrape_success": "design §8 self-monitoring of the Triton scrapes",
     "tritonwatch_scrape_duration_seconds": "design §8 self-monitoring of the Triton scrapes",

@@ -120,6 +120,8 @@ class Recorder:
     asked: list[float] = field(default_factory=list)
     """Every send time the engine asked about while allowed (so: the requests sent)."""
     refused: int = 0
+    woke: list[float] = field(default_factory=list)
+    """When the engine took each answered request up, in the order of ``answers``."""
 
     def next_gap(self) -> float:
         return self.gap
@@ -131,8 +133,10 @@ class Recorder:
             self.refused += 1
         return self.allow
 
-    def answered(self, intended: float, answer: RawAnswer | BaseException) -> None:
+    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
+        assert woke >= intended  # the engine never takes a request up before its time
         self.answers.append((intended, answer))
+        self.woke.append(woke)
 
 
 @contextlib.contextmanager

@@ -198,7 +198,7 @@ def test_consecutive_failures_open_the_circuit_and_a_success_closes_it() -> None
         now = loop.time()
         gates = [canary._breaker_allows(now), canary._breaker_allows(now + BREAKER_PROBE_SECONDS)]
         opened = stats.open_circuits()
-        await canary._send(loop.time())  # the probe (its gate opened above) succeeds
+        await canary._send(loop.time(), loop.time())  # the probe (its gate opened above) succeeds
         gates.append(canary._breaker_allows(loop.time()))
         return gates, opened
 

@@ -49,6 +49,8 @@ class JudgedCanary(ModelCanary):
         super().__init__(*args, **kwargs)
         self.allowed: list[float] = []
         self.judged: list[tuple[float, Any]] = []
+        self.woke: list[float] = []
+        """When the sending thread took each judged request up (its latency starts there)."""
 
     def may_send(self, intended: float) -> bool:
         allowed = super().may_send(intended)
@@ -56,9 +58,10 @@ class JudgedCanary(ModelCanary):
             self.allowed.append(intended)
         return allowed
 
-    def finish(self, intended: float, answer: Any) -> None:
+    def finish(self, intended: float, answer: Any, woke: float | None = None) -> None:
         self.judged.append((intended, answer))
-        super().finish(intended, answer)
+        self.woke.append(intended if woke is None else max(intended, woke))
+        super().finish(intended, answer, woke)
 
 
 class EncodingClient(HttpInferenceClient):
@@ -177,10 +180,14 @@ def test_the_canary_reads_every_answer_of_a_healthy_model(
     assert intended == pytest.approx(
         [intended[0] + k / plan.rate for k in range(len(intended))], abs=1e-6
     )
-    latencies = [answer.received_at - at for at, answer in canary.judged]
+    pairs = zip(canary.judged, canary.woke, strict=True)
+    latencies = [answer.received_at - woke for (_, answer), woke in pairs]
     assert all(0 < latency < plan.timeout for latency in latencies), latencies
     assert snap.latency_count == successes
     assert snap.latency_sum == pytest.approx(sum(latencies))
+    late = [woke - at for (at, _), woke in zip(canary.judged, canary.woke, strict=True)]
+    assert snap.send_lateness_count == successes  # the client's lateness, kept beside it
+    assert snap.send_lateness_sum == pytest.approx(sum(late))
     _assert_echoed(run.exchanges, "OUTPUT0")
     assert len(run.exchanges) == successes
     assert not [log for log in logs if log["event"] == "canary_request_failed"]

@@ -11,6 +11,7 @@ from prometheus_client.core import (
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
+    SummaryMetricFamily,
 )
 from prometheus_client.registry import Collector
 
@@ -49,8 +50,15 @@ class CanaryCollector(Collector):
         )
         latency = HistogramMetricFamily(
             "tritonwatch_canary_latency_seconds",
-            "Canary end-to-end latency from the intended send time (timeouts count as the "
-            "timeout); a bucket sits exactly at every SLO threshold.",
+            "Canary end-to-end latency from the intended send time, less the canary's own "
+            "send lateness (timeouts count as the timeout); a bucket sits exactly at every "
+            "SLO threshold.",
+            labels=["target", "model", "protocol"],
+        )
+        lateness = SummaryMetricFamily(
+            "tritonwatch_canary_send_lateness_seconds",
+            "How late the canary's own thread took its requests up after their intended "
+            "send times (the client's scheduling, kept out of the latency).",
             labels=["target", "model", "protocol"],
         )
         # A summary, not a gauge: a "quantile" label is reserved for summaries (promtool
@@ -69,6 +77,11 @@ class CanaryCollector(Collector):
                 [snap.target, snap.model, snap.protocol],
                 list(zip(buckets, snap.bucket_counts, strict=True)),
                 snap.latency_sum,
+            )
+            lateness.add_metric(
+                [snap.target, snap.model, snap.protocol],
+                snap.send_lateness_count,
+                snap.send_lateness_sum,
             )
             for window, values in snap.window_quantiles.items():
                 labels = {"target": snap.target, "model": snap.model, "window": window}
@@ -100,6 +113,7 @@ class CanaryCollector(Collector):
             skipped.add_metric([target, model, protocol, reason], 1.0)
         yield requests
         yield latency
+        yield lateness
         yield quantiles
         yield circuit
         yield skipped

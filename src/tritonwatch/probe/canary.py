@@ -339,19 +339,21 @@ class ModelCanary:
         return True
 
     async def _one(self, intended: float, gone: asyncio.Future[None] | None = None) -> None:
-        """One request, latency from ``intended`` to its answer's last byte (or to the
-        failure, or the timeout), however long it waited for a slot. ``gone`` is set at
-        the send time, once the pause and the breaker have had their say."""
+        """One request, latency from when the loop woke for it (``intended`` or a little
+        later) to its answer's last byte (or to the failure, or the timeout), however long
+        it waited for a slot. ``gone`` is set at the send time, once the pause and the
+        breaker have had their say."""
         try:
             await self._timer.sleep_until(intended)
+            woke = time.monotonic()
             allowed = self.may_send(intended)
         finally:
             if gone is not None and not gone.done():
                 gone.set_result(None)
         if allowed:
-            await self._send(intended)
+            await self._send(intended, woke)
 
-    async def _send(self, intended: float) -> None:
+    async def _send(self, intended: float, woke: float) -> None:
         loop = asyncio.get_running_loop()
         deadline = intended + self.plan.timeout
         try:
@@ -361,14 +363,21 @@ class ModelCanary:
         except asyncio.CancelledError:
             raise
         except Exception as error:  # every failure is an outcome, never a crash
-            self.finish(intended, error)
+            self.finish(intended, error, woke)
             return
-        self.finish(intended, result)
+        self.finish(intended, result, woke)
 
-    def finish(self, intended: float, answer: Any) -> None:
+    def finish(self, intended: float, answer: Any, woke: float | None = None) -> None:
         """Judges one request's ``answer`` (a decoded result, or the exception it ended
-        with) and records it: latency from ``intended`` to the answer's last byte, or to
-        now for a failure. Both send paths end here, the event loop's and the engine's."""
+        with) and records it: latency from ``woke`` (when the sending thread took the
+        request up, ``intended`` when not given) to the answer's last byte, or to now for
+        a failure. Both send paths end here, the event loop's and the engine's.
+
+        Why not from ``intended``: a thread the OS wakes late (on the test VM one wake-up
+        in twenty lands a 4 ms scheduler tick late) would put the client's own scheduling
+        into the server's tail; perf_analyzer, too, times from when it sends. What the
+        server causes still counts: the schedule never moves, a request that waits for a
+        connection or a slot waits on its clock, and the timeout runs from ``intended``."""
         plan = self.plan
         outcome, text = Outcome.SUCCESS, ""
         finished: float | None = None
@@ -390,7 +399,8 @@ class ModelCanary:
                 self._failure_log.failed(Failure(outcome, text, status))
         self._failure_log.tick()
         now = time.monotonic()  # the event loop's clock, and the engine's
-        elapsed = (finished if finished is not None else now) - intended
+        origin = intended if woke is None else max(intended, woke)
+        elapsed = (finished if finished is not None else now) - origin
         latency: float | None = elapsed
         if outcome == Outcome.TIMEOUT:
             latency = plan.timeout
@@ -399,7 +409,14 @@ class ModelCanary:
         self._trip_or_reset(outcome, now)
         self._stats.record(
             CanaryResult(
-                plan.target, plan.model, plan.protocol, self._clock(), outcome, latency, text
+                plan.target,
+                plan.model,
+                plan.protocol,
+                self._clock(),
+                outcome,
+                latency,
+                text,
+                send_lateness_seconds=origin - intended,
             )
         )
 
@@ -411,7 +428,7 @@ class ModelCanary:
     def may_send(self, intended: float) -> bool:
         return not self.paused and self._breaker_allows(intended)
 
-    def answered(self, intended: float, answer: RawAnswer | BaseException) -> None:
+    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
         """The engine's answer: decoded here as the HTTP client decodes its own."""
         if not isinstance(answer, BaseException):
             status, headers, payload, received = answer
@@ -419,7 +436,7 @@ class ModelCanary:
                 answer = http_infer_answer(status, headers, payload, received)
             except Exception as error:  # a status or a body that says it failed
                 answer = error
-        self.finish(intended, answer)
+        self.finish(intended, answer, woke)
 
     def _breaker_allows(self, now: float) -> bool:
         """Closed: every send. Open: one probe per BREAKER_PROBE_SECONDS."""

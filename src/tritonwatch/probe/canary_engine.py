@@ -15,10 +15,12 @@ exactly as the event-loop path does (:meth:`ModelCanary.finish`).
 Open loop, as before: each request has an intended send time; it goes out then on an
 idle connection (a new one is opened while fewer than ``max_in_flight`` are busy),
 or waits for one with its clock running, and fails as a timeout at ``intended +
-timeout`` wherever it is. Latency runs from the intended time to the answer's last
-byte. Before a send the thread stops sleeping early and polls until the send time
+timeout`` wherever it is. Latency runs from when the thread took the request up (the
+intended time, or later when the OS woke it late: its own lateness is the client's,
+reported apart, not the server's) to the answer's last byte. Before a send the thread
+stops sleeping early and polls until the send time
 (:class:`~tritonwatch.probe.canary_timing.WakeTimer`'s estimate of the OS's lateness),
-so a late wake-up lands inside the poll, not on the request.
+so a usual late wake-up lands inside the poll, not on the request.
 
 TLS targets and gRPC stay on the event loop (``ssl`` on non-blocking sockets and the
 gRPC channel need it); so does everything before the first send (metadata, config,
@@ -67,6 +69,8 @@ class _Exchange:
 
     sock: socket.socket
     intended: float
+    woke: float
+    """When the engine took the request up (``intended``, or later when it woke late)."""
     deadline: float
     unsent: memoryview
     connecting: bool
@@ -83,7 +87,8 @@ class _Channel:
     timeout: float
     max_in_flight: int
     idle: list[socket.socket] = field(default_factory=list)
-    waiting: deque[float] = field(default_factory=deque)
+    waiting: deque[tuple[float, float]] = field(default_factory=deque)
+    """(intended, woke) of requests waiting for a connection, oldest first."""
     """Intended send times of requests that found every allowed connection busy."""
     in_flight: int = 0
     """How many of its exchanges are in flight (the engine's ``_exchanges`` holds them)."""
@@ -262,7 +267,7 @@ class CanaryEngine:
         (None when a deadline, not a send, ends the wait)."""
         next_send = self._due[0][0] if self._due else None
         deadlines = [exchange.deadline for _, exchange in self._exchanges.values()]
-        deadlines += [w + c.timeout for c in self._channels for w in c.waiting]
+        deadlines += [w + c.timeout for c in self._channels for w, _ in c.waiting]
         next_deadline = min(deadlines, default=None)
         self._next_deadline = math.inf if next_deadline is None else next_deadline
         if next_send is None and next_deadline is None:
@@ -280,22 +285,25 @@ class CanaryEngine:
             if channel.closed:
                 continue
             if channel.canary.may_send(intended):
-                self._start(channel, intended)
+                self._start(channel, intended, now)
             following = intended + channel.canary.next_gap()
             if following < now - channel.timeout:
                 following = now  # the thread stood still (a suspended process): skip ahead
             heapq.heappush(self._due, (following, next(self._order), channel))
 
-    def _start(self, channel: _Channel, intended: float) -> None:
-        """Sends at ``intended`` on an idle connection or a new one, or queues it."""
+    def _start(self, channel: _Channel, intended: float, woke: float) -> None:
+        """Sends the request due at ``intended`` (taken up at ``woke``) on an idle
+        connection or a new one, or queues it."""
         if channel.in_flight >= channel.max_in_flight:
-            channel.waiting.append(intended)
+            channel.waiting.append((intended, woke))
             return
         deadline = intended + channel.timeout
         while channel.idle:
             sock = channel.idle.pop()
             if _still_open(sock):
-                self._begin(channel, _Exchange(sock, intended, deadline, memoryview(b""), False))
+                self._begin(
+                    channel, _Exchange(sock, intended, woke, deadline, memoryview(b""), False)
+                )
                 return
             sock.close()  # the server closed it while it idled: open another
         family, address = channel.address
@@ -307,9 +315,9 @@ class CanaryEngine:
             # Failed at once (no route, no local port left): the connection stays free,
             # and _next_waiting, when it called, goes on to the next waiting request.
             sock.close()
-            _deliver(channel, intended, OSError(code, os.strerror(code)))
+            _deliver(channel, intended, woke, OSError(code, os.strerror(code)))
             return
-        self._begin(channel, _Exchange(sock, intended, deadline, memoryview(b""), True))
+        self._begin(channel, _Exchange(sock, intended, woke, deadline, memoryview(b""), True))
 
     def _begin(self, channel: _Channel, exchange: _Exchange) -> None:
         self._sent += 1
@@ -410,7 +418,9 @@ class CanaryEngine:
             sock.close()
         else:
             channel.idle.append(sock)
-        _deliver(channel, exchange.intended, (parsed[0], headers, parsed[1], received))
+        _deliver(
+            channel, exchange.intended, exchange.woke, (parsed[0], headers, parsed[1], received)
+        )
         self._next_waiting(channel)
 
     def _expire(self, now: float) -> None:
@@ -421,14 +431,14 @@ class CanaryEngine:
         for channel, exchange in expired:
             self._fail(channel, exchange, TimeoutError("the canary's timeout passed"))
         for channel in list(self._channels):
-            while channel.waiting and channel.waiting[0] + channel.timeout <= now:
+            while channel.waiting and channel.waiting[0][0] + channel.timeout <= now:
                 error = TimeoutError("no connection came free in time")
-                _deliver(channel, channel.waiting.popleft(), error)
+                _deliver(channel, *channel.waiting.popleft(), error)
 
     def _fail(self, channel: _Channel, exchange: _Exchange, error: BaseException) -> None:
         self._unregister(channel, exchange)
         exchange.sock.close()
-        _deliver(channel, exchange.intended, error)
+        _deliver(channel, exchange.intended, exchange.woke, error)
         self._next_waiting(channel)
 
     def _next_waiting(self, channel: _Channel) -> None:
@@ -437,7 +447,7 @@ class CanaryEngine:
         leaves the connection free for the next, and a recursion through every waiting
         request would overrun the stack where hundreds wait."""
         while channel.waiting and not channel.closed and channel.in_flight < channel.max_in_flight:
-            self._start(channel, channel.waiting.popleft())
+            self._start(channel, *channel.waiting.popleft())
 
     def _close_channel(self, channel: _Channel) -> None:
         channel.closed = True
@@ -495,10 +505,12 @@ def _wait_ready(
     return readable, writable
 
 
-def _deliver(channel: _Channel, intended: float, answer: RawAnswer | BaseException) -> None:
+def _deliver(
+    channel: _Channel, intended: float, woke: float, answer: RawAnswer | BaseException
+) -> None:
     """Hands one answer to its canary; a canary that raises is logged, and the engine
     (every other model's canary) goes on."""
     try:
-        channel.canary.answered(intended, answer)
+        channel.canary.answered(intended, answer, woke)
     except Exception:
         _log.exception("canary_answer_failed")

@@ -51,8 +51,9 @@ class EngineCanary(Protocol):
         """Whether to send at ``intended`` (False: paused, or the breaker is open)."""
         ...
 
-    def answered(self, intended: float, answer: RawAnswer | BaseException) -> None:
-        """Judges and records one request's answer or failure (on the engine's thread)."""
+    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
+        """Judges and records one request's answer or failure (on the engine's thread);
+        ``woke`` is when the engine took the request up, at or after ``intended``."""
         ...
 
 
