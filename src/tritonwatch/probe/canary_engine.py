@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonwatch.logs import get_logger
+from tritonwatch.probe.arrival_stamps import receive_stamped, stamp_arrivals
 from tritonwatch.probe.canary_http import HeadedConnection
 from tritonwatch.probe.canary_timing import SPIN_SECONDS, WakeTimer
 from tritonwatch.probe.interfaces import EngineCanary
@@ -310,6 +311,7 @@ class CanaryEngine:
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        stamp_arrivals(sock)
         code = sock.connect_ex(address)
         if code not in (0, errno.EINPROGRESS):
             # Failed at once (no route, no local port left): the connection stays free,
@@ -391,7 +393,7 @@ class CanaryEngine:
         try:
             # Into one reused buffer: a fresh 256 KiB bytes per recv() is an mmap and a
             # shrink each time, and this thread's malloc arena grew RSS by it.
-            size = sock.recv_into(self._read_buffer)
+            size, arrived = receive_stamped(sock, self._read_buffer)
         except BlockingIOError:
             return
         except OSError as error:
@@ -400,9 +402,11 @@ class CanaryEngine:
         if not size:
             self._fail(channel, exchange, ConnectionResetError("connection closed by the server"))
         else:
-            self._on_data(channel, exchange, bytes(self._read_view[:size]))
+            self._on_data(channel, exchange, bytes(self._read_view[:size]), arrived)
 
-    def _on_data(self, channel: _Channel, exchange: _Exchange, data: bytes) -> None:
+    def _on_data(
+        self, channel: _Channel, exchange: _Exchange, data: bytes, arrived: float | None = None
+    ) -> None:
         sock = exchange.sock
         try:
             parsed = exchange.parser.feed(data)
@@ -411,7 +415,7 @@ class CanaryEngine:
             return
         if parsed is None:
             return
-        received = self._clock()
+        received = arrived if arrived is not None else self._clock()
         self._unregister(channel, exchange)
         headers = exchange.parser.headers
         if headers.get("connection", "").lower() == "close":
