@@ -59,9 +59,10 @@ class BottleneckBoard:
 
     def observe(self, target: str) -> None:
         """After ``target``'s scrape: logs each model whose bottleneck changed kind."""
-        state = next((s for s in self.states() if s.target == target), None)
-        if state is None:
+        scraped = next((s for s in self._scraped() if s.target == target), None)
+        if scraped is None:
             return
+        state = self._judge(scraped)  # this target only: the others did not change
         for name, model in state.models.items():
             if model.bottleneck is None:
                 continue
