@@ -26,10 +26,39 @@ SeriesKey = tuple[str, str, str]
 """(target, model, protocol)."""
 
 
-def latency_buckets(thresholds: Iterable[float]) -> tuple[float, ...]:
+def latency_buckets(
+    thresholds: Iterable[float], defaults: Sequence[float] = DEFAULT_BUCKETS
+) -> tuple[float, ...]:
     """Histogram upper bounds: the defaults plus every SLO threshold *exactly*, so that
     ``rate(..._bucket{le="<threshold>"})`` is the SLI with no interpolation."""
-    return tuple(sorted(set(DEFAULT_BUCKETS) | {round(t, 9) for t in thresholds}))
+    return tuple(sorted(set(defaults) | {round(t, 9) for t in thresholds}))
+
+
+def bucket_index(buckets: Sequence[float], value: float) -> int:
+    """Which non-cumulative bucket ``value`` falls in (``le`` is inclusive; the last
+    index, ``len(buckets)``, is ``+Inf``)."""
+    return bisect.bisect_left(buckets, value)
+
+
+def cumulative(hits: Iterable[int]) -> tuple[int, ...]:
+    """Per-bucket hits → Prometheus' cumulative bucket counts."""
+    counts, running = [], 0
+    for hit in hits:
+        running += hit
+        counts.append(running)
+    return tuple(counts)
+
+
+def window_quantiles(
+    recent: Iterable[tuple[float, float]], now: float
+) -> dict[str, dict[float, float]]:
+    """Window name → quantile → value over the ``(at, value)`` samples of each of
+    :data:`QUANTILE_WINDOWS` before ``now`` (empty for a window without a sample)."""
+    samples = list(recent)
+    return {
+        name: quantiles([v for t, v in samples if t >= now - span], DEFAULT_QUANTILES)
+        for name, span in QUANTILE_WINDOWS.items()
+    }
 
 
 SKIPPED = "skipped"
@@ -171,7 +200,7 @@ class CanaryStats:
             latency = result.latency_seconds
             if latency is None:
                 return
-            series.bucket_hits[bisect.bisect_left(self._buckets, latency)] += 1
+            series.bucket_hits[bucket_index(self._buckets, latency)] += 1
             series.total += latency
             series.count += 1
             if result.send_lateness_seconds is not None:
@@ -211,14 +240,6 @@ class CanaryStats:
             ]
         snapshots = []
         for (target, model, protocol), outcomes, hits, total, count, recent, last, late in raw:
-            cumulative, running = [], 0
-            for hit in hits:
-                running += hit
-                cumulative.append(running)
-            windows = {
-                name: quantiles([v for t, v in recent if t >= now - span], DEFAULT_QUANTILES)
-                for name, span in QUANTILE_WINDOWS.items()
-            }
             for outcome in Outcome:
                 outcomes.setdefault(str(outcome), 0)
             aged = None if last is None else replace(last, age_seconds=max(0.0, now - last.at))
@@ -228,10 +249,10 @@ class CanaryStats:
                     model,
                     protocol,
                     outcomes,
-                    tuple(cumulative),
+                    cumulative(hits),
                     total,
                     count,
-                    windows,
+                    window_quantiles(recent, now),
                     aged,
                     *late,
                 )

@@ -55,6 +55,53 @@ class CanaryResult:
     send_lateness_seconds: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class StreamResult:
+    """One streamed canary request (a decoupled model, or an OpenAI-compatible server),
+    timed as docs/design.md §5 defines (genai-perf's and vLLM's definitions, A6 of
+    docs/plans/issue18.md), because for generative models the whole-request latency is
+    not what users feel.
+
+    ``ttft_seconds`` runs from the request's origin (as :attr:`CanaryResult.latency_seconds`
+    does) to the first response that carries output; ``gaps_seconds`` are every gap
+    between consecutive content-bearing responses (vLLM's ``itl``), one per gap.
+    ``itl_per_request_seconds`` is genai-perf's one-per-request value (first to last
+    content response over ``output_tokens - 1``; None with fewer than two tokens or two
+    content responses). ``output_tokens`` is the server's count when it gave one
+    (``tokens_reported``), else the number of content-bearing responses. ``total_seconds``
+    runs to the end of the stream; None where the failure says nothing about time.
+    """
+
+    target: str
+    model: str
+    protocol: str
+    at: float
+    outcome: Outcome
+    ttft_seconds: float | None
+    gaps_seconds: tuple[float, ...]
+    output_tokens: int
+    total_seconds: float | None
+    itl_per_request_seconds: float | None
+    error: str = ""
+    send_lateness_seconds: float | None = None
+    tokens_reported: bool = False
+
+    def as_canary_result(self) -> CanaryResult:
+        """The plain request record (latency = the whole stream), so request counters,
+        the availability and latency SLOs and the circuit breaker count a streamed
+        request exactly as any other."""
+        return CanaryResult(
+            self.target,
+            self.model,
+            self.protocol,
+            self.at,
+            self.outcome,
+            self.total_seconds,
+            self.error,
+            self.send_lateness_seconds,
+        )
+
+
 TargetModel = tuple[str, str]
 """(target name, model name): one watched model, whatever its versions."""
 
