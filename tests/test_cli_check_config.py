@@ -6,6 +6,9 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from config.test_invalid_configs import EXPECTED
 from support import REPO, TRITONWATCH
 
 INVALID = REPO / "tests" / "config" / "invalid"
@@ -92,3 +95,30 @@ def test_run_with_invalid_config_prints_the_same_message_and_exits_2() -> None:
     assert ran.returncode == 2
     assert ran.stderr == checked.stderr
     assert "Traceback" not in ran.stderr
+
+
+STREAMING_MISTAKES = sorted(
+    name
+    for name in EXPECTED
+    if name.startswith(("openai_", "stream_", "ttft_", "itl_")) or "stream_timeout" in name
+)
+
+
+@pytest.mark.parametrize("name", STREAMING_MISTAKES)
+def test_streaming_config_mistakes_exit_2_naming_file_field_and_value(name: str) -> None:
+    """Each canary.stream / openai / TTFT-ITL check reaches the CLI as exit 2 and one line."""
+    bad = INVALID / name
+    result = _check(str(bad))
+    assert result.returncode == 2
+    assert result.stderr == f"{bad}: {EXPECTED[name]}\n"
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "example", sorted((REPO / "examples").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_every_example_config_is_valid(example: Path) -> None:
+    """Breaks if a file in examples/ drifts from the schema (check-config exits 0)."""
+    result = _check(str(example))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"ok: {example}: ")

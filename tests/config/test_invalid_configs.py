@@ -47,7 +47,8 @@ EXPECTED = {
         "integer, got: 'many'"
     ),
     "protocol_unknown.yaml": (
-        "targets[0].models[0].canary.protocol: input should be 'http' or 'grpc', got: 'rest'"
+        "targets[0].models[0].canary.protocol: input should be 'http', 'grpc' or 'openai', "
+        "got: 'rest'"
     ),
     "yaml_duplicate_key.yaml": "line 2, column 1: invalid YAML: found duplicate key 'scrape'",
     "yaml_syntax_error.yaml": (
@@ -101,6 +102,35 @@ EXPECTED = {
         "targets[0].models[0].canary.inputs.TEXT.string_data: unknown key (allowed: shape, file)"
     ),
     "nvml_enabled_unknown.yaml": ("nvml.enabled: must be auto, true or false, got: 'sometimes'"),
+    "openai_without_url.yaml": (
+        "targets[0].models[0].canary.protocol: needs targets[0].openai_url, got: 'openai'"
+    ),
+    "openai_stream_off.yaml": "canary.stream.mode: cannot be off with protocol openai, got: 'off'",
+    "openai_url_bad_scheme.yaml": (
+        "targets[0].openai_url: must be a URL starting with http:// or https://, "
+        "got: 'grpc://127.0.0.1:8001'"
+    ),
+    "stream_mode_unknown.yaml": (
+        "targets[0].models[0].canary.stream.mode: must be auto, on or off, got: 'sometimes'"
+    ),
+    "stream_range_min_above_max.yaml": (
+        'canary.stream.max_tokens: min must not be above max, got: {"min": 64, "max": 8}'
+    ),
+    "stream_length_not_a_length.yaml": (
+        "targets[0].models[0].canary.stream.prompt_words: must be a positive integer or a "
+        "mapping with min and max, got: 'many'"
+    ),
+    "ttft_threshold_not_below_stream_timeout.yaml": (
+        "targets[0].models[0].slo.ttft.threshold: must be shorter than the stream timeout "
+        "(30s), got: '45s'"
+    ),
+    "itl_threshold_not_below_stream_timeout.yaml": (
+        "slo.itl.threshold: must be shorter than the stream timeout (1s), got: '2s'"
+    ),
+    "latency_threshold_not_below_stream_timeout.yaml": (
+        "targets[0].models[0].slo.latency.threshold: must be shorter than the stream timeout "
+        "(10s), got: '20s'"
+    ),
     "web_config_unreadable.yaml": (
         "exporter.web_config_file: /nonexistent/web-config.yml: cannot read the file: "
         "No such file or directory"

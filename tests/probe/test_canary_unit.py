@@ -240,3 +240,24 @@ def test_canaries_are_capped_per_target_whatever_the_config_asks() -> None:
         "m4": (3.0, 10),
     }
     assert [log["target"] for log in logs if log["event"] == "canary_capped"] == ["a", "b"]
+
+
+def test_openai_canaries_get_no_plan_until_the_streaming_canary_is_wired() -> None:
+    """Breaks if a protocol openai canary is sent over Triton's KServe API instead."""
+    from structlog.testing import capture_logs
+
+    from tritonwatch.config import parse_config
+    from tritonwatch.probe.canary import canary_plans
+
+    config = parse_config(
+        "targets:\n"
+        "  - {name: v, url: http://127.0.0.1:1, openai_url: http://127.0.0.1:1,"
+        " models: [{name: llama, canary: {protocol: openai}}, {name: plain}]}\n",
+        "openai.yaml",
+    )
+    with capture_logs() as logs:
+        plans = canary_plans(config)
+    assert [(plan.model, plan.protocol) for plan in plans] == [("plain", "http")]
+    assert [(log["model"], log["reason"]) for log in logs if log["event"] == "canary_skipped"] == [
+        ("llama", "protocol openai needs the streaming canary")
+    ]

@@ -367,3 +367,14 @@ def test_scheduled_sweeps_fill_bytes_inputs_as_the_models_canary() -> None:
     text, other = (plan.settings for plan in sweep_plans(config))
     assert (text.string_length, text.string_data) == (9, "hello")
     assert (other.string_length, other.string_data) == (9, None)
+
+
+def test_scheduled_sweeps_skip_openai_canaries() -> None:
+    """Breaks if the daemon sweeps an OpenAI server's model over a KServe v2 API it lacks."""
+    config = parse_config(
+        "sweep: {enabled: true}\n"
+        "targets: [{name: v, url: 'http://127.0.0.1:1', openai_url: 'http://127.0.0.1:1',"
+        " models: [{name: llama, canary: {protocol: openai}}, {name: plain}]}]",
+        "s.yaml",
+    )
+    assert [plan.settings.model for plan in sweep_plans(config)] == ["plain"]

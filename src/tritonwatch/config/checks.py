@@ -10,7 +10,13 @@ from collections.abc import Callable, Iterator
 
 from tritonwatch.client_tls import is_secure
 from tritonwatch.config.errors import ConfigError, Problem
-from tritonwatch.config.schema import SWEEP_CONCURRENCY_CAP, Config
+from tritonwatch.config.schema import (
+    SWEEP_CONCURRENCY_CAP,
+    Config,
+    LatencySLO,
+    Section,
+    WatchedModel,
+)
 from tritonwatch.config.units import format_duration
 from tritonwatch.config.web_config import load_web_config
 from tritonwatch.listen import ListenAddressError, parse_listen_address
@@ -93,22 +99,75 @@ def _exporter_web_config(config: Config) -> Iterator[Problem]:
         )
 
 
-def _latency_threshold_observable(config: Config) -> Iterator[Problem]:
-    """The canary gives up on a request at its timeout, so it can never observe a
-    latency SLO threshold at or beyond that timeout."""
+def _thresholds_observable(config: Config) -> Iterator[Problem]:
+    """The canary gives up on a request at its timeout, so it can never observe an SLO
+    threshold at or beyond that timeout: latency against the timeout its requests have
+    (the stream's when it surely streams), TTFT and ITL against the stream's."""
+    for kind in ("latency", "ttft", "itl"):
+        yield from _threshold_problems(config, kind)
+
+
+def _threshold_problems(config: Config, kind: str) -> Iterator[Problem]:
     for t, target in enumerate(config.targets):
         for m, model in enumerate(target.models):
-            threshold = config.slo_for(model).latency.threshold
-            timeout = config.canary_for(target, model).timeout
-            if threshold >= timeout:
-                path = f"targets[{t}].{target.models_path}[{m}].slo" if model.slo else "slo"
-                yield Problem(
-                    f"{path}.latency.threshold",
-                    f"must be shorter than the canary timeout ({format_duration(timeout)})",
-                    format_duration(threshold),
+            slo: LatencySLO | None = getattr(config.slo_for(model), kind)
+            if slo is None:
+                continue
+            canary = config.canary_for(target, model)
+            streamed = kind != "latency" or canary.streams_surely
+            timeout = canary.stream.timeout if streamed else canary.timeout
+            if slo.threshold < timeout:
+                continue
+            own = model.slo is not None and getattr(model.slo, kind) is not None
+            path = f"targets[{t}].{target.models_path}[{m}].slo" if own else "slo"
+            yield Problem(
+                f"{path}.{kind}.threshold",
+                f"must be shorter than the {'stream' if streamed else 'canary'} timeout "
+                f"({format_duration(timeout)})",
+                format_duration(slo.threshold),
+            )
+            if not own:
+                return  # one message for the global default, not one per model
+
+
+def _model_sets(model: WatchedModel, *fields: str) -> bool:
+    """Whether the model's own ``canary`` section wrote ``canary.<fields…>``."""
+    section: Section | None = model.canary
+    for field in fields:
+        if section is None or field not in section.model_fields_set:
+            return False
+        value = getattr(section, field)
+        section = value if isinstance(value, Section) else None
+    return True
+
+
+def _openai_canaries(config: Config) -> Iterator[Problem]:
+    """A canary with protocol ``openai`` needs the target's ``openai_url`` (the server's
+    KServe URL is no OpenAI endpoint), and streams: OpenAI servers are only timed
+    streaming, so ``stream.mode: off`` would leave it nothing to send. A global setting
+    is named once per target, not once per model."""
+    seen: set[Problem] = set()
+    for t, target in enumerate(config.targets):
+        for m, model in enumerate(target.models):
+            canary = config.canary_for(target, model)
+            if not canary.enabled or canary.protocol != "openai":
+                continue
+            where = f"targets[{t}].{target.models_path}[{m}].canary"
+            found = []
+            if target.openai_url is None:
+                path = where if _model_sets(model, "protocol") else "canary"
+                found.append(
+                    Problem(f"{path}.protocol", f"needs targets[{t}].openai_url", "openai")
                 )
-                if model.slo is None:
-                    return  # one message for the global default, not one per model
+            if canary.stream.mode == "off":
+                path = where if _model_sets(model, "stream", "mode") else "canary"
+                found.append(
+                    Problem(f"{path}.stream.mode", "cannot be off with protocol openai", "off")
+                )
+            for problem in found:
+                if problem not in seen:
+                    seen.add(problem)
+                    yield problem
 
 
 def _sweep_levels_within_caps(config: Config) -> Iterator[Problem]:
@@ -159,7 +218,8 @@ CHECKS: tuple[Check, ...] = (
     _scrape_timeout_below_interval,
     _unique_names,
     _exporter_listen_and_tls,
-    _latency_threshold_observable,
+    _thresholds_observable,
+    _openai_canaries,
     _sweep_levels_within_caps,
     _exporter_web_config,
     _target_tls,

@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from tritonwatch.client_tls import ClientTLS
@@ -35,7 +44,12 @@ TRITON_GRPC_PORT = 8001
 TRITON_METRICS_PORT = 8002
 DEFAULT_EXPORTER_LISTEN = "127.0.0.1:9849"
 
-Protocol = Literal["http", "grpc"]
+TargetProtocol = Literal["http", "grpc"]
+"""What a target's ``url`` speaks (Triton's KServe v2 API over HTTP or gRPC)."""
+Protocol = Literal["http", "grpc", "openai"]
+"""What a canary speaks: one of the target's, or an OpenAI-compatible server
+(``targets[].openai_url``: vLLM, trtllm-serve, Triton's OpenAI frontend), which only
+streams (``canary.stream``)."""
 
 
 class Section(BaseModel):
@@ -61,6 +75,12 @@ class SLOConfig(Section):
     latency: LatencySLO = LatencySLO()
     availability: AvailabilitySLO = AvailabilitySLO()
     period: Duration = 28 * 86400.0
+    ttft: LatencySLO | None = None
+    """Streaming models: a fraction ``objective`` of first tokens must come faster than
+    ``threshold`` (time to first token, docs/design.md §5). Off unless set."""
+    itl: LatencySLO | None = None
+    """Streaming models: a fraction ``objective`` of the gaps between tokens must be
+    shorter than ``threshold`` (inter-token latency, one event per gap). Off unless set."""
 
 
 class InputOverride(Section):
@@ -96,6 +116,81 @@ StringLength = Annotated[int, AfterValidator(_string_length)]
 StringData = Annotated[str, AfterValidator(_string_data)]
 
 
+class Range(Section):
+    """A length sampled uniformly per request, both ends included."""
+
+    min: PositiveInt
+    max: PositiveInt
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if self.min > self.max:
+            raise PydanticCustomError("tritonwatch", "min must not be above max")
+        return self
+
+
+COUNT_TAG = "<count>"
+RANGE_TAG = "<range>"
+
+
+def _length_shape(value: object) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return COUNT_TAG
+    return RANGE_TAG if isinstance(value, dict | Range) else None
+
+
+Length = Annotated[
+    Annotated[PositiveInt, Tag(COUNT_TAG)] | Annotated[Range, Tag(RANGE_TAG)],
+    Discriminator(
+        _length_shape,
+        custom_error_type="tritonwatch",
+        custom_error_message="must be a positive integer or a mapping with min and max",
+    ),
+]
+"""A fixed count, or ``{min, max}`` sampled per request."""
+
+
+def _stream_mode(value: object) -> object:
+    """YAML 1.1 reads an unquoted ``on``/``off`` as true/false: both spellings mean the same."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value in ("auto", "on", "off"):
+        return value
+    raise PydanticCustomError("tritonwatch", "must be auto, on or off")
+
+
+StreamMode = Annotated[Literal["auto", "on", "off"], BeforeValidator(_stream_mode)]
+
+
+class StreamConfig(Section):
+    """How the canary streams from a generative model (docs/design.md §5): Triton's
+    ``generate_stream`` over HTTP, ``ModelStreamInfer`` over gRPC, or an OpenAI-compatible
+    server. The default input and output names are those of the TensorRT-LLM ensemble
+    and the vLLM backend."""
+
+    mode: StreamMode = "auto"
+    """``auto`` streams when the model's config says ``decoupled``; ``on`` always,
+    ``off`` never (a decoupled model's canary is then skipped)."""
+    timeout: Duration = 30.0
+    """For the whole stream; replaces ``canary.timeout`` for streaming requests."""
+    prompt: StringData | None = None
+    """The same text in every request; unset: ``prompt_words`` random words."""
+    prompt_words: Length = 32
+    max_tokens: Length = 64
+    """Tokens asked for per request (``max_tokens`` input or OpenAI field)."""
+    text_input: Name = "text_input"
+    max_tokens_input: Name = "max_tokens"
+    stream_input: Name = "stream"
+    text_output: Name = "text_output"
+    parameters: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    """Extra fields of every request: generate fields (model inputs or request
+    parameters) or OpenAI body keys (``temperature``, ``ignore_eos``)."""
+    openai_api: Literal["chat", "completions"] = "chat"
+    """``/v1/chat/completions`` or ``/v1/completions`` for protocol ``openai``."""
+    include_usage: bool = True
+    """Ask OpenAI servers for the usage chunk, so output tokens are the server's count."""
+
+
 class CanaryConfig(Section):
     enabled: bool = True
     rate: Rate = 1.0
@@ -116,6 +211,18 @@ class CanaryConfig(Section):
     timeout: Duration = 2.0
     max_in_flight: PositiveInt = 8
     inputs: dict[str, InputOverride] = Field(default_factory=dict)
+    stream: StreamConfig = StreamConfig()
+
+    @property
+    def streams_surely(self) -> bool:
+        """Whether every request of this canary streams whatever the model (``auto``
+        decides only at run time, from the model's config)."""
+        return self.protocol == "openai" or self.stream.mode == "on"
+
+    @property
+    def request_timeout(self) -> float:
+        """The timeout that applies to this canary's requests as far as the file tells."""
+        return self.stream.timeout if self.streams_surely else self.timeout
 
 
 SWEEP_CONCURRENCY_CAP = 1024
@@ -144,6 +251,9 @@ class WatchedModel(Section):
     slo: SLOConfig | None = None
     canary: CanaryConfig | None = None
     sweep: SweepConfig | None = None
+    served_name: Name | None = None
+    """The name the server serves it under where that differs: the OpenAI ``model`` field
+    and vLLM's ``model_name`` metric label (``meta-llama/Llama-3.1-8B-Instruct``)."""
 
 
 class ModelSelection(Section):
@@ -166,8 +276,9 @@ class ModelSelection(Section):
 
 MODELS_LIST_TAG = "<list>"
 MODELS_SELECTION_TAG = "<selection>"
-UNION_TAGS = frozenset({MODELS_LIST_TAG, MODELS_SELECTION_TAG})
-"""The names pydantic puts into error locations for the two shapes of ``models:``;
+UNION_TAGS = frozenset({MODELS_LIST_TAG, MODELS_SELECTION_TAG, COUNT_TAG, RANGE_TAG})
+"""The names pydantic puts into error locations for the two shapes of ``models:`` (and
+of a :data:`Length`);
 :func:`tritonwatch.config.errors.field_path` leaves them out."""
 
 
@@ -218,6 +329,9 @@ class TargetConfig(Section):
     http_url: HttpUrl | None = None
     grpc_url: GrpcUrl | None = None
     metrics_url: HttpUrl | None = None
+    openai_url: HttpUrl | None = None
+    """An OpenAI-compatible endpoint (``http://host:8000`` for vLLM, ``:9000`` for
+    Triton's OpenAI frontend), needed by canaries with protocol ``openai``."""
     production: bool = False
     """``sweep`` and ``tune`` refuse this target without ``--allow-production``, and the
     daemon schedules no sweep on it unless ``sweep.allow_production`` is set."""
@@ -250,7 +364,7 @@ class TargetConfig(Section):
         return self.tls.client_tls() if self.tls is not None else None
 
     @property
-    def protocol(self) -> Protocol:
+    def protocol(self) -> TargetProtocol:
         """The protocol ``url`` speaks."""
         return "grpc" if self.url.lower().startswith("grpc") else "http"
 

@@ -42,6 +42,9 @@ def sweep_plans(config: Config) -> list[SweepPlan]:
                 _log.warning("sweep_skipped_production", target=target.name, model=model.name)
                 continue
             canary = config.canary_for(target, model)
+            if canary.protocol == "openai":  # an OpenAI server has no KServe v2 API to sweep
+                _log.warning("sweep_skipped_openai", target=target.name, model=model.name)
+                continue
             protocol: Literal["http", "grpc"] = "grpc" if canary.protocol == "grpc" else "http"
             url = target.effective_grpc_url if protocol == "grpc" else target.effective_http_url
             settings = SweepSettings(
