@@ -4,7 +4,7 @@ open circuit breakers and skipped canaries."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -22,9 +22,42 @@ ServerQuantiles = Callable[[], Iterable[tuple[str, dict[str, str], float]]]
 """Extra ``(sample name, labels, value)`` samples of the quantile summary (source=server)."""
 
 
-def _label_float(value: float) -> str:
+def label_float(value: float) -> str:
     """A float as Prometheus writes it in ``le`` and ``quantile`` labels (``0.05``, ``1.0``)."""
     return "+Inf" if value == float("inf") else repr(float(value))
+
+
+def bucket_labels(buckets: Sequence[float]) -> list[str]:
+    """The ``le`` labels of a histogram with these upper bounds, ``+Inf`` last."""
+    return [label_float(b) for b in buckets] + ["+Inf"]
+
+
+def window_quantile_summary(name: str, help_text: str) -> Metric:
+    """A family of quantiles over sliding windows.
+
+    A summary, not a gauge: a "quantile" label is reserved for summaries (promtool says
+    so), and a summary is what this is — quantiles over a sliding window, with
+    cumulative _count/_sum, exactly as Go clients and Triton's own summaries do.
+    """
+    return Metric(name, help_text, "summary")
+
+
+def add_window_quantiles(
+    summary: Metric,
+    labels: Mapping[str, str],
+    windows: Mapping[str, Mapping[float, float]],
+    count: float,
+    total: float,
+) -> None:
+    """Adds one series' quantiles per window (``window`` label) to ``summary``, with the
+    series' cumulative ``_count`` and ``_sum`` beside each window's quantiles."""
+    for window, values in windows.items():
+        window_labels = {**labels, "window": window}
+        for quantile, seconds in values.items():
+            quantile_labels = {**window_labels, "quantile": label_float(quantile)}
+            summary.add_sample(summary.name, quantile_labels, seconds)
+        summary.add_sample(f"{summary.name}_count", window_labels, count)
+        summary.add_sample(f"{summary.name}_sum", window_labels, total)
 
 
 class CanaryCollector(Collector):
@@ -42,7 +75,7 @@ class CanaryCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snapshots = self._stats.snapshot(self._clock())
-        buckets = [_label_float(b) for b in self._stats.buckets] + ["+Inf"]
+        buckets = bucket_labels(self._stats.buckets)
         requests = CounterMetricFamily(
             "tritonwatch_canary_requests",
             "Canary requests sent, by how they ended.",
@@ -61,14 +94,10 @@ class CanaryCollector(Collector):
             "send times (the client's scheduling, kept out of the latency).",
             labels=["target", "model", "protocol"],
         )
-        # A summary, not a gauge: a "quantile" label is reserved for summaries (promtool
-        # says so), and a summary is what this is — quantiles over a sliding window, with
-        # cumulative _count/_sum, exactly as Go clients and Triton's own summaries do.
-        quantiles = Metric(
+        quantiles = window_quantile_summary(
             QUANTILE_FAMILY,
             "Latency quantiles over a sliding window; source=canary is client end to end, "
             "source=server is Triton's own summary (when the server exports summaries).",
-            "summary",
         )
         for snap in snapshots:
             for outcome, count in sorted(snap.outcomes.items()):
@@ -83,14 +112,13 @@ class CanaryCollector(Collector):
                 snap.send_lateness_count,
                 snap.send_lateness_sum,
             )
-            for window, values in snap.window_quantiles.items():
-                labels = {"target": snap.target, "model": snap.model, "window": window}
-                labels["source"] = "canary"
-                for quantile, seconds in values.items():
-                    quantile_labels = {**labels, "quantile": _label_float(quantile)}
-                    quantiles.add_sample(QUANTILE_FAMILY, quantile_labels, seconds)
-                quantiles.add_sample(f"{QUANTILE_FAMILY}_count", labels, snap.latency_count)
-                quantiles.add_sample(f"{QUANTILE_FAMILY}_sum", labels, snap.latency_sum)
+            add_window_quantiles(
+                quantiles,
+                {"target": snap.target, "model": snap.model, "source": "canary"},
+                snap.window_quantiles,
+                snap.latency_count,
+                snap.latency_sum,
+            )
         if self._server_quantiles is not None:
             for name, labels, value in self._server_quantiles():
                 quantiles.add_sample(name, labels, value)

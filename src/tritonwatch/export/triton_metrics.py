@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tritonwatch.export.canary_metrics import QUANTILE_FAMILY
+# label_float: quantiles as the canary collector writes them, so both sources share labels.
+from tritonwatch.export.canary_metrics import QUANTILE_FAMILY, label_float
 from tritonwatch.target_state import BOTTLENECK_KINDS, ModelState, TargetState
 
 SERVER_QUANTILE_WINDOW = "1m"
@@ -306,12 +307,6 @@ def _scrape_health(states: list[TargetState]) -> Iterator[Metric]:
     yield failures
 
 
-def _label_float(value: float) -> str:
-    """A quantile as the canary collector writes it (``0.5``, ``0.99``), so both sources
-    of the summary share label values."""
-    return repr(float(value))
-
-
 def server_quantile_samples(states: Iterable[TargetState]) -> Iterator[QuantileSample]:
     """Triton's request-duration summaries as ``source="server"`` samples of
     ``tritonwatch_latency_quantile_seconds`` (window ``1m``), in seconds.
@@ -331,7 +326,7 @@ def server_quantile_samples(states: Iterable[TargetState]) -> Iterator[QuantileS
         }
         for quantile, microseconds in summary.quantiles.items():
             seconds = microseconds / _MICROSECONDS  # NaN stays NaN
-            yield QUANTILE_FAMILY, {**labels, "quantile": _label_float(quantile)}, seconds
+            yield QUANTILE_FAMILY, {**labels, "quantile": label_float(quantile)}, seconds
         if summary.count is not None and summary.sum is not None:
             yield f"{QUANTILE_FAMILY}_count", labels, summary.count
             yield f"{QUANTILE_FAMILY}_sum", labels, summary.sum / _MICROSECONDS
