@@ -30,6 +30,7 @@ from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector
 from tritonwatch.export.health import health_report
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
+from tritonwatch.export.llm_metrics import LlmCollector
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
 from tritonwatch.export.status_page import StatusSnapshot, render_status_page
 from tritonwatch.export.status_view import StatusInputs, status_snapshot
@@ -130,6 +131,7 @@ class Daemon:
         self.judged = BottleneckBoard(self.triton.states)
         """The scraped states with their breakdowns and bottlenecks, as exported."""
         self.registry.register(TritonModelCollector(self.judged.states))
+        self.registry.register(LlmCollector(self.judged.states))
         self._nvml = NvmlSampler(clock=clock) if config.nvml.enabled is not False else None
         self.registry.register(
             GpuMetricsCollector(

@@ -8,8 +8,9 @@ jumps never distort rates or windows.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import NamedTuple
 
 
@@ -153,11 +154,14 @@ class ModelCounters:
     failures_by_reason: Mapping[str, float]
     summaries: Mapping[str, TritonSummary]
     histograms: Mapping[str, TritonHistogram]
+    llm: Mapping[tuple[str, str], float] = field(default_factory=lambda: MappingProxyType({}))
+    """LLM backend gauges and counters (:mod:`~tritonwatch.scrape.llm_families`) keyed by
+    ``(family, split label value or "")``; their histograms are in ``histograms``."""
 
 
 @dataclass(frozen=True, slots=True)
 class RawSeries:
-    """A sample of a family we do not model (backend metrics such as ``nv_trt_llm_*``)."""
+    """A sample of a family we do not model (another backend's metrics)."""
 
     name: str
     labels: tuple[tuple[str, str], ...]

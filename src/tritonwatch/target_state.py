@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, TypeVar
 
+from tritonwatch.llm_records import LlmRates, LlmReadings
 from tritonwatch.observations import (
     BatchStatisticsRates,
     ModelConfigSnapshot,
@@ -145,6 +146,9 @@ class ModelState:
     end-to-end latency over the same window as ``rates`` (None when it sent nothing).
     ``breakdown`` and ``bottleneck`` are the judgement's, not the scrape's: the scraper
     leaves them None and :func:`~tritonwatch.analysis.breakdown.judge_target` fills them.
+    ``llm_readings`` are the LLM backend's gauges and counters from the last scrape (None
+    for a model whose page prints none) and ``llm`` their rates over the same window as
+    ``rates``.
     """
 
     model: str
@@ -155,6 +159,8 @@ class ModelState:
     bottleneck: Bottleneck | None = None
     config: ModelConfigSnapshot | None = None
     canary_mean_seconds: float | None = None
+    llm_readings: LlmReadings | None = None
+    llm: LlmRates | None = None
 
 
 @dataclass(frozen=True, slots=True)

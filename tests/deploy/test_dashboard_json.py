@@ -74,6 +74,11 @@ CONTRACT = frozenset(
         "tritonwatch_slo_error_budget_remaining_ratio",
         "tritonwatch_recommendation",
         "tritonwatch_experiment_verdict",
+        "tritonwatch_llm_kv_cache_usage_ratio",
+        "tritonwatch_llm_requests",
+        "tritonwatch_llm_preemptions_total",
+        "tritonwatch_llm_generation_tokens_per_second",
+        "tritonwatch_llm_prompt_tokens_per_second",
         "ALERTS",
     }
 )
@@ -162,9 +167,9 @@ def test_committed_json_is_what_the_generator_builds() -> None:
     assert checked.returncode == 0, checked.stderr
 
 
-def test_five_dashboards_with_unique_uids_and_titles() -> None:
-    """Five dashboards with unique, prefixed uids and titles, and no id for provisioning."""
-    assert len(ALL) == len(DASHBOARDS) == 5
+def test_six_dashboards_with_unique_uids_and_titles() -> None:
+    """Six dashboards with unique, prefixed uids and titles, and no id for provisioning."""
+    assert len(ALL) == len(DASHBOARDS) == 6
     uids = [d["uid"] for d in ALL.values()]
     titles = [d["title"] for d in ALL.values()]
     assert len(set(uids)) == len(uids)

@@ -27,11 +27,13 @@ DASHBOARD_UIDS = {
     "tritonwatch-capacity",
     "tritonwatch-gpu",
     "tritonwatch-advice",
+    "tritonwatch-llm",
 }
 _NVML_ONLY = "read from NVML only (Triton's /metrics has no such field); no NVML here"
 _HEALTHY = "the healthy model gives the advisor nothing to recommend"
 _NO_CHANGE = "no experiment: nobody changes the model's configuration"
 _NO_RULES = "ALERTS comes from Prometheus' own rules; this Prometheus loads none"
+_NO_LLM = "the simulated model is not an LLM: its page prints no TensorRT-LLM or vLLM family"
 NO_DATA: dict[tuple[str, str], str] = {
     ("tritonwatch-gpu", "SM active, SM occupancy, tensor active (Hopper and newer)"): _NVML_ONLY,
     ("tritonwatch-gpu", "Memory per process"): _NVML_ONLY,
@@ -50,6 +52,11 @@ NO_DATA: dict[tuple[str, str], str] = {
     ("tritonwatch-advice", "Verdicts over time"): _NO_CHANGE,
     ("tritonwatch-slo", "Active alerts"): _NO_RULES,
     ("tritonwatch-slo", "Alert history"): _NO_RULES,
+    ("tritonwatch-llm", "KV cache usage"): _NO_LLM,
+    ("tritonwatch-llm", "KV cache usage now"): _NO_LLM,
+    ("tritonwatch-llm", "Requests running and waiting"): _NO_LLM,
+    ("tritonwatch-llm", "Preemptions per second"): _NO_LLM,
+    ("tritonwatch-llm", "Tokens per second"): _NO_LLM,
 }
 """Panels (dashboard uid, title) that have no data in this test's scenario — the
 daemon watching one healthy simulated model, no NVML on the host, a Prometheus that

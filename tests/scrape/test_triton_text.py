@@ -272,21 +272,21 @@ def test_a_repeated_series_is_a_bad_line_and_the_first_value_wins() -> None:
 
 
 def test_unknown_families_are_passed_over_or_kept_raw() -> None:
-    """Backend families (TensorRT-LLM, vLLM, custom) never disturb the known ones."""
+    """Backend families we do not model (SGLang, custom) never disturb the known ones."""
     text = (
         fixture_text("sample_08")
-        + "# TYPE nv_trt_llm_request_metrics gauge\n"
-        + 'nv_trt_llm_request_metrics{request_type="active"} 1\n'
-        + 'vllm:num_requests_running{model_name="llama"} 3\n'
+        + "# TYPE sglang:num_running_reqs gauge\n"
+        + 'sglang:num_running_reqs{tp_rank="0"} 1\n'
+        + 'nv_custom_backend_queue{model_name="llama"} 3\n'
     )
     plain = parse_triton_metrics(text, 0.0)
-    assert plain.unknown_families == {"nv_trt_llm_request_metrics", "vllm:num_requests_running"}
+    assert plain.unknown_families == {"sglang:num_running_reqs", "nv_custom_backend_queue"}
     assert plain.unknown_series == () and plain.bad_lines == 0 and plain.samples == 12
     assert list(plain.models) == [ModelKey("tensorrt_llm", "1")]
     kept = parse_triton_metrics(text, 0.0, keep_unknown=True)
     assert set(kept.unknown_series) == {
-        RawSeries("nv_trt_llm_request_metrics", (("request_type", "active"),), 1.0),
-        RawSeries("vllm:num_requests_running", (("model_name", "llama"),), 3.0),
+        RawSeries("sglang:num_running_reqs", (("tp_rank", "0"),), 1.0),
+        RawSeries("nv_custom_backend_queue", (("model_name", "llama"),), 3.0),
     }
 
 

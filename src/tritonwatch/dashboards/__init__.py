@@ -1,9 +1,10 @@
 """Grafana dashboards for the metrics tritonwatch exports, generated from code.
 
-Five dashboards, one module each: :mod:`~tritonwatch.dashboards.slo` (SLO overview),
+Six dashboards, one module each: :mod:`~tritonwatch.dashboards.slo` (SLO overview),
 :mod:`~tritonwatch.dashboards.latency` (latency breakdown),
-:mod:`~tritonwatch.dashboards.gpu`, :mod:`~tritonwatch.dashboards.capacity` (sweeps)
-and :mod:`~tritonwatch.dashboards.advice` (recommendations and experiments). They are
+:mod:`~tritonwatch.dashboards.gpu`, :mod:`~tritonwatch.dashboards.capacity` (sweeps),
+:mod:`~tritonwatch.dashboards.advice` (recommendations and experiments) and
+:mod:`~tritonwatch.dashboards.llm` (LLM serving: KV cache, running/waiting, tokens). They are
 plain dicts in Grafana's dashboard JSON model; ``python -m tritonwatch.dashboards``
 writes them to ``grafana/dashboards/`` and ``--check`` fails when the committed files
 differ from what the code builds.
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tritonwatch.dashboards import advice, capacity, gpu, latency, slo
+from tritonwatch.dashboards import advice, capacity, gpu, latency, llm, slo
 
 Json = dict[str, Any]
 
@@ -35,6 +36,7 @@ DASHBOARDS: tuple[DashboardFile, ...] = (
     DashboardFile("gpu.json", gpu.build),
     DashboardFile("capacity.json", capacity.build),
     DashboardFile("recommendations.json", advice.build),
+    DashboardFile("llm-serving.json", llm.build),
 )
 
 

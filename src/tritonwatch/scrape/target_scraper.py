@@ -4,7 +4,8 @@ One :meth:`TargetScraper.scrape_once` is one cycle, run by the daemon's schedule
 scrape interval:
 
 1. ``GET metrics_url`` → parse → rates against the previous good scrape (counter resets
-   handled), for the configured models only.
+   handled), for the configured models only; for a model whose page prints an LLM
+   backend's families, its LLM readings and their rates too.
 2. The canary's end-to-end mean over the same window (from its cumulative totals).
 3. The statistics API, one request for every model (``GET /v2/models/stats``) → per-size
    batch execution rates.
@@ -60,6 +61,7 @@ import requests
 
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.counters import counter_increase
+from tritonwatch.llm_records import LlmRates, LlmReadings
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import (
     BatchStatisticsRates,
@@ -72,6 +74,8 @@ from tritonwatch.observations import (
 )
 from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, FetchResult, fetch
 from tritonwatch.scrape.interfaces import ModelApis
+from tritonwatch.scrape.llm_deltas import llm_rates
+from tritonwatch.scrape.llm_readings import llm_readings
 from tritonwatch.scrape.model_apis import ApiAnswer, model_apis_for
 from tritonwatch.scrape.model_selection import select_models
 from tritonwatch.scrape.triton_config import config_changes, parse_model_config
@@ -248,6 +252,7 @@ class TargetScraper:
         self._cycle = 0
         self._previous_scrape: TritonScrape | None = None
         self._previous_stats: dict[str, ModelStatistics] = {}
+        self._previous_llm: dict[ModelKey, tuple[float, LlmReadings]] = {}
         self._previous_canary: dict[str, tuple[float, int]] = {}
         self._previous_bad_lines = 0
         self._configs: dict[str, ModelConfigSnapshot] = {}
@@ -302,6 +307,7 @@ class TargetScraper:
             deadline = self._clock() + self._timeout
             metrics, scrape, rates = self._scrape_metrics(deadline)
             canary_means = self._canary_means() if metrics.ok else {}
+            llm = self._read_llm(scrape) if scrape is not None else {}
             attempted = {ScrapeSource.METRICS: metrics}
             batches, stats = self._read_statistics(deadline)
             config = self._poll_configs(deadline)
@@ -318,6 +324,7 @@ class TargetScraper:
                     rates=rates,
                     batches=batches,
                     canary_means=canary_means,
+                    llm=llm.get(key, (None, None)),
                 )
                 for name, key in self._keys.items()
             }
@@ -376,6 +383,23 @@ class TargetScraper:
             selected,
             rates,
         )
+
+    def _read_llm(
+        self, scrape: TritonScrape
+    ) -> dict[ModelKey, tuple[LlmReadings, LlmRates | None]]:
+        """Each LLM model's readings, and their rates since its previous good scrape."""
+        found: dict[ModelKey, tuple[LlmReadings, LlmRates | None]] = {}
+        for key, counters in scrape.models.items():
+            readings = llm_readings(counters)
+            previous = self._previous_llm.pop(key, None)
+            if readings is None:
+                continue
+            self._previous_llm[key] = (scrape.at, readings)
+            rates = None
+            if previous is not None and scrape.at > previous[0]:
+                rates = llm_rates(previous[1], readings, scrape.at - previous[0])
+            found[key] = (readings, rates)
+        return found
 
     def _canary_means(self) -> dict[str, float]:
         """Each model's canary mean since the previous good scrape (the rates' window)."""
@@ -568,6 +592,7 @@ class TargetScraper:
         rates: TritonRates | None,
         batches: Mapping[str, BatchStatisticsRates],
         canary_means: Mapping[str, float],
+        llm: tuple[LlmReadings | None, LlmRates | None],
     ) -> ModelState:
         model_rates = rates.models.get(key) if rates is not None else None
         counters = scrape.models.get(key) if scrape is not None else None
@@ -578,6 +603,8 @@ class TargetScraper:
             batches=batches.get(name),
             config=self._configs.get(name),
             canary_mean_seconds=canary_means.get(name),
+            llm_readings=llm[0],
+            llm=llm[1],
         )
 
     def _note_outcome(self, source: ScrapeSource, outcome: SourceOutcome) -> None:

@@ -29,6 +29,7 @@ from tritonwatch.observations import (
     TritonScrape,
     TritonSummary,
 )
+from tritonwatch.scrape.llm_families import LLM_FAMILIES, Aggregate, LlmFamily
 from tritonwatch.scrape.triton_families import (
     FAMILIES,
     REQUEST_FAILURE,
@@ -44,29 +45,48 @@ class MetricsTextError(ValueError):
 
 
 class _Role:
-    """What a series name means: its family, and which part of the family the line is."""
+    """What a series name means: its family, and which part of the family the line is.
 
-    __slots__ = ("is_failure", "is_gauge", "is_summary", "name", "part", "scope")
+    An LLM family's counter or gauge line is part ``_LLM`` rather than ``_VALUE``, so the
+    plain Triton lines (most of a page) keep their one-comparison path in
+    :meth:`_Page.fold`; ``split_label`` and ``takes_max`` say how it is filed.
+    """
 
-    def __init__(self, family: TritonFamily, part: int) -> None:
+    __slots__ = (
+        "is_failure",
+        "is_gauge",
+        "is_summary",
+        "name",
+        "part",
+        "scope",
+        "split_label",
+        "takes_max",
+    )
+
+    def __init__(self, family: TritonFamily | LlmFamily, part: int) -> None:
         self.scope = family.scope
         self.name = family.name
         self.part = part
         self.is_failure = family.name == REQUEST_FAILURE
         self.is_gauge = family.kind is Kind.GAUGE
         self.is_summary = family.kind is Kind.SUMMARY
+        llm = family if isinstance(family, LlmFamily) else None
+        self.split_label = llm.split_label if llm is not None else None
+        self.takes_max = llm is not None and llm.aggregate is Aggregate.MAX
 
 
-_VALUE, _QUANTILE, _BUCKET, _SUM, _COUNT = range(5)
+_VALUE, _QUANTILE, _BUCKET, _SUM, _COUNT, _LLM = range(6)
 
 
-def _series_roles(families: tuple[TritonFamily, ...]) -> dict[str, _Role]:
+def _series_roles(families: tuple[TritonFamily | LlmFamily, ...]) -> dict[str, _Role]:
     roles: dict[str, _Role] = {}
     for family in families:
         if family.kind is Kind.SUMMARY:
             names = {family.name: _QUANTILE}
         elif family.kind is Kind.HISTOGRAM:
             names = {f"{family.name}_bucket": _BUCKET}
+        elif isinstance(family, LlmFamily):
+            names = {family.name: _LLM}
         else:
             names = {family.name: _VALUE}
         if family.kind in (Kind.SUMMARY, Kind.HISTOGRAM):
@@ -78,7 +98,7 @@ def _series_roles(families: tuple[TritonFamily, ...]) -> dict[str, _Role]:
     return roles
 
 
-_ROLES = _series_roles(FAMILIES)
+_ROLES = _series_roles((*FAMILIES, *LLM_FAMILIES))
 _MODEL, _GPU = Scope.MODEL, Scope.GPU
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 # One `name="value"` pair and its separator. The value pattern is the "unrolled loop"
@@ -181,7 +201,7 @@ class _Distribution:
 class _ModelAccumulator:
     """Mutable per-model state while one page is folded; frozen by :meth:`freeze`."""
 
-    __slots__ = ("counters", "failures", "gauges", "histograms", "summaries")
+    __slots__ = ("counters", "failures", "gauges", "histograms", "llm", "summaries")
 
     def __init__(self) -> None:
         self.counters: dict[str, float] = {}
@@ -189,9 +209,35 @@ class _ModelAccumulator:
         self.failures: dict[str, float] = {}
         self.summaries: dict[str, _Distribution] = {}
         self.histograms: dict[str, _Distribution] = {}
+        self.llm: dict[tuple[str, str], float] = {}
 
     def add_failure(self, reason: str, value: float) -> None:
         self.failures[reason] = self.failures.get(reason, 0.0) + value
+
+    def add_llm(self, role: _Role, labels: dict[str, str], value: float) -> None:
+        """Files an LLM gauge or counter under (family, split value): summed over the
+        other labels (``engine``, ``gpu_uuid``), or their maximum for a usage ratio.
+
+        A split value the table does not list (a newer backend's) is kept as it is."""
+        split = labels.get(role.split_label, "") if role.split_label is not None else ""
+        key = (role.name, split)
+        old = self.llm.get(key)
+        if old is None:
+            self.llm[key] = value
+        elif role.takes_max:
+            self.llm[key] = max(old, value)
+        else:
+            self.llm[key] = old + value
+
+    def add_part(
+        self, role: _Role, labels: dict[str, str], value: float, point: float | None
+    ) -> bool:
+        """Adds a line that is not a plain Triton counter or gauge: an LLM family's value,
+        or a summary or histogram line; False when the line cannot be used."""
+        if role.part == _LLM:
+            self.add_llm(role, labels, value)
+            return True
+        return self.add_distribution(role, value, point)
 
     def add_distribution(self, role: _Role, value: float, point: float | None) -> bool:
         """Adds one summary or histogram line; False when a quantile or bucket line
@@ -219,6 +265,7 @@ class _ModelAccumulator:
             failures_by_reason=MappingProxyType(self.failures),
             summaries=MappingProxyType(summaries),
             histograms=MappingProxyType(histograms),
+            llm=MappingProxyType(self.llm),
         )
 
 
@@ -336,7 +383,7 @@ class _Page:
                     table[name] = table.get(name, 0.0) + value
                     if role.is_failure:
                         accumulator.add_failure(reason, value)
-                elif not accumulator.add_distribution(role, value, point):
+                elif not accumulator.add_part(role, labels, value, point):
                     unusable += 1
             elif role.scope is _GPU:
                 uuid = labels.get("gpu_uuid")
@@ -349,11 +396,17 @@ class _Page:
         return unusable
 
     def model(self, labels: dict[str, str]) -> _ModelAccumulator | None:
-        """The accumulator of the labels' (model, version); None without a model label."""
+        """The accumulator of the labels' (model, version); None without a model label.
+
+        vLLM's own server labels its series ``model_name`` (its served model name) and has
+        no versions, so that label stands in for ``model`` with version ""."""
         model = labels.get("model")
-        if model is None:
+        if model is not None:
+            key = ModelKey(model, labels.get("version", ""))
+        elif (served := labels.get("model_name")) is not None:
+            key = ModelKey(served, "")
+        else:
             return None
-        key = ModelKey(model, labels.get("version", ""))
         accumulator = self.models.get(key)
         if accumulator is None:
             accumulator = self.models[key] = _ModelAccumulator()
