@@ -26,6 +26,10 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from real_triton import RealTriton
 from support import fixtures_dir
+from tritonwatch.probe.load.http1 import ChunkedDecoder, response_head
+from tritonwatch.probe.payload import input_specs
+from tritonwatch.probe.sse import SseParser
+from tritonwatch.probe.stream_request import GenerateCodec, GrpcStreamCodec, Piece, StreamFields
 
 MODEL = "llm_stream"
 RECORDINGS = fixtures_dir() / "generate_stream"
@@ -198,11 +202,14 @@ class _Stream:
     def send(self, request: service_pb2.ModelInferRequest) -> None:
         self._outgoing.put(request)
 
+    def messages(self, count: int) -> list[Any]:
+        """The next ``count`` ``ModelStreamInferResponse`` messages."""
+        return [next(self._call) for _ in range(count)]
+
     def read(self, count: int) -> list[tuple[str, str, bool, str | None, str]]:
         """The next ``count`` messages as (id, version, final, text or None, error)."""
         messages = []
-        for _ in range(count):
-            message = next(self._call)
+        for message in self.messages(count):
             response = message.infer_response
             text = None
             if response.raw_output_contents:
@@ -277,3 +284,38 @@ def test_grpc_carries_a_mid_stream_error_in_band_and_stays_open(
     stream.send(_request("b", 1, empty_final=True))
     assert stream.read(2) == [("b", "1", False, "token0", ""), ("b", "", True, None, "")]
     assert stream.close() == []
+
+
+def _codec_inputs(server: RealTriton) -> dict[str, Any]:
+    """What the streaming canary reads before it sends: the model's inputs and outputs."""
+    metadata = json.loads(server.request("GET", f"/v2/models/{MODEL}")[1])
+    return {
+        "inputs": input_specs(MODEL, metadata, server.config(MODEL)),
+        "outputs": [output["name"] for output in metadata["outputs"]],
+    }
+
+
+def test_the_codecs_requests_are_what_the_server_takes(
+    real_triton: RealTriton, open_stream: Any
+) -> None:
+    """Breaks if the generate or gRPC codec's request stops being one the real server
+    streams max_tokens tokens for, or its answers stop decoding to those tokens."""
+    model = _codec_inputs(real_triton)
+    generate = GenerateCodec(MODEL, "", StreamFields(), **model)
+    answer = _post(real_triton, generate.path, json.loads(generate.encode("hi there", 5)))
+    head = response_head(answer)
+    assert head is not None and head.status == 200
+    decoder, parser = ChunkedDecoder(), SseParser()
+    events = parser.feed(decoder.feed(answer[head.length :]), 0.0)
+    assert decoder.done
+    assert [generate.decode(e.data) for e in events] == [Piece(f"token{i}") for i in range(5)]
+
+    codec = GrpcStreamCodec(MODEL, "", StreamFields(), **model)
+    stream = open_stream()
+    stream.send(service_pb2.ModelInferRequest.FromString(codec.encode("hi there", 3, "tw-1")))
+    messages = stream.messages(4)
+    assert {m.infer_response.id for m in messages} == {"tw-1"}
+    assert [codec.decode(m) for m in messages] == [
+        *(Piece(f"token{i}") for i in range(3)),
+        Piece(None, final=True),
+    ]
