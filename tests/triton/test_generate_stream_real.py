@@ -7,7 +7,10 @@ flag-only final; an error after the first token comes as an event under status 2
 ``/generate`` refuses a model that answers more than once; gRPC ``ModelStreamInfer``
 marks every response with ``triton_final_response`` and sends the flag-only final as an
 empty response only when the request asks for it. The HTTP side is read off a raw socket
-with a hand-written request, so nothing of ours stands between the test and the bytes.
+with a hand-written request, so nothing of ours stands between the test and the bytes;
+the last tests then send our codecs' requests (probe/stream_request.py) and check that a
+keep-alive connection carries one stream after another, and pin that 2.51 has no
+first-response histogram yet.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import queue
 import socket
 import struct
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -319,3 +323,49 @@ def test_the_codecs_requests_are_what_the_server_takes(
         *(Piece(f"token{i}") for i in range(3)),
         Piece(None, final=True),
     ]
+
+
+def _received(sock: socket.socket) -> bytes:
+    """One read (the socket's timeout bounds the wait); the peer must not have closed."""
+    read = sock.recv(65536)
+    assert read, "the server closed the connection"
+    return read
+
+
+def test_a_keep_alive_connection_carries_stream_after_stream(real_triton: RealTriton) -> None:
+    """Breaks if Triton closes a connection after a generate_stream answer, or sends
+    anything after the terminal chunk (the canary reuses a connection once its
+    ChunkedDecoder is done, and reads what is left over as the next answer)."""
+    codec = GenerateCodec(MODEL, "", StreamFields(), **_codec_inputs(real_triton))
+    body = codec.encode("hi", 2)
+    request = (
+        f"POST {codec.path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection(("127.0.0.1", real_triton.http_port), timeout=_TIMEOUT_S) as sock:
+        for _ in range(2):
+            sock.sendall(request)
+            answer = bytearray()
+            while (head := response_head(answer)) is None:
+                answer += _received(sock)
+            decoder, parser = ChunkedDecoder(), SseParser()
+            events = parser.feed(decoder.feed(bytes(answer[head.length :])), 0.0)
+            while not decoder.done:
+                events += parser.feed(decoder.feed(_received(sock)), 0.0)
+            assert "connection" not in head.headers
+            assert decoder.leftover == b""
+            assert [codec.decode(e.data) for e in events] == [Piece("token0"), Piece("token1")]
+
+
+def test_triton_2_51_takes_histogram_latencies_but_has_no_first_response_histogram(
+    start_real_triton: Callable[..., RealTriton],
+) -> None:
+    """Breaks when the test server learns nv_inference_first_response_histogram_ms (24.11,
+    plan A5/B11): then tests/real_triton.py should turn it on and pin it; until then it is
+    read from fixtures and the simulator only."""
+    server = start_real_triton(MODEL, extra_args=["--metrics-config=histogram_latencies=true"])
+    _post(server, f"/v2/models/{MODEL}/generate_stream", {"text_input": "hi", "max_tokens": 2})
+    with urllib.request.urlopen(server.metrics_url, timeout=_TIMEOUT_S) as page:
+        families = {line.split()[2] for line in page.read().decode().splitlines() if line.startswith("# TYPE")}  # fmt: skip
+    assert "nv_inference_request_success" in families
+    assert not {family for family in families if "first_response" in family}
