@@ -8,6 +8,8 @@ import struct
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tritonclient.grpc import service_pb2
 
 from support import fixtures_dir
@@ -261,6 +263,43 @@ def test_openai_refuses_what_it_cannot_read(data: str) -> None:
         OpenAICodec("llama", DEFAULTS).decode(data)
 
 
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_keys = st.sampled_from(["text_output", "num_output_tokens", "error", "choices", "usage", "delta", "text", "content", "completion_tokens"])  # fmt: skip
+_chunks = st.recursive(
+    _json,
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(_keys, inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_chunks)
+def test_any_json_decodes_to_a_piece_or_raises_stream_decode_error(value: Any) -> None:
+    """Breaks if some well-formed JSON of the wrong shape raises anything but
+    StreamDecodeError from a codec (the canary would log a crash, not a bad response)."""
+    data = json.dumps(value)
+    codecs = [
+        GenerateCodec("vllm", "", DEFAULTS, inputs=VLLM_BACKEND),
+        OpenAICodec("llama", DEFAULTS),
+        OpenAICodec("llama", DEFAULTS, api="completions"),
+    ]
+    for codec in codecs:
+        try:
+            piece = codec.decode(data)
+        except StreamDecodeError:
+            continue
+        assert isinstance(piece, Piece)
+        assert piece.text is None or (isinstance(piece.text, str) and piece.text)
+        assert piece.tokens is None or isinstance(piece.tokens, int)
+        assert piece.error is None or isinstance(piece.error, str)
+
+
 # -- gRPC ModelStreamInfer -----------------------------------------------------------------
 
 
@@ -341,6 +380,9 @@ def test_grpc_counts_num_output_tokens_and_refuses_bad_contents() -> None:
     assert codec.decode(message) == Piece("hi", 2)
     message.infer_response.raw_output_contents[1] = b"\x02"
     with pytest.raises(StreamDecodeError, match="num_output_tokens"):
+        codec.decode(message)
+    message.infer_response.outputs[1].datatype = "UINT31"
+    with pytest.raises(StreamDecodeError, match="unknown datatype"):
         codec.decode(message)
 
 

@@ -38,7 +38,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tritonwatch.kserve import model_path
-from tritonwatch.probe.datatypes import bytes_elements, pack, serialize_bytes, unpack
+from tritonwatch.probe.datatypes import (
+    TRITON_DATATYPES,
+    bytes_elements,
+    pack,
+    serialize_bytes,
+    unpack,
+)
 from tritonwatch.probe.load.encoded import grpc_infer_request
 from tritonwatch.probe.payload import PayloadError, Tensor, TensorSpec
 from tritonwatch.probe.sse import DONE
@@ -309,10 +315,12 @@ class GrpcStreamCodec:
         from tritonclient.grpc import service_pb2  # noqa: PLC0415 - heavy; load on use
 
         model = self._model
-        tensors = [] if model.text_model else list(model.fallback)
-        values = model.values(prompt, max_tokens) if model.text_model else {}
+        if model.text_model:
+            tensors, values = [], model.values(prompt, max_tokens)
+        else:
+            tensors, values = list(model.fallback), dict(model.fields.parameters)
         parameters: dict[str, JsonScalar] = {}
-        for name, value in (values | dict(model.fields.parameters)).items():
+        for name, value in values.items():
             spec = model.inputs.get(name)
             if spec is None:
                 parameters[name] = value
@@ -351,6 +359,8 @@ class GrpcStreamCodec:
         outputs: dict[str, Any] = {}
         for index, output in enumerate(response.outputs):
             raw = bytes(contents[index]) if index < len(contents) else b""
+            if output.datatype not in TRITON_DATATYPES:
+                raise StreamDecodeError(f"output {output.name!r}: unknown datatype")
             try:
                 if output.datatype == "BYTES":
                     outputs[output.name] = [
