@@ -33,6 +33,7 @@ def test_every_model_is_ready_and_listed(real_triton: RealTriton) -> None:
         "batching",
         "dynamic_shape",
         "flaky",
+        "llm_stream",
         "needs_two",
         "optional_input",
         "slow_queue",

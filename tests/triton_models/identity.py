@@ -12,6 +12,9 @@ without new files):
   random data lies in [0, 1), so it never does by accident).
 * ``decoupled`` models (``model_transaction_policy {decoupled: true}``) stream
   ``tokens`` responses: the first after ``first_token_ms``, then one every ``token_gap_ms``.
+  A ``max_tokens`` input, when the request sends it, sets that count instead (as an LLM's
+  does). ``fail_after`` >= 0 sends an error response (the final one) once that many
+  tokens are out: the mid-stream error a client must notice.
 
 Each output mirrors the input of the same position, so a client can check what it got.
 An optional input the request leaves out is answered with the first input in its place:
@@ -46,6 +49,7 @@ class TritonPythonModel:
         self.tokens = int(_parameter(config, "tokens", 8))
         self.first_token_s = _parameter(config, "first_token_ms", 0.0) / 1000
         self.token_gap_s = _parameter(config, "token_gap_ms", 0.0) / 1000
+        self.fail_after = int(_parameter(config, "fail_after", -1))
 
     def _rows(self, request):
         if not self.batching:
@@ -84,12 +88,25 @@ class TritonPythonModel:
         time.sleep(self.base_s + self.per_item_s * rows)
         return [self._answer(request) for request in requests]
 
+    def _token_count(self, request):
+        """The request's ``max_tokens`` when it sends one, else the ``tokens`` parameter."""
+        tensor = pb_utils.get_input_tensor_by_name(request, "max_tokens")
+        if tensor is None:
+            return self.tokens
+        return int(tensor.as_numpy().reshape(-1)[0])
+
     def _stream(self, request):
         sender = request.get_response_sender()
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         time.sleep(self.first_token_s)
-        for index in range(self.tokens):
+        for index in range(self._token_count(request)):
             if index:
                 time.sleep(self.token_gap_s)
+            if index == self.fail_after:
+                failure = f"fail_after: failure asked for after {index} tokens"
+                error = pb_utils.TritonError(failure)
+                sender.send(pb_utils.InferenceResponse(error=error), flags=final)
+                return
             token = np.array([f"token{index}".encode()], dtype=np.object_)
             sender.send(pb_utils.InferenceResponse([pb_utils.Tensor(self.outputs[0], token)]))
-        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        sender.send(flags=final)

@@ -4,12 +4,19 @@ The sweep sends one pre-encoded request over and over; aiohttp's general machine
 (header objects, cookie jars, streams) costs more CPU than the request itself at
 thousands per second. This speaks just enough HTTP/1.1 for Triton's infer endpoint:
 one request in flight per connection, Content-Length or chunked responses.
+
+:class:`ChunkedDecoder` reads a chunked body as it arrives, for callers that act on each
+piece before the body ends (a ``generate_stream`` answer is one chunked body that lasts as
+long as the stream); :class:`Http1Connection` uses it for whole answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import NoReturn
 
 
 class HttpProtocolError(Exception):
@@ -33,6 +40,163 @@ def _chunk_size(line: bytes) -> int:
     if not digits or len(digits) > _MAX_LENGTH_DIGITS or digits.strip(b"0123456789abcdefABCDEF"):
         raise HttpProtocolError(f"bad chunk size line: {line[:40]!r}")
     return int(digits, 16)
+
+
+MAX_CHUNK_LINE_BYTES = 4096
+"""The longest chunk-size line (extensions included) or trailer field read: only these
+lines are buffered, so a peer that never ends one is refused, not buffered for ever."""
+MAX_TRAILER_BYTES = 16384
+"""All trailer fields of one body together."""
+
+
+class _Expect(Enum):
+    SIZE_LINE = auto()
+    DATA = auto()
+    DATA_CRLF = auto()
+    TRAILER = auto()
+    DONE = auto()
+
+
+class ChunkedDecoder:
+    """An HTTP/1.1 chunked body (RFC 9112 section 7.1) decoded as its bytes arrive.
+
+    :meth:`feed` returns the body bytes each read completes, so a stream's events reach
+    their reader with the read that brought them, not when the body ends. Chunk data is
+    handed on, never held; only an unfinished size line or trailer field is buffered,
+    each bounded (:data:`MAX_CHUNK_LINE_BYTES`, :data:`MAX_TRAILER_BYTES`). :attr:`done`
+    turns true with the empty line after the last chunk and its trailers: only then may a
+    keep-alive connection carry the next request. Bytes fed after that are kept in
+    :attr:`leftover` (they belong to whatever the connection carries next).
+    """
+
+    def __init__(self) -> None:
+        self._expect = _Expect.SIZE_LINE
+        self._line = bytearray()
+        self._size = 0
+        self._remaining = 0
+        self._crlf_seen = 0
+        self._trailer_bytes = 0
+        self.leftover = b""
+
+    @property
+    def done(self) -> bool:
+        """The last chunk and its trailers have been read: the body is whole."""
+        return self._expect is _Expect.DONE
+
+    def feed(self, data: bytes) -> bytes:
+        """The body bytes in ``data`` (possibly none: a size line, a CRLF, a partial line).
+
+        Raises:
+            HttpProtocolError: a bad chunk-size line, chunk data not followed by CRLF, or
+                a size line or trailers over their bound.
+        """
+        body = bytearray()
+        position = 0
+        while position < len(data):
+            if self._expect is _Expect.DONE:
+                self.leftover += data[position:]
+                break
+            if self._expect is _Expect.DATA:
+                take = min(self._remaining, len(data) - position)
+                body += data[position : position + take]
+                position += take
+                self._remaining -= take
+                if not self._remaining:
+                    self._expect, self._crlf_seen = _Expect.DATA_CRLF, 0
+            elif self._expect is _Expect.DATA_CRLF:
+                if data[position] != b"\r\n"[self._crlf_seen]:
+                    raise HttpProtocolError(f"chunk of {self._size} bytes is not followed by CRLF")
+                position += 1
+                self._crlf_seen += 1
+                if self._crlf_seen == 2:
+                    self._expect = _Expect.SIZE_LINE
+            else:
+                line, position = self._take_line(data, position)
+                if line is not None:
+                    self._end_of_line(line)
+        return bytes(body)
+
+    def _take_line(self, data: bytes, position: int) -> tuple[bytes | None, int]:
+        """The line ending in CRLF that ``data[position:]`` completes (None: not yet), and
+        where reading goes on. Only a line begun in an earlier read is copied."""
+        if self._line.endswith(b"\r") and data.startswith(b"\n", position):
+            line, position = bytes(self._line[:-1]), position + 1
+        else:
+            end = data.find(b"\r\n", position)
+            if end < 0:
+                self._line += data[position:]
+                # One byte more than the bound: a CR the next read's LF may end.
+                if len(self._line) > MAX_CHUNK_LINE_BYTES + 1:
+                    self._refuse_long_line()
+                return None, len(data)
+            line, position = bytes(self._line) + data[position:end], end + 2
+        self._line.clear()
+        if len(line) > MAX_CHUNK_LINE_BYTES:
+            self._refuse_long_line()
+        return line, position
+
+    def _refuse_long_line(self) -> NoReturn:
+        what = "chunk size line" if self._expect is _Expect.SIZE_LINE else "trailer field"
+        raise HttpProtocolError(f"{what} longer than {MAX_CHUNK_LINE_BYTES} bytes")
+
+    def _end_of_line(self, line: bytes) -> None:
+        if self._expect is _Expect.SIZE_LINE:
+            self._size = _chunk_size(line)
+            if self._size:
+                self._expect, self._remaining = _Expect.DATA, self._size
+            else:
+                self._expect = _Expect.TRAILER
+        elif line:
+            self._trailer_bytes += len(line) + 2
+            if self._trailer_bytes > MAX_TRAILER_BYTES:
+                raise HttpProtocolError(f"trailer fields longer than {MAX_TRAILER_BYTES} bytes")
+        else:
+            self._expect = _Expect.DONE
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseHead:
+    """An HTTP/1.1 response's status line and header fields."""
+
+    status: int
+    headers: dict[str, str]
+    """Field names lower-cased; a repeated field keeps its last value."""
+    length: int
+    """Bytes of the head, the empty line that ends it included: where the body starts."""
+
+    @property
+    def chunked(self) -> bool:
+        """The body is chunked (which wins over Content-Length when both are sent, RFC 9112)."""
+        return self.headers.get("transfer-encoding", "").lower() == "chunked"
+
+
+def response_head(data: bytes | bytearray) -> ResponseHead | None:
+    """The head at the start of ``data``, or None while its empty line has not arrived.
+
+    Raises:
+        HttpProtocolError: the status line is not ``HTTP/x <three digits>[ reason]``.
+    """
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return None
+    head = bytes(data[:end]).decode("latin-1").split("\r\n")
+    # "HTTP/1.1 200 OK": exactly three digits, so "+200" or "2_00" (which int()
+    # takes) are not read as a success.
+    version, _, rest = head[0].partition(" ")
+    code = rest[:3]
+    if not (
+        version.startswith("HTTP/")
+        and len(code) == 3
+        and code.isascii()
+        and code.isdigit()
+        and rest[3:4] in ("", " ")
+    ):
+        raise HttpProtocolError(f"bad status line: {head[0][:80]!r}")
+    headers = {}
+    for line in head[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return ResponseHead(int(code), headers, end + 4)
 
 
 class Http1Connection(asyncio.Protocol):
@@ -83,66 +247,29 @@ class Http1Connection(asyncio.Protocol):
         return self._parse()
 
     def _parse(self) -> tuple[int, bytes] | None:
-        end = self._buffer.find(b"\r\n\r\n")
-        if end < 0:
+        head = response_head(self._buffer)
+        if head is None:
             return None
-        head = bytes(self._buffer[:end]).decode("latin-1").split("\r\n")
-        # "HTTP/1.1 200 OK": exactly three digits, so "+200" or "2_00" (which int()
-        # takes) are not read as a success.
-        version, _, rest = head[0].partition(" ")
-        code = rest[:3]
-        if not (
-            version.startswith("HTTP/")
-            and len(code) == 3
-            and code.isascii()
-            and code.isdigit()
-            and rest[3:4] in ("", " ")
-        ):
-            raise HttpProtocolError(f"bad status line: {head[0][:80]!r}")
-        status = int(code)
-        headers = {}
-        for line in head[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        start = end + 4
-        # Transfer-Encoding wins over Content-Length when a server sends both (RFC 9112).
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            return self._parse_chunked(status, start)
-        if "content-length" in headers:
-            length = _content_length(headers["content-length"])
-            if len(self._buffer) < start + length:
+        if head.chunked:
+            return self._parse_chunked(head.status, head.length)
+        if "content-length" in head.headers:
+            length = _content_length(head.headers["content-length"])
+            end = head.length + length
+            if len(self._buffer) < end:
                 return None
-            body = bytes(self._buffer[start : start + length])
-            del self._buffer[: start + length]
-            return status, body
+            body = bytes(self._buffer[head.length : end])
+            del self._buffer[:end]
+            return head.status, body
         raise HttpProtocolError("response has neither Content-Length nor chunked encoding")
 
     def _parse_chunked(self, status: int, start: int) -> tuple[int, bytes] | None:
-        body = bytearray()
-        position = start
-        while True:
-            line_end = self._buffer.find(b"\r\n", position)
-            if line_end < 0:
-                return None
-            size = _chunk_size(bytes(self._buffer[position:line_end]))
-            chunk_start = line_end + 2
-            if size == 0:
-                # The last chunk; optional trailer fields, then an empty line.
-                if self._buffer[chunk_start : chunk_start + 2] == b"\r\n":
-                    end = chunk_start + 2
-                else:
-                    trailers_end = self._buffer.find(b"\r\n\r\n", chunk_start)
-                    if trailers_end < 0:
-                        return None
-                    end = trailers_end + 4
-                del self._buffer[:end]
-                return status, bytes(body)
-            if len(self._buffer) < chunk_start + size + 2:
-                return None
-            if self._buffer[chunk_start + size : chunk_start + size + 2] != b"\r\n":
-                raise HttpProtocolError(f"chunk of {size} bytes is not followed by CRLF")
-            body += self._buffer[chunk_start : chunk_start + size]
-            position = chunk_start + size + 2
+        """(status, body) once the chunked body from ``start`` is whole; None before."""
+        decoder = ChunkedDecoder()
+        body = decoder.feed(bytes(self._buffer[start:]))
+        if not decoder.done:
+            return None
+        del self._buffer[: len(self._buffer) - len(decoder.leftover)]
+        return status, body
 
     async def request(self, payload: bytes) -> tuple[int, bytes]:
         """Sends ``payload`` (a whole HTTP request) and waits for the whole response."""
