@@ -34,6 +34,7 @@ from tritonwatch.export.llm_metrics import LlmCollector
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
 from tritonwatch.export.status_page import StatusSnapshot, render_status_page
 from tritonwatch.export.status_view import StatusInputs, status_snapshot
+from tritonwatch.export.stream_metrics import StreamCollector
 from tritonwatch.export.sweep_metrics import SweepCollector
 from tritonwatch.export.triton_metrics import TritonModelCollector, server_quantile_samples
 from tritonwatch.file_stamps import FileStamps, file_stamps
@@ -53,6 +54,7 @@ from tritonwatch.schedule_health import JobLedger
 from tritonwatch.scheduled_sweeps import run_scheduled_sweep
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
 from tritonwatch.scrape.triton_scrapers import TritonScrapers, canary_totals
+from tritonwatch.stream_series import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamStats
 from tritonwatch.sweep_records import SweepBoard
 
 ProbeFactory = Callable[[TargetConfig, float], ReadinessProbe]
@@ -128,6 +130,9 @@ class Daemon:
                 server_quantiles=lambda: server_quantile_samples(self.triton.states()),
             )
         )
+        self.stream_stats = StreamStats(*_stream_buckets(config))
+        """The streaming canaries' TTFT/ITL histograms and windows (issue 18)."""
+        self.registry.register(StreamCollector(self.stream_stats, clock))
         self.judged = BottleneckBoard(self.triton.states)
         """The scraped states with their breakdowns and bottlenecks, as exported."""
         self.registry.register(TritonModelCollector(self.judged.states))
@@ -267,6 +272,8 @@ class Daemon:
             self.findings.apply(effective, effective)
             self._schedule(effective)
             self.canary_stats.set_buckets(_slo_buckets(effective))
+            ttft, itl = _stream_buckets(effective)
+            self.stream_stats.set_buckets(ttft=ttft, itl=itl)
             self._canaries.apply(canary_plans(effective), signatures(found))
 
     def _rediscover(self) -> None:
@@ -446,6 +453,15 @@ def _slo_buckets(config: Config) -> tuple[float, ...]:
         for target in config.targets
         for model in target.models
     )
+
+
+def _stream_buckets(config: Config) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """TTFT and ITL histogram buckets with every configured TTFT / ITL threshold among
+    them, so each streaming SLI is a bucket ratio with no interpolation."""
+    slos = [config.slo_for(model) for target in config.targets for model in target.models]
+    ttft = latency_buckets((s.ttft.threshold for s in slos if s.ttft), TTFT_DEFAULT_BUCKETS)
+    itl = latency_buckets((s.itl.threshold for s in slos if s.itl), ITL_DEFAULT_BUCKETS)
+    return ttft, itl
 
 
 def _readiness_log(observation: ReadinessObservation) -> None:

@@ -118,16 +118,6 @@ NOT_ON_DASHBOARDS: dict[str, str] = {
     "tritonwatch_canary_stream_quantile_seconds": "streaming canary; panels with the wiring",
 }
 """The allow-list: ``tritonwatch_`` families outside the contract, each with the reason."""
-NOT_YET_WIRED = frozenset(
-    {
-        "tritonwatch_canary_time_to_first_token_seconds",
-        "tritonwatch_canary_inter_token_latency_seconds",
-        "tritonwatch_canary_output_tokens_total",
-        "tritonwatch_canary_stream_quantile_seconds",
-    }
-)
-"""Families whose collector exists but the daemon does not register yet (StreamCollector):
-listed ahead so the wiring cannot forget them; remove them here when it lands."""
 PANEL_TYPES = frozenset(
     {"row", "timeseries", "stat", "table", "barchart", "state-timeline", "heatmap"}
 )
@@ -349,10 +339,8 @@ def test_every_exported_family_is_in_the_contract_or_allowed(
         if not _sample_names(family, kind) <= CONTRACT and family not in NOT_ON_DASHBOARDS
     }
     assert not unlisted, f"exported, in neither CONTRACT nor NOT_ON_DASHBOARDS: {unlisted}"
-    stale = set(NOT_ON_DASHBOARDS) - set(ours) - NOT_YET_WIRED
+    stale = set(NOT_ON_DASHBOARDS) - set(ours)
     assert not stale, f"NOT_ON_DASHBOARDS lists families the daemon does not export: {stale}"
-    wired = NOT_YET_WIRED & set(ours)
-    assert not wired, f"exported now, so drop them from NOT_YET_WIRED: {sorted(wired)}"
     both = {f for f in NOT_ON_DASHBOARDS if f in ours and _sample_names(f, ours[f]) & CONTRACT}
     assert not both, f"in CONTRACT and NOT_ON_DASHBOARDS at once: {both}"
 
