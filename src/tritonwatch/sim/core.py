@@ -38,6 +38,7 @@ class SimCore:
         scenario: str = "healthy",
         seed: int = 0,
         summary_latencies: bool = False,
+        histogram_latencies: bool = False,
         metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S,
         model_control_mode: str = "explicit",
     ) -> None:
@@ -45,6 +46,7 @@ class SimCore:
         self.loop = loop
         self.model_set = model_set
         self.summary_latencies = summary_latencies
+        self.histogram_latencies = histogram_latencies
         self.metrics_interval_s = metrics_interval_s
         self.started_wall = time.time()
         now = loop.time()
@@ -64,7 +66,11 @@ class SimCore:
         self.repository.model_control_mode = model_control_mode
         self.host = HostCpu()
         self.metrics = MetricsRenderer(
-            self.repository, self.gpus, self.host, summaries=summary_latencies
+            self.repository,
+            self.gpus,
+            self.host,
+            summaries=summary_latencies,
+            histograms=histogram_latencies,
         )
         self.restarts = 0
         self._poller: asyncio.Task[None] | None = None
@@ -158,6 +164,7 @@ class SimCore:
             "simulator": "tritonwatch",
             "restarts": self.restarts,
             "summary_latencies": self.summary_latencies,
+            "histogram_latencies": self.histogram_latencies,
             "metrics_interval_s": self.metrics_interval_s,
             "models": models,
             "gpus": gpus,

@@ -176,6 +176,7 @@ class LlmEngine:
         admitted = self._admit()
         self._reserve_next_blocks()
         if not self.running:
+            self.last_step_context_requests = self.last_step_context_tokens = 0
             return False
         spec = self.spec
         context_tokens = sum(sequence.context_tokens for sequence in admitted)
