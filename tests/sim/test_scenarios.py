@@ -41,8 +41,11 @@ def share(before: Scrape, after: Scrape, stage: str, model: str = "simple") -> f
 
 
 def test_every_scenario_is_covered() -> None:
-    """This module has a test for every registered scenario."""
+    """This module (or test_llm_scenarios.py, for the LLM ones) has a test for every
+    registered scenario."""
     tested = {
+        "kv-cache-pressure",
+        "ttft-queueing",
         "healthy",
         "queue-delay-too-high",
         "gpu-underused",
