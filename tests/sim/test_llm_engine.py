@@ -97,7 +97,7 @@ def test_one_step_prefills_the_admitted_and_gives_every_running_sequence_a_token
         assert await llm.step()
         assert clock.slept[1] == pytest.approx((1000 + 2 * 10) / 1e6)  # decode only
         assert await llm.step()
-        assert drain(first.queue) == [Token(1, " tok1", False), Token(2, " tok2", True)]
+        assert drain(first.queue) == [Token(1, "token1", False), Token(2, "token2", True)]
         assert llm.running == [] and llm.kv_blocks_used == 0
         assert not await llm.step()
         assert llm.counters.generation_tokens == 6
@@ -134,11 +134,11 @@ def test_admission_stops_when_the_prompt_blocks_do_not_fit() -> None:
         big = llm.submit(prompt_tokens=12, max_tokens=1)  # 3 blocks (+1 for its token)
         small = llm.submit(prompt_tokens=8, max_tokens=1)  # 2 blocks: only 1 left
         await llm.step()
-        assert big.done and drain(big.queue) == [Token(0, " tok0", True)]
+        assert big.done and drain(big.queue) == [Token(0, "token0", True)]
         assert list(llm.waiting) == [small] and small.admitted_at is None
         assert llm.counters.preemptions == 0
         await llm.step()
-        assert small.done and drain(small.queue) == [Token(0, " tok0", True)]
+        assert small.done and drain(small.queue) == [Token(0, "token0", True)]
 
     run(scenario())
 

@@ -48,7 +48,7 @@ def test_generate_stream_sends_one_chunked_event_per_token(llm_sim: Simulator) -
     assert answer.headers["transfer-encoding"] == "chunked"
     assert all(chunk.startswith(b"data: ") and chunk.endswith(b"\n\n") for chunk in answer.chunks)
     assert [sse_data(chunk) for chunk in answer.chunks] == [
-        [f'{{"id":"42","model_name":"trt","model_version":"1","text_output":" tok{index}"}}']
+        [f'{{"id":"42","model_name":"trt","model_version":"1","text_output":"token{index}"}}']
         for index in range(4)
     ]
 
@@ -61,7 +61,7 @@ def test_generate_fields_map_from_the_parameters_object(llm_sim: Simulator) -> N
         {"text_input": ["hi"], "parameters": {"max_tokens": 2, "temperature": 0.5}},
     )
     events = [json.loads(data) for data in sse_data(answer.body)]
-    assert [event["text_output"] for event in events] == [" tok0", " tok1"]
+    assert [event["text_output"] for event in events] == ["token0", "token1"]
     assert "id" not in events[0] and "temperature" not in events[0]
 
 
@@ -83,7 +83,7 @@ def test_generate_accepts_one_response_and_refuses_more_with_200(llm_sim: Simula
     assert json.loads(one.body) == {
         "model_name": "pyllm",
         "model_version": "1",
-        "text_output": " tok0",
+        "text_output": "token0",
     }
     many = post_raw(llm_sim.http_url, "/v2/models/trt/generate", {"text_input": "x"})
     assert many.status == 200
@@ -139,7 +139,7 @@ def test_a_backend_failure_mid_stream_is_an_error_event_after_200(llm_sim: Simul
     )
     assert answer.status == 200
     payloads = [json.loads(data) for data in sse_data(answer.body)]
-    assert payloads[0]["text_output"] == " tok0"
+    assert payloads[0]["text_output"] == "token0"
     assert payloads[1:] == [{"error": "simulated backend failure in 'trt'"}]
 
 
@@ -198,7 +198,7 @@ def test_chat_stream_has_a_role_chunk_tokens_usage_and_done(llm_sim: Simulator) 
     assert len({chunk["id"] for chunk in chunks}) == 1
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     deltas = [chunk["choices"][0]["delta"]["content"] for chunk in chunks[1:-1]]
-    assert deltas == [" tok0", " tok1", " tok2"]
+    assert deltas == ["token0", "token1", "token2"]
     assert [chunk["choices"][0]["finish_reason"] for chunk in chunks[1:-1]] == [
         None,
         None,
@@ -221,7 +221,7 @@ def test_completions_stream_without_usage_ends_with_done(llm_sim: Simulator) -> 
     assert payloads[-1] == "[DONE]"
     chunks = [json.loads(data) for data in payloads[:-1]]
     assert [chunk["object"] for chunk in chunks] == ["text_completion"] * 2
-    assert [chunk["choices"][0]["text"] for chunk in chunks] == [" tok0", " tok1"]
+    assert [chunk["choices"][0]["text"] for chunk in chunks] == ["token0", "token1"]
     assert all("usage" not in chunk for chunk in chunks)
 
 
@@ -232,7 +232,7 @@ def test_completions_without_stream_answer_once_with_usage(llm_sim: Simulator) -
     )
     completion = json.loads(answer.body)
     assert completion["object"] == "text_completion"
-    assert completion["choices"][0]["text"] == " tok0 tok1"
+    assert completion["choices"][0]["text"] == "token0token1"
     assert completion["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
 
 
@@ -311,9 +311,9 @@ def test_grpc_stream_marks_the_last_token_final(
         "trt", llm_inputs(b"hi", 3), request_id="7", enable_empty_final_response=True
     )
     assert read(results, 3) == [
-        ("7", False, [b" tok0"]),
-        ("7", False, [b" tok1"]),
-        ("7", True, [b" tok2"]),
+        ("7", False, [b"token0"]),
+        ("7", False, [b"token1"]),
+        ("7", True, [b"token2"]),
     ]
     assert results.empty()
 
@@ -328,14 +328,14 @@ def test_grpc_empty_final_comes_only_on_request(
         "pyllm", llm_inputs(b"hi", 2), request_id="a", enable_empty_final_response=True
     )
     assert read(results, 3) == [
-        ("a", False, [b" tok0"]),
-        ("a", False, [b" tok1"]),
+        ("a", False, [b"token0"]),
+        ("a", False, [b"token1"]),
         ("a", True, None),
     ]
     client.async_stream_infer("pyllm", llm_inputs(b"hi", 2), request_id="b")
-    assert read(results, 2) == [("b", False, [b" tok0"]), ("b", False, [b" tok1"])]
+    assert read(results, 2) == [("b", False, [b"token0"]), ("b", False, [b"token1"])]
     client.async_stream_infer("trt", llm_inputs(b"hi", 1), request_id="c")
-    assert read(results, 1) == [("c", True, [b" tok0"])]  # the stream moved on: "b" sent no more
+    assert read(results, 1) == [("c", True, [b"token0"])]  # the stream moved on: "b" sent no more
 
 
 def test_grpc_stream_errors_are_in_band_and_the_stream_stays_open(
@@ -349,7 +349,7 @@ def test_grpc_stream_errors_are_in_band_and_the_stream_stays_open(
     assert isinstance(error, InferenceServerException)
     assert error.message() == "Request for unknown model: 'nope' is not found"
     client.async_stream_infer("trt", llm_inputs(b"hi", 1), request_id="y")
-    assert read(results, 1) == [("y", True, [b" tok0"])]
+    assert read(results, 1) == [("y", True, [b"token0"])]
 
 
 def test_grpc_model_infer_refuses_a_decoupled_model(llm_sim: Simulator) -> None:

@@ -26,6 +26,7 @@ from tritonwatch.sim.core import SimCore
 from tritonwatch.sim.errors import ErrorCode, SimError
 from tritonwatch.sim.http_api import EXTENSIONS, SERVER_NAME, SERVER_VERSION
 from tritonwatch.sim.llm_stream import DECOUPLED_GRPC_INFER, StreamResponse, start_stream
+from tritonwatch.sim.models import LlmSpec, ModelSpec
 from tritonwatch.sim.repository import InferOutcome
 from tritonwatch.sim.tensors import (
     BY_WIRE,
@@ -217,7 +218,9 @@ class TritonGrpcService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             outbox.put_nowait(_stream_error(request, error.message))
 
     async def _stream_llm(self, request: Any, outbox: asyncio.Queue[Any]) -> None:
-        prompt, max_tokens = _llm_inputs(request)
+        spec = self._repository.runtime(request.model_name, request.model_version).spec
+        assert spec.llm is not None  # only LLM models stream here
+        prompt, max_tokens = _llm_inputs(request, spec.llm)
         stream = start_stream(
             self._repository,
             request.model_name,
@@ -228,7 +231,6 @@ class TritonGrpcService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
         empty_final = EMPTY_FINAL in request.parameters and bool(
             request.parameters[EMPTY_FINAL].bool_param
         )
-        spec = stream.spec
         async for response in stream.responses():
             if response.error is not None:
                 outbox.put_nowait(_stream_error(request, response.error.message))
@@ -236,7 +238,9 @@ class TritonGrpcService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             if response.token is None and not empty_final:
                 continue  # a flag-only final reaches the client only when it asked
             outbox.put_nowait(
-                pb.ModelStreamInferResponse(infer_response=_token_reply(request, spec, response))
+                pb.ModelStreamInferResponse(
+                    infer_response=_token_reply(request, stream.spec, response)
+                )
             )
 
 
@@ -267,22 +271,22 @@ def _infer_reply(request: Any, outcome: InferOutcome, names: list[str]) -> Any:
     return reply
 
 
-def _llm_inputs(request: Any) -> tuple[str, int | None]:
-    """``text_input`` (BYTES) and the optional ``max_tokens`` (an integer) of a request."""
+def _llm_inputs(request: Any, llm: LlmSpec) -> tuple[str, int | None]:
+    """The prompt (BYTES) and the optional token bound (an integer) of a request."""
     by_name = {tensor.name: index for index, tensor in enumerate(request.inputs)}
-    if "text_input" not in by_name:
+    if llm.text_input not in by_name:
         raise SimError(
             ErrorCode.INVALID_ARG,
             f"[request id: {request.id or '<id_unknown>'}] missing required input(s) "
-            f"['text_input'] for model '{request.model_name}'",
+            f"['{llm.text_input}'] for model '{request.model_name}'",
         )
     inputs = _request_inputs(request, request.model_name)
-    text = inputs[by_name["text_input"]].raw or b""
-    prompt_value = deserialize_bytes(text, 1, "text_input").reshape(-1)[0]
+    text = inputs[by_name[llm.text_input]].raw or b""
+    prompt_value = deserialize_bytes(text, 1, llm.text_input).reshape(-1)[0]
     prompt = prompt_value.decode(errors="replace") if isinstance(prompt_value, bytes) else ""
     max_tokens = None
-    if "max_tokens" in by_name:
-        tensor = inputs[by_name["max_tokens"]]
+    if llm.max_tokens_input in by_name:
+        tensor = inputs[by_name[llm.max_tokens_input]]
         info = BY_WIRE.get(tensor.datatype)
         if info is None or info.numpy.kind not in "iu" or not tensor.raw:
             raise SimError(ErrorCode.INVALID_ARG, "max_tokens must be one integer")
@@ -290,13 +294,13 @@ def _llm_inputs(request: Any) -> tuple[str, int | None]:
     return prompt, max_tokens
 
 
-def _token_reply(request: Any, spec: Any, response: StreamResponse) -> Any:
+def _token_reply(request: Any, spec: ModelSpec, response: StreamResponse) -> Any:
     reply = pb.ModelInferResponse(
         model_name=spec.name, model_version=spec.version_label, id=request.id
     )
-    if response.token is not None:
+    if response.token is not None and spec.llm is not None:
         array = np.array([response.token.text.encode()], dtype=np.object_)
-        reply.outputs.add(name="text_output", datatype="BYTES", shape=[1])
+        reply.outputs.add(name=spec.llm.text_output, datatype="BYTES", shape=[1])
         reply.raw_output_contents.append(serialize_bytes(array))
     reply.parameters[FINAL].bool_param = response.final
     return reply

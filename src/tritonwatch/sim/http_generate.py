@@ -73,28 +73,31 @@ class GenerateRequest:
         self.request_id = request_id if isinstance(request_id, str) else None
         nested = document.get("parameters")
         fields = {**(nested if isinstance(nested, dict) else {}), **document}
+        llm = spec.llm
+        assert llm is not None  # only LLM models reach the generate routes
         names = [tensor.name for tensor in spec.input]
         given = {key: fields[key] for key in names if key in fields}
         label = request_label(self.request_id or "")
-        if "text_input" not in given:
+        if llm.text_input not in given:
+            expected = (
+                "1 inputs" if len(names) == 1 else f"number of inputs between 1 and {len(names)}"
+            )
             raise SimError(
                 ErrorCode.INVALID_ARG,
-                f"{label}expected number of inputs between 1 and {len(names)} but got "
-                f"{len(given)} inputs for model '{spec.name}'. Got input(s) "
-                f"{sorted(given)}, but missing required input(s) ['text_input']. Please "
-                "provide all required input(s).",
+                f"{label}expected {expected} but got {len(given)} inputs for model "
+                f"'{spec.name}'. Got input(s) {sorted(given)}, but missing required input(s) "
+                f"['{llm.text_input}']. Please provide all required input(s).",
             )
-        self.prompt: str = _scalar("text_input", given["text_input"], label, str)
+        self.prompt: str = _scalar(llm.text_input, given[llm.text_input], label, str)
         self.max_tokens: int | None = None
-        if "max_tokens" in given:
-            self.max_tokens = _scalar("max_tokens", given["max_tokens"], label, int)
+        if llm.max_tokens_input in given:
+            self.max_tokens = _scalar(llm.max_tokens_input, given[llm.max_tokens_input], label, int)
             if self.max_tokens < 1:
                 raise SimError(
                     ErrorCode.INVALID_ARG,
-                    f"{label}max_tokens must be at least 1, got: {self.max_tokens}",
+                    f"{label}{llm.max_tokens_input} must be at least 1, got: {self.max_tokens}",
                 )
-        if "stream" in given:
-            _scalar("stream", given["stream"], label, bool)
+        self.text_output = llm.text_output
 
     def reply(self, stream: LlmStream, response: StreamResponse) -> dict[str, Any]:
         """The JSON object of one data response."""
@@ -102,7 +105,7 @@ class GenerateRequest:
         reply: dict[str, Any] = {
             "model_name": stream.spec.name,
             "model_version": stream.spec.version_label,
-            "text_output": response.token.text,
+            self.text_output: response.token.text,
         }
         if self.request_id is not None:
             reply["id"] = self.request_id

@@ -61,8 +61,9 @@ StreamItem = Token | StreamError
 
 
 def token_text(index: int) -> str:
-    """The text of token ``index``: distinct words, so a client can count and order them."""
-    return f" tok{index}"
+    """The text of token ``index``: distinct, so a client can count and order them (the
+    words tests/triton_models/streaming sends, so the two servers' bytes compare)."""
+    return f"token{index}"
 
 
 def prompt_tokens(prompt: str, tokens_per_word: float) -> int:

@@ -140,8 +140,15 @@ class LlmSpec(_Frozen):
     dry the newest running sequence is preempted back to waiting (recomputed later).
     """
 
-    backend: Literal["tensorrt_llm", "vllm"] = "tensorrt_llm"
-    """Which backend's metric families ``/metrics`` prints for the model."""
+    backend: Literal["tensorrt_llm", "vllm", "python"] = "tensorrt_llm"
+    """Which backend's metric families ``/metrics`` prints for the model (``python``: a
+    decoupled Python-backend model, which prints none)."""
+    text_input: str = "text_input"
+    """The BYTES input holding the prompt."""
+    max_tokens_input: str = "max_tokens"
+    """The optional integer input bounding the tokens generated."""
+    text_output: str = "text_output"
+    """The BYTES output carrying each token."""
     prefill_per_token: Microseconds = 150.0
     decode_step_base: Microseconds = 8000.0
     decode_step_per_seq: Microseconds = 150.0
@@ -228,8 +235,8 @@ class ModelSpec(_Frozen):
         self._check_compute()
         if self.llm is not None:
             for kind, tensors, name in (
-                ("input", self.input, "text_input"),
-                ("output", self.output, "text_output"),
+                ("input", self.input, self.llm.text_input),
+                ("output", self.output, self.llm.text_output),
             ):
                 if name not in {t.name for t in tensors}:
                     raise ValueError(f"an llm model needs the {kind} {name!r}")
