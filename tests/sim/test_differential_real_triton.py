@@ -82,8 +82,7 @@ INTENDED_DIFFERENCES: dict[str, str] = {
     "Triton's /metrics",
     "first-response-histogram": "nv_inference_first_response_histogram_ms (24.11+) can be "
     "turned on although the simulator reports 2.51.0",
-    "token-text": "tokens are token0, token1, …; prompt tokens are words × "
-    "prompt_tokens_per_word",
+    "token-text": "tokens are token0, token1, …; prompt tokens are words × prompt_tokens_per_word",
 }
 
 GPU_FAMILIES = {
