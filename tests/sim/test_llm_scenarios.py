@@ -91,12 +91,12 @@ def test_kv_cache_pressure_fills_the_cache_preempts_and_queues(
 def test_ttft_queueing_grows_ttft_with_the_queue_while_itl_stays_flat(
     start_sim: Callable[..., Simulator],
 ) -> None:
-    """max_num_seqs 4 with long prompts: the mean TTFT of 12 concurrent streams is far
-    above that of 1 at a time, while the mean gap between tokens barely moves (compared
-    relatively and generously, never against a fixed time)."""
+    """max_num_seqs 4 with long prompts: 12 concurrent streams queue (first tokens come in
+    waves), their mean TTFT is far above that of 1 at a time, and the mean gap between
+    tokens barely moves (compared relatively and generously, never against a fixed time)."""
     sim = start_sim(models=llm_model_set(vl=DEFAULT_COSTS), scenario="ttft-queueing")
 
-    def means(concurrency: int, streams_per_worker: int) -> tuple[float, float]:
+    def means(concurrency: int, streams_per_worker: int) -> tuple[float, float, list[float]]:
         before = scrape(sim)
         result = sim.run_async(
             lambda core: stream_closed_loop(
@@ -120,11 +120,15 @@ def test_ttft_queueing_grows_ttft_with_the_queue_while_itl_stays_flat(
         return (
             mean("vllm:time_to_first_token_seconds"),
             mean("vllm:inter_token_latency_seconds"),
+            sorted(result.ttft_s),
         )
 
-    alone_ttft, alone_itl = means(concurrency=1, streams_per_worker=3)
-    queued_ttft, queued_itl = means(concurrency=12, streams_per_worker=1)
+    alone_ttft, alone_itl, _ = means(concurrency=1, streams_per_worker=3)
+    queued_ttft, queued_itl, queued = means(concurrency=12, streams_per_worker=1)
     assert queued_ttft > 3 * alone_ttft
     assert queued_itl < 1.5 * alone_itl
+    # 4 run, 8 wait for a whole generation: the last first token comes waves after the
+    # first (without the limit all 12 would get theirs in the same step)
+    assert queued[-1] > 2 * queued[0]
     page = scrape(sim)
     assert vllm(page, "vllm:prompt_tokens") == 15 * 512  # 32 words × 16 tokens per word
