@@ -142,35 +142,42 @@ def test_refusals_match(pair: Pair, path: str, document: Any) -> None:
 
 
 def grpc_stream(address: str, requests: list[dict[str, Any]], count: int) -> list[Any]:
-    """Sends ``requests`` on one stream; returns the first ``count`` results as
-    (id, final, outputs) or the error message."""
+    """Sends ``requests`` on one stream and reads ``count`` results, then sends a sentinel
+    request (an unknown model, answered at once) and reads up to its error, so anything
+    sent beyond the ``count`` expected shows. Results are (id, final, outputs) or the
+    error message."""
     client = grpcclient.InferenceServerClient(address)
     results: queue.Queue[Any] = queue.Queue()
     client.start_stream(callback=lambda result, error: results.put((result, error)))
+    prompt = grpcclient.InferInput("PROMPT", [1], "BYTES")
+    prompt.set_data_from_numpy(np.array([b"hi"], dtype=np.object_))
+
+    def next_result() -> Any:
+        result, error = results.get(timeout=TIMEOUT_S)
+        if error is not None:
+            return error.message()
+        response = result.get_response()
+        token = result.as_numpy("TOKEN")
+        return (
+            response.id,
+            response.parameters["triton_final_response"].bool_param,
+            None if token is None else token.tolist(),
+        )
+
     try:
         for request in requests:
-            prompt = grpcclient.InferInput("PROMPT", [1], "BYTES")
-            prompt.set_data_from_numpy(np.array([b"hi"], dtype=np.object_))
             client.async_stream_infer(inputs=[prompt], **request)
-        seen = []
-        for _ in range(count):
-            result, error = results.get(timeout=TIMEOUT_S)
-            if error is not None:
-                seen.append(error.message())
-                continue
-            response = result.get_response()
-            token = result.as_numpy("TOKEN")
-            seen.append(
-                (
-                    response.id,
-                    response.parameters["triton_final_response"].bool_param,
-                    None if token is None else token.tolist(),
-                )
-            )
+        seen = [next_result() for _ in range(count)]
+        client.async_stream_infer(inputs=[prompt], model_name="sentinel", request_id="end")
+        while (item := next_result()) != SENTINEL_ERROR:
+            seen.append(item)
         return seen
     finally:
         client.stop_stream()
         client.close()
+
+
+SENTINEL_ERROR = "Request for unknown model: 'sentinel' is not found"
 
 
 def test_grpc_stream_responses_match(pair: Pair) -> None:
