@@ -116,8 +116,7 @@ def test_config_matches(pair: Pair) -> None:
     ids=["plain", "id-and-parameters"],
 )
 def test_generate_stream_chunks_match(pair: Pair, document: dict[str, Any]) -> None:
-    """Every chunk of generate_stream is the same bytes: one event per chunk, keys
-    sorted, the id echoed, request parameters not, no event for the flag-only final."""
+    """Breaks if any generate_stream chunk differs in bytes from real Triton's."""
     real, sim = pair.both("/v2/models/streaming/generate_stream", document)
     assert real.status == 200 and len(real.chunks) == 8
     same_answer(real, sim)
@@ -135,8 +134,7 @@ def test_generate_stream_chunks_match(pair: Pair, document: dict[str, Any]) -> N
     ids=["generate-many", "infer-decoupled", "missing-input", "not-an-object", "unknown-model"],
 )
 def test_refusals_match(pair: Pair, path: str, document: Any) -> None:
-    """generate's one-response error (a 200), /infer's 501, and the errors before a
-    stream: the same status, content type and body."""
+    """Breaks if a refusal's status, content type or body differs from real Triton's."""
     real, sim = pair.both(path, document)
     same_answer(real, sim)
 
@@ -181,8 +179,7 @@ SENTINEL_ERROR = "Request for unknown model: 'sentinel' is not found"
 
 
 def test_grpc_stream_responses_match(pair: Pair) -> None:
-    """ModelStreamInfer: 8 token responses not final, the empty final only for the
-    request that asked for it, an unknown model's in-band error, the stream kept open."""
+    """Breaks if ModelStreamInfer responses, finals or in-band errors differ from real Triton."""
     requests = [
         {"model_name": "streaming", "request_id": "a", "enable_empty_final_response": True},
         {"model_name": "nope", "request_id": "b"},

@@ -81,8 +81,7 @@ def test_prompt_tokens_and_blocks_round_up() -> None:
 
 
 def test_one_step_prefills_the_admitted_and_gives_every_running_sequence_a_token() -> None:
-    """A step costs prefill per admitted token plus one decode pass; each sequence gets
-    exactly one token per step, the first one in the step that admitted it."""
+    """Breaks if a step's cost (prefill + decode pass) or its one-token-per-sequence rule drifts."""
     clock = FakeClock()
 
     async def scenario() -> None:
@@ -144,8 +143,7 @@ def test_admission_stops_when_the_prompt_blocks_do_not_fit() -> None:
 
 
 def test_a_full_pool_preempts_the_newest_sequence_and_counts_it() -> None:
-    """When a running sequence needs a block and none is free, the newest running
-    sequence goes back to the head of the waiting queue, its blocks freed, counted."""
+    """Breaks if a dry KV pool preempts any but the newest sequence, or does not count it."""
     clock = FakeClock()
 
     async def scenario() -> None:
@@ -165,8 +163,7 @@ def test_a_full_pool_preempts_the_newest_sequence_and_counts_it() -> None:
 
 
 def test_a_preempted_sequence_resumes_with_its_tokens_recomputed() -> None:
-    """After a preemption the sequence is re-admitted needing blocks for prompt plus
-    generated tokens, and its token indices continue where they stopped."""
+    """Breaks if a resumed sequence skips recompute or loses or repeats token indices."""
     clock = FakeClock()
 
     async def scenario() -> None:

@@ -36,8 +36,7 @@ def get_json(url: str) -> Any:
 
 
 def test_generate_stream_sends_one_chunked_event_per_token(llm_sim: Simulator) -> None:
-    """generate_stream: 200, Triton's SSE content type, chunked, one event per chunk, keys
-    sorted with the id echoed and text_output a scalar, then the terminal chunk."""
+    """Breaks if generate_stream's status, content type, chunking or JSON shape leaves Triton's."""
     answer = post_raw(
         llm_sim.http_url,
         "/v2/models/trt/generate_stream",
@@ -66,8 +65,7 @@ def test_generate_fields_map_from_the_parameters_object(llm_sim: Simulator) -> N
 
 
 def test_a_flag_only_final_writes_no_event(llm_sim: Simulator) -> None:
-    """A model that sends FINAL on its own after the last token: exactly max_tokens
-    events, no empty one, and the stream still ends."""
+    """Breaks if a flag-only final writes an event (Triton writes none)."""
     answer = post_raw(
         llm_sim.http_url, "/v2/models/pyllm/generate_stream", {"text_input": "x", "max_tokens": 3}
     )
@@ -131,8 +129,7 @@ def test_a_rejected_request_fails_before_the_stream(llm_sim: Simulator) -> None:
 
 
 def test_a_backend_failure_mid_stream_is_an_error_event_after_200(llm_sim: Simulator) -> None:
-    """A BACKEND failure after the first token: status 200 already sent, one token event,
-    then the event data: {"error": …}, then the end of the body."""
+    """Breaks if a mid-stream failure is not a data: {"error"} event in a 200 stream."""
     llm_sim.inject_fault(kind="error_burst", reason="BACKEND", fraction=1.0, model="trt")
     answer = post_raw(
         llm_sim.http_url, "/v2/models/trt/generate_stream", {"text_input": "x", "max_tokens": 5}
@@ -154,8 +151,7 @@ def test_infer_on_a_decoupled_model_is_refused_as_triton_does(llm_sim: Simulator
 
 
 def test_the_config_says_decoupled_only_for_llm_models(llm_sim: Simulator) -> None:
-    """model_transaction_policy {decoupled: true} as the last member of an LLM model's
-    config JSON (real Triton's place), absent for a plain model; inputs auto-filled."""
+    """Breaks if the config misplaces or omits decoupled: true, or puts it on plain models."""
     config = get_json(f"{llm_sim.http_url}/v2/models/trt/config")
     assert list(config)[-1] == "model_transaction_policy"
     assert config["model_transaction_policy"] == {"decoupled": True}
@@ -176,8 +172,7 @@ def test_generate_on_a_plain_model_is_refused(llm_sim: Simulator) -> None:
 
 
 def test_chat_stream_has_a_role_chunk_tokens_usage_and_done(llm_sim: Simulator) -> None:
-    """Chat: a role-only first chunk with empty content, one chunk per token with
-    finish_reason on the last, a usage chunk with choices [] when asked, then [DONE]."""
+    """Breaks if chat streaming loses the role chunk, finish_reason, usage chunk or [DONE]."""
     answer = post_raw(
         llm_sim.http_url,
         "/v1/chat/completions",
@@ -210,8 +205,7 @@ def test_chat_stream_has_a_role_chunk_tokens_usage_and_done(llm_sim: Simulator) 
 
 
 def test_completions_stream_without_usage_ends_with_done(llm_sim: Simulator) -> None:
-    """Completions: text_completion chunks with choices[0].text, no usage chunk unless
-    asked, [DONE] last."""
+    """Breaks if completion chunks change shape or send usage unasked."""
     answer = post_raw(
         llm_sim.http_url,
         "/v1/completions",
@@ -237,8 +231,7 @@ def test_completions_without_stream_answer_once_with_usage(llm_sim: Simulator) -
 
 
 def test_openai_errors_before_and_during_the_stream(llm_sim: Simulator) -> None:
-    """An unknown model is a 404 JSON error; a failure after the start is an error chunk
-    followed by [DONE]."""
+    """Breaks if OpenAI errors lose their status before, or the error chunk during, a stream."""
     unknown = post_raw(
         llm_sim.http_url, "/v1/completions", {"model": "nope", "prompt": "x", "stream": True}
     )
@@ -304,8 +297,7 @@ def read(results: queue.Queue[Any], count: int) -> list[tuple[str, bool, Any]]:
 def test_grpc_stream_marks_the_last_token_final(
     stream_client: tuple[grpcclient.InferenceServerClient, queue.Queue[Any]],
 ) -> None:
-    """A TensorRT-LLM-like model: one response per token, triton_final_response false
-    until the last token, which is final; no empty response even when one is allowed."""
+    """Breaks if triton_final_response is wrong on any token or an empty final is added."""
     client, results = stream_client
     client.async_stream_infer(
         "trt", llm_inputs(b"hi", 3), request_id="7", enable_empty_final_response=True
@@ -321,8 +313,7 @@ def test_grpc_stream_marks_the_last_token_final(
 def test_grpc_empty_final_comes_only_on_request(
     stream_client: tuple[grpcclient.InferenceServerClient, queue.Queue[Any]],
 ) -> None:
-    """A flag-only final: sent as an empty final response when the request set
-    triton_enable_empty_final_response, and not at all otherwise."""
+    """Breaks if the empty final comes without triton_enable_empty_final_response or not with it."""
     client, results = stream_client
     client.async_stream_infer(
         "pyllm", llm_inputs(b"hi", 2), request_id="a", enable_empty_final_response=True

@@ -39,8 +39,7 @@ def busy_llm_sim(start_sim: Callable[..., Simulator]) -> Simulator:
 
 
 def test_the_page_parses_and_promtool_finds_only_naming_advice(busy_llm_sim: Simulator) -> None:
-    """promtool parses the whole LLM page; what it reports is only the naming advice the
-    real servers' names draw (no format error)."""
+    """Breaks if promtool finds a format error or any advice but the servers' own naming."""
     text = scrape(busy_llm_sim).text
     checked = subprocess.run(
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
@@ -60,8 +59,7 @@ def trtllm(page: Scrape, family: str, split: str, value: str) -> float:
 
 
 def test_vllm_families_count_what_was_served(busy_llm_sim: Simulator) -> None:
-    """vLLM's server families with model_name and engine="0": tokens, TTFT and ITL
-    counts match the streams (2 × 5 tokens, 10 words × 1.3 = 13 prompt tokens each)."""
+    """Breaks if vLLM's families lose their labels, _total suffix or the served counts."""
     page = scrape(busy_llm_sim)
     assert page.types["vllm:num_preemptions"] == "counter"
     assert vllm(page, "vllm:generation_tokens") == 10
@@ -102,8 +100,7 @@ def test_trtllm_families_have_the_v018_split_values(busy_llm_sim: Simulator) -> 
 def test_first_response_histogram_counts_each_decoupled_request(
     busy_llm_sim: Simulator,
 ) -> None:
-    """nv_inference_first_response_histogram_ms: one observation per stream, Triton's
-    default buckets, for every decoupled model and no other."""
+    """Breaks if the first-response histogram misses a stream, a bucket, or shows a plain model."""
     page = scrape(busy_llm_sim)
     name = "nv_inference_first_response_histogram_ms"
     assert page.types[name] == "histogram"
@@ -126,8 +123,7 @@ def test_the_first_response_histogram_is_off_by_default(
 
 
 def test_triton_counters_count_a_stream_as_one_request(busy_llm_sim: Simulator) -> None:
-    """A finished stream is one successful request and one execution in Triton's
-    counters; the statistics API agrees."""
+    """Breaks if a finished stream is not one success and one execution in Triton's counters."""
     page = scrape(busy_llm_sim)
     assert page.model("nv_inference_request_success", "trt") == 2
     assert page.model("nv_inference_exec_count", "trt") == 2

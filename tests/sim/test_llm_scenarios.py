@@ -27,9 +27,7 @@ def trtllm(page: Scrape, family: str, split: str, value: str) -> float:
 def test_kv_cache_pressure_fills_the_cache_preempts_and_queues(
     start_sim: Callable[..., Simulator],
 ) -> None:
-    """60 concurrent streams of ~390-token prompts and 128 tokens: one scrape shows KV
-    usage ≥ 0.95 with requests waiting and preemptions counted (vLLM), and KV fraction
-    ≥ 0.95 with waiting and paused requests (TensorRT-LLM)."""
+    """Breaks if kv-cache-pressure under 60 streams misses KV ≥ 0.95, waiting or preemptions."""
     sim = start_sim(models=llm_model_set(), scenario="kv-cache-pressure")
     results: list[StreamLoadResult] = []
 
@@ -91,9 +89,7 @@ def test_kv_cache_pressure_fills_the_cache_preempts_and_queues(
 def test_ttft_queueing_grows_ttft_with_the_queue_while_itl_stays_flat(
     start_sim: Callable[..., Simulator],
 ) -> None:
-    """max_num_seqs 4 with long prompts: 12 concurrent streams queue (first tokens come in
-    waves), their mean TTFT is far above that of 1 at a time, and the mean gap between
-    tokens barely moves (compared relatively and generously, never against a fixed time)."""
+    """Breaks if ttft-queueing stops queueing (TTFT waves, ×3 mean) or ITL moves ≥ ×1.5."""
     sim = start_sim(models=llm_model_set(vl=DEFAULT_COSTS), scenario="ttft-queueing")
 
     def means(concurrency: int, streams_per_worker: int) -> tuple[float, float, list[float]]:

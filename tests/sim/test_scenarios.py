@@ -41,8 +41,7 @@ def share(before: Scrape, after: Scrape, stage: str, model: str = "simple") -> f
 
 
 def test_every_scenario_is_covered() -> None:
-    """This module (or test_llm_scenarios.py, for the LLM ones) has a test for every
-    registered scenario."""
+    """Breaks if a scenario is registered without a test here or in test_llm_scenarios.py."""
     tested = {
         "kv-cache-pressure",
         "ttft-queueing",
