@@ -355,3 +355,16 @@ def test_grpc_model_infer_refuses_a_decoupled_model(llm_sim: Simulator) -> None:
     assert raised.value.message() == (
         "ModelInfer RPC doesn't support models with decoupled transaction policy"
     )
+
+
+def test_sim_state_shows_the_llm_engine(llm_sim: Simulator) -> None:
+    """Breaks if /sim/state stops showing an LLM model's engine, or shows one for a plain model."""
+    models = {model["name"]: model for model in llm_sim.state()["models"]}
+    assert models["trt"]["llm"] == {
+        "running": 0,
+        "waiting": 0,
+        "kv_blocks_used": 0,
+        "kv_blocks": 4096,
+        "preemptions": 0,
+    }
+    assert "llm" not in models["text"]

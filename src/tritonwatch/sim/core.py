@@ -19,7 +19,7 @@ from tritonwatch.sim.faults import Fault, FaultBook
 from tritonwatch.sim.gpu import GpuScheduler, SharedGpu
 from tritonwatch.sim.metrics import HostCpu, MetricsRenderer
 from tritonwatch.sim.models import ModelSet
-from tritonwatch.sim.repository import ModelRepository
+from tritonwatch.sim.repository import ModelRepository, ModelSlot
 from tritonwatch.sim.scenarios import get_scenario
 
 _log = structlog.get_logger(component="sim")
@@ -144,6 +144,7 @@ class SimCore:
                         else slot.spec.dynamic_batching.max_queue_delay_microseconds
                     ),
                     "pending": self.repository.pending(name),
+                    **self._llm_state(slot),
                 }
             )
         gpus = []
@@ -169,6 +170,22 @@ class SimCore:
             "models": models,
             "gpus": gpus,
             "faults": self.faults.describe(now),
+        }
+
+    @staticmethod
+    def _llm_state(slot: ModelSlot) -> dict[str, Any]:
+        """An LLM model's engine in ``/sim/state``: sequences, KV blocks, preemptions."""
+        engine = None if slot.runtime is None else slot.runtime.llm
+        if engine is None:
+            return {}
+        return {
+            "llm": {
+                "running": len(engine.running),
+                "waiting": len(engine.waiting),
+                "kv_blocks_used": engine.kv_blocks_used,
+                "kv_blocks": engine.spec.kv_blocks,
+                "preemptions": engine.counters.preemptions,
+            }
         }
 
     async def close(self) -> None:

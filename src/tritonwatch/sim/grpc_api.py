@@ -10,6 +10,7 @@ with the gRPC status Triton uses for the error code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -231,17 +232,18 @@ class TritonGrpcService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
         empty_final = EMPTY_FINAL in request.parameters and bool(
             request.parameters[EMPTY_FINAL].bool_param
         )
-        async for response in stream.responses():
-            if response.error is not None:
-                outbox.put_nowait(_stream_error(request, response.error.message))
-                return
-            if response.token is None and not empty_final:
-                continue  # a flag-only final reaches the client only when it asked
-            outbox.put_nowait(
-                pb.ModelStreamInferResponse(
-                    infer_response=_token_reply(request, stream.spec, response)
+        async with contextlib.aclosing(stream.responses()) as responses:  # cancel frees it
+            async for response in responses:
+                if response.error is not None:
+                    outbox.put_nowait(_stream_error(request, response.error.message))
+                    return
+                if response.token is None and not empty_final:
+                    continue  # a flag-only final reaches the client only when it asked
+                outbox.put_nowait(
+                    pb.ModelStreamInferResponse(
+                        infer_response=_token_reply(request, stream.spec, response)
+                    )
                 )
-            )
 
 
 def _request_inputs(request: Any, model: str) -> list[RequestInput]:

@@ -201,11 +201,12 @@ class _Completion:
 
     async def whole(self) -> web.Response:
         texts: list[str] = []
-        async for response in self._stream.responses():
-            if response.error is not None:
-                return OpenAIApi._refuse(response.error)
-            if response.token is not None:
-                texts.append(response.token.text)
+        async with contextlib.aclosing(self._stream.responses()) as responses:
+            async for response in responses:
+                if response.error is not None:
+                    return OpenAIApi._refuse(response.error)
+                if response.token is not None:
+                    texts.append(response.token.text)
         text = "".join(texts)
         choice: dict[str, Any] = {"index": 0}
         if self._chat:

@@ -64,18 +64,22 @@ class LlmStream:
             self.engine.cancel(self.sequence)
 
 
+def not_an_llm(name: str) -> SimError:
+    """The refusal of a stream to a model that is not an LLM model (UNSUPPORTED, 501)."""
+    return SimError(
+        ErrorCode.UNSUPPORTED, f"the simulator streams only llm models; '{name}' is not one"
+    )
+
+
 def llm_spec(repository: ModelRepository, name: str, version: str) -> ModelSpec:
-    """The model's spec; a model that is not an LLM is refused (UNSUPPORTED).
+    """The model's spec, when it is a loaded LLM model.
 
     Raises:
-        SimError: unknown or unloaded model (Triton's errors), or not an LLM model.
+        SimError: unknown or unloaded model (Triton's errors), or ``not_an_llm``.
     """
     spec = repository.runtime(name, version).spec
     if spec.llm is None:
-        raise SimError(
-            ErrorCode.UNSUPPORTED,
-            f"the simulator streams only llm models; '{name}' is not one",
-        )
+        raise not_an_llm(name)
     return spec
 
 
@@ -96,8 +100,7 @@ def start_stream(
     runtime = repository.runtime(name, version)
     spec, engine, llm = runtime.spec, runtime.llm, runtime.spec.llm
     if engine is None or llm is None:
-        llm_spec(repository, name, version)  # raises the refusal
-        raise AssertionError("unreachable")
+        raise not_an_llm(name)
     doomed = repository.draw_failure(runtime, engine.clock())
     sequence = engine.submit(
         prompt_tokens(prompt, llm.prompt_tokens_per_word),

@@ -10,6 +10,7 @@ Run it on the simulator's loop, e.g. ``sim.run_async(lambda core: closed_loop(co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -164,12 +165,13 @@ async def stream_closed_loop(
             result.failed += 1
             return
         stamps = []
-        async for response in stream.responses():
-            if response.error is not None:
-                result.failed += 1
-                return
-            if response.token is not None:
-                stamps.append(loop.time())
+        async with contextlib.aclosing(stream.responses()) as responses:
+            async for response in responses:
+                if response.error is not None:
+                    result.failed += 1
+                    return
+                if response.token is not None:
+                    stamps.append(loop.time())
         result.completed += 1
         result.tokens += len(stamps)
         result.ttft_s.append(stamps[0] - started)
