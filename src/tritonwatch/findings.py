@@ -40,6 +40,7 @@ from tritonwatch.observations import (
 from tritonwatch.recommendation_book import RecommendationBook
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
 from tritonwatch.slo_tracker import SLOTracker
+from tritonwatch.stream_series import StreamStats
 from tritonwatch.target_state import ScrapeOutcome
 
 _log = get_logger("findings")
@@ -61,11 +62,14 @@ class Findings:
         canary_stats: CanaryStats,
         triton: TritonScrapers,
         registry: CollectorRegistry,
+        stream_stats: StreamStats | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._config = config
         self._canary = canary_stats
+        self._stream = stream_stats
+        """The streaming canaries' TTFT/ITL histograms, for the TTFT and ITL SLOs."""
         self._triton = triton
         self._clock = clock
         self._lock = threading.RLock()
@@ -154,6 +158,9 @@ class Findings:
         snapshots = self._canary.snapshot(now)
         self.p95_history.observe(snapshots, now)
         self.slo.observe_canary(snapshots, self._canary.buckets)
+        if self._stream is not None:
+            stream = self._stream
+            self.slo.observe_stream(stream.snapshot(now), stream.ttft_buckets, stream.itl_buckets)
         statuses = self.slo.evaluate()
         with self._lock:
             self._statuses = statuses
