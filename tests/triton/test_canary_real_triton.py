@@ -6,8 +6,9 @@ that inflated Triton's answers twice reported 100 % ``bad_response`` on a health
 and logged nothing. These tests hold the canary to what the real server does: every
 answer of the ``batching`` identity model decodes to exactly what was sent, binary
 tensors are chosen from the server's own ``GET /v2``, and a failing model says why in
-its log lines and its stats. The daemon's plain-HTTP canaries send from the select-loop
-engine (probe/canary_engine.py), not the event loop: the HTTP tests run on both paths.
+its log lines and its stats. The daemon's plain-HTTP and plaintext-gRPC canaries send
+from the select-loop engine (probe/canary_engine.py, gRPC over its own HTTP/2), not the
+event loop: the tests run on both paths.
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ from tritonwatch.config.schema import InputOverride
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import BREAKER_FAILURES, CanaryPlan, ModelCanary
 from tritonwatch.probe.canary_engine import CanaryEngine
-from tritonwatch.probe.clients import ACCEPT_ENCODING, HttpInferenceClient, client_for
+from tritonwatch.probe.clients import (
+    ACCEPT_ENCODING,
+    GrpcInferenceClient,
+    HttpInferenceClient,
+    client_for,
+)
+from tritonwatch.probe.http2 import UnaryRequest
 from tritonwatch.probe.infer_response import decode_http_infer_response
 from tritonwatch.probe.payload import Tensor
 
@@ -79,6 +86,20 @@ class EncodingClient(HttpInferenceClient):
         return super().infer_request(model, version, tensors, binary=binary)
 
 
+class EncodingGrpcClient(GrpcInferenceClient):
+    """The gRPC client, as the engine needs it, keeping the tensors of each call it built."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.encoded: list[tuple[list[Tensor], bool]] = []
+
+    def engine_request(
+        self, model: str, version: str, tensors: Sequence[Tensor], *, timeout: float
+    ) -> UnaryRequest | None:
+        self.encoded.append((list(tensors), False))
+        return super().engine_request(model, version, tensors, timeout=timeout)
+
+
 @dataclass
 class Run:
     """What one canary run left: its statistics and what it sent and got."""
@@ -95,8 +116,7 @@ class Run:
 
 def _run(plan: CanaryPlan, results: int, *, engine: bool = False, settle: bool = False) -> Run:
     """Runs the canary (prepare, tensor format, sends) until ``results`` are recorded;
-    with ``engine`` its plain-HTTP requests go from a :class:`CanaryEngine`, as the
-    daemon's do. ``settle``: then pauses it and waits for the answers of those sent."""
+    with ``engine`` its requests go from a :class:`CanaryEngine`, as the daemon's do. ``settle``: then pauses it and waits for the answers of those sent."""
     stats = CanaryStats()
     stats.declare([plan.key])
     sender = CanaryEngine() if engine else None
@@ -104,13 +124,15 @@ def _run(plan: CanaryPlan, results: int, *, engine: bool = False, settle: bool =
     def recorded() -> int:
         return sum(stats.snapshot(0)[0].outcomes.values())
 
-    async def go() -> tuple[JudgedCanary, RecordingClient | EncodingClient]:
+    async def go() -> tuple[JudgedCanary, RecordingClient | EncodingClient | EncodingGrpcClient]:
         # Made inside the loop: grpc.aio binds its channel to the running loop.
-        client: RecordingClient | EncodingClient = (
-            EncodingClient(plan.http_url)
-            if engine
-            else RecordingClient(client_for(plan.protocol, plan.http_url, plan.grpc_url))
-        )
+        client: RecordingClient | EncodingClient | EncodingGrpcClient
+        if not engine:
+            client = RecordingClient(client_for(plan.protocol, plan.http_url, plan.grpc_url))
+        elif plan.protocol == "grpc":
+            client = EncodingGrpcClient(plan.grpc_url)
+        else:
+            client = EncodingClient(plan.http_url)
         canary = JudgedCanary(plan, client, stats, seed=1, engine=sender)
         task = asyncio.create_task(canary.run())
         try:
@@ -155,8 +177,8 @@ def _assert_echoed(exchanges: list[tuple[list[Tensor], Any]], output: str) -> No
 
 @pytest.mark.parametrize(
     ("protocol", "engine"),
-    [("http", False), ("http", True), ("grpc", False)],
-    ids=["http", "http-engine", "grpc"],
+    [("http", False), ("http", True), ("grpc", False), ("grpc", True)],
+    ids=["http", "http-engine", "grpc", "grpc-engine"],
 )
 def test_the_canary_reads_every_answer_of_a_healthy_model(
     real_triton: RealTriton, protocol: str, engine: bool
@@ -164,8 +186,8 @@ def test_the_canary_reads_every_answer_of_a_healthy_model(
     """Breaks if the canary mis-reads real Triton's answers (over HTTP: inflating its
     gzipped answers a second time, "incorrect header check", 100 % bad_response), if a
     request sent goes unanswered or off the open-loop schedule, if latency is timed from
-    anything but the intended send, or if the engine (the daemon's plain-HTTP path)
-    judges an answer otherwise than the event loop."""
+    anything but the intended send, or if the engine (the daemon's plain-HTTP and gRPC
+    path, gRPC over its own HTTP/2) judges an answer otherwise than the event loop."""
     plan = canary_plan(real_triton, "batching", protocol)
     with capture_logs() as logs:
         run = _run(plan, results=20, engine=engine, settle=True)
@@ -241,8 +263,9 @@ def test_triton_compresses_infer_answers_as_asked_and_each_decodes(
         ("http", False, Outcome.HTTP_ERROR, 500, "[500] negative input: failure asked for"),
         ("http", True, Outcome.HTTP_ERROR, 500, "[500] negative input: failure asked for"),
         ("grpc", False, Outcome.GRPC_ERROR, None, "[StatusCode.INTERNAL] negative input: failure"),
+        ("grpc", True, Outcome.GRPC_ERROR, None, "[StatusCode.INTERNAL] negative input: failure"),
     ],
-    ids=["http", "http-engine", "grpc"],
+    ids=["http", "http-engine", "grpc", "grpc-engine"],
 )
 def test_a_failing_model_says_why_in_its_log_lines_and_its_stats(
     real_triton: RealTriton,
