@@ -27,6 +27,7 @@ import pytest
 import tritonclient.http as httpclient
 from canary_support import RecordingClient, canary_plan
 from structlog.testing import capture_logs
+from tritonclient.utils import InferenceServerException
 
 from real_triton import RealTriton
 from tritonwatch.canary_series import CanaryStats, SeriesSnapshot
@@ -38,7 +39,9 @@ from tritonwatch.probe.clients import (
     ACCEPT_ENCODING,
     GrpcInferenceClient,
     HttpInferenceClient,
+    classify_error,
     client_for,
+    error_text,
 )
 from tritonwatch.probe.http2 import UnaryRequest
 from tritonwatch.probe.infer_response import decode_http_infer_response
@@ -337,3 +340,70 @@ def test_a_model_failing_at_random_is_logged_with_the_servers_reason(
     assert lines[0]["status"] == 500
     assert snap.last_error is not None
     assert snap.last_error.error == "[500] fail_ratio: failure asked for"
+
+
+def test_the_engines_grpc_canary_reached_triton_once_per_request_and_saw_its_time(
+    real_triton: RealTriton,
+) -> None:
+    """Breaks if the engine's gRPC canary counts a request Triton never served (or
+    serves one twice), or its latencies miss time the server itself spent (a clock
+    stopped at the wrong frame): each is at least Triton's own request duration."""
+    before = real_triton.stats("batching")["inference_stats"]["success"]
+    run = _run(canary_plan(real_triton, "batching", "grpc"), results=20, engine=True, settle=True)
+    after = real_triton.stats("batching")["inference_stats"]["success"]
+    served, served_ns = after["count"] - before["count"], after["ns"] - before["ns"]
+    successes = run.snap.outcomes[Outcome.SUCCESS]
+    assert successes == len(run.canary.allowed) == run.engine_sent
+    assert served == successes
+    assert run.snap.latency_sum >= served_ns * 1e-9  # the client's time holds the server's
+
+
+def test_a_missing_model_fails_on_the_engine_with_grpc_aios_error(real_triton: RealTriton) -> None:
+    """Breaks if the engine's gRPC path reports Triton's refusal (a trailers-only
+    NOT_FOUND) with another outcome or other words than grpc.aio does."""
+    stats = CanaryStats()
+    plan = canary_plan(real_triton, "batching", "grpc")
+    stats.declare([plan.key])
+    sender = CanaryEngine()
+
+    async def go() -> tuple[str, str]:
+        client = GrpcInferenceClient(plan.grpc_url)
+        canary = JudgedCanary(plan, client, stats, seed=1, engine=sender)
+        try:
+            assert await canary.prepare()
+            tensors = canary._tensors
+            with pytest.raises(InferenceServerException) as caught:  # grpc.aio's own failure
+                await client.infer("nope", "", tensors, binary=False, timeout=plan.timeout)
+            aio = (str(classify_error(caught.value, "grpc")), error_text(caught.value))
+            request = client.engine_request("nope", "", tensors, timeout=plan.timeout)
+            assert request is not None
+            address = client.address
+            assert address is not None
+            now = asyncio.get_running_loop().time()
+            serving = asyncio.create_task(
+                sender.serve(
+                    canary, *address, request, timeout=plan.timeout, max_in_flight=1, first_send=now
+                )
+            )
+            async with asyncio.timeout(WAIT_SECONDS):
+                while not canary.judged:
+                    await asyncio.sleep(0.01)
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+        finally:
+            await client.close()
+        return aio
+
+    try:
+        with capture_logs() as logs:
+            outcome, text = asyncio.run(go())
+    finally:
+        sender.stop()
+    assert (outcome, text) == ("grpc_error", "[StatusCode.NOT_FOUND] Request for unknown model: "
+                               "'nope' is not found")  # fmt: skip
+    (line, *_) = [log for log in logs if log["event"] == "canary_request_failed"]
+    assert (line["outcome"], line["error"]) == (outcome, text)
+    snap = stats.snapshot(0)[0]
+    assert snap.last_error is not None
+    assert (snap.last_error.outcome, snap.last_error.error) == (outcome, text)

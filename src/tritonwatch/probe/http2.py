@@ -87,16 +87,14 @@ def frame_bytes(kind: int, flags: int, stream: int, payload: bytes = b"") -> byt
     return _frame_head(kind, flags, stream, len(payload)) + payload
 
 
-def client_preface() -> bytes:
-    """What a client sends first on a connection: the magic, SETTINGS (no push, the
-    largest stream window) and a connection WINDOW_UPDATE to the largest window."""
+def client_preface(window: int = MAX_WINDOW) -> bytes:
+    """What a client sends first on a connection: the magic, SETTINGS (no push, streams
+    of ``window`` bytes) and a WINDOW_UPDATE taking the connection's window to it."""
     settings = struct.pack(">HIHI", SETTINGS_ENABLE_PUSH, 0, SETTINGS_INITIAL_WINDOW_SIZE,
-                           MAX_WINDOW)  # fmt: skip
-    return (
-        PREFACE
-        + frame_bytes(SETTINGS, 0, 0, settings)
-        + frame_bytes(WINDOW_UPDATE, 0, 0, _STREAM_ID.pack(MAX_WINDOW - DEFAULT_WINDOW))
-    )
+                           window)  # fmt: skip
+    grow = window - DEFAULT_WINDOW
+    update = frame_bytes(WINDOW_UPDATE, 0, 0, _STREAM_ID.pack(grow)) if grow > 0 else b""
+    return PREFACE + frame_bytes(SETTINGS, 0, 0, settings) + update
 
 
 def hpack_integer(value: int, prefix_bits: int, first: int = 0) -> bytes:
@@ -208,7 +206,9 @@ class ClientSession:
     """One HTTP/2 connection's client state: frames in, the finished call out, and the
     control frames owed to the server (:meth:`take_output`) in between."""
 
-    def __init__(self) -> None:
+    def __init__(self, window: int = MAX_WINDOW) -> None:
+        self._window = max(window, DEFAULT_WINDOW)
+        """The windows this client gives the server (given back at half used)."""
         self._decoder = hpack.Decoder()
         self._buffer = bytearray()
         self._output = bytearray()
@@ -250,7 +250,7 @@ class ClientSession:
         self._next_stream += 2
         self._stream = _Stream(stream)
         self._send_window -= request.data_length
-        out = b"" if self._started else client_preface()
+        out = b"" if self._started else client_preface(self._window)
         self._started = True
         return out + self.take_output() + request.for_stream(stream)
 
@@ -354,7 +354,7 @@ class ClientSession:
         if not stream:
             raise Http2Error("DATA on stream 0")
         self._unacknowledged += len(payload)
-        if self._unacknowledged >= MAX_WINDOW // 2:
+        if self._unacknowledged >= self._window // 2:
             self._output += _window_update(0, self._unacknowledged)
             self._unacknowledged = 0
         current = self._stream
@@ -364,7 +364,7 @@ class ClientSession:
             raise Http2Error("DATA before the response headers")
         current.data += _unpadded(flags, payload)
         current.unacknowledged += len(payload)
-        if current.unacknowledged >= MAX_WINDOW // 2 and not flags & END_STREAM:
+        if current.unacknowledged >= self._window // 2 and not flags & END_STREAM:
             self._output += _window_update(stream, current.unacknowledged)
             current.unacknowledged = 0
         if flags & END_STREAM:
