@@ -487,20 +487,19 @@ def grpc_server(*, goaway_after: int | None = None, refuse_first: bool = False) 
             message = str(stream).encode()
             answered += 1
             leaving = goaway_after is not None and answered >= goaway_after
+            ping = frame_bytes(http2.PING, 0, 0, b"bdpprobe")
+            goaway = frame_bytes(http2.GOAWAY, 0, 0, struct.pack(">II", stream, 0))
             # One write: a GOAWAY arrives with the answer, never after the next call left.
             conn.sendall(
                 frame_bytes(http2.HEADERS, http2.END_HEADERS, stream, head)
                 + frame_bytes(http2.DATA, 0, stream, struct.pack(">BI", 0, len(message)) + message)
                 + frame_bytes(http2.HEADERS, http2.END_HEADERS | http2.END_STREAM, stream, trailers)
-                + frame_bytes(http2.PING, 0, 0, b"bdpprobe")
-                + (
-                    frame_bytes(http2.GOAWAY, 0, 0, struct.pack(">II", stream, 0))
-                    if leaving
-                    else b""
-                )
+                + (ping + goaway if leaving else b"")
             )
             if leaving:
                 return
+            time.sleep(0.002)  # the PING lands while the connection idles, as real ones do
+            conn.sendall(ping)
 
     return behaviour
 
