@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-import hpack
-
 from tritonwatch.probe.load.http1 import HttpProtocolError
+
+if TYPE_CHECKING:
+    import hpack
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS = 0x0, 0x1, 0x2, 0x3, 0x4
@@ -207,9 +209,12 @@ class ClientSession:
     control frames owed to the server (:meth:`take_output`) in between."""
 
     def __init__(self, window: int = MAX_WINDOW) -> None:
+        import hpack  # noqa: PLC0415 - 0.9 MiB a daemon without gRPC canaries never needs
+
         self._window = max(window, DEFAULT_WINDOW)
         """The windows this client gives the server (given back at half used)."""
-        self._decoder = hpack.Decoder()
+        self._decoder: hpack.Decoder = hpack.Decoder()
+        self._hpack_error: type[Exception] = hpack.HPACKError
         self._buffer = bytearray()
         self._output = bytearray()
         self._started = False
@@ -403,7 +408,7 @@ class ClientSession:
             fields = {
                 _text(name): _text(value) for name, value in self._decoder.decode(block, raw=True)
             }
-        except hpack.HPACKError as error:
+        except self._hpack_error as error:
             raise Http2Error(f"an undecodable header block: {error}") from None
         current = self._stream
         if current is None or stream != current.id:
