@@ -147,6 +147,7 @@ class Daemon:
         self.findings = Findings(
             config, canary_stats=self.canary_stats, triton=self.triton,
             registry=self.registry, clock=clock, wall_clock=wall_clock,
+            stream_stats=self.stream_stats,
         )  # fmt: skip
         self._canaries = CanaryRunner(self.canary_stats)
         self.sweeps = SweepBoard()
