@@ -41,6 +41,7 @@ def test_defaults_are_tritons_ports_on_loopback() -> None:
         0,
         False,
     )
+    assert args.histogram_latencies is False
     assert args.handler is cli.run
 
 
@@ -49,9 +50,17 @@ def test_flags_and_environment_variables_set_options(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("TRITONWATCH_HTTP_PORT", "9100")
     monkeypatch.setenv("TRITONWATCH_SUMMARY_LATENCIES", "true")
     monkeypatch.setenv("TRITONWATCH_SCENARIO", "compute-bound")
+    monkeypatch.setenv("TRITONWATCH_HISTOGRAM_LATENCIES", "true")
     args = parser().parse_args(["simulate", "--grpc-port", "0", "--scenario", "network-bound"])
     assert (args.http_port, args.grpc_port, args.summary_latencies) == (9100, 0, True)
     assert args.scenario == "network-bound"
+    assert args.histogram_latencies is True
+
+
+@pytest.mark.parametrize("scenario", ["kv-cache-pressure", "ttft-queueing"])
+def test_the_llm_scenarios_are_choices(scenario: str) -> None:
+    """--scenario accepts the LLM scenarios (the choices come from SCENARIOS)."""
+    assert parser().parse_args(["simulate", "--scenario", scenario]).scenario == scenario
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,14 @@ INTENDED_DIFFERENCES: dict[str, str] = {
     "its hash map's",
     "headers-and-order": "aiohttp adds Date and Server; /metrics families and series come "
     "in another order",
+    "generate-llm-only": "generate, generate_stream and the OpenAI routes serve LLM models "
+    "only; a plain model gets 501",
+    "openai-port": "the OpenAI routes share the HTTP port with Triton's API",
+    "vllm-families-on-triton-page": "a vllm model's vllm:* server families appear on "
+    "Triton's /metrics",
+    "first-response-histogram": "nv_inference_first_response_histogram_ms (24.11+) can be "
+    "turned on although the simulator reports 2.51.0",
+    "token-text": "tokens are token0, token1, …; prompt tokens are words × prompt_tokens_per_word",
 }
 
 GPU_FAMILIES = {

@@ -41,8 +41,10 @@ def share(before: Scrape, after: Scrape, stage: str, model: str = "simple") -> f
 
 
 def test_every_scenario_is_covered() -> None:
-    """This module has a test for every registered scenario."""
+    """Breaks if a scenario is registered without a test here or in test_llm_scenarios.py."""
     tested = {
+        "kv-cache-pressure",
+        "ttft-queueing",
         "healthy",
         "queue-delay-too-high",
         "gpu-underused",

@@ -28,6 +28,8 @@ import numpy as np
 from tritonwatch.sim.errors import ErrorCode, SimError
 from tritonwatch.sim.faults import FaultBook
 from tritonwatch.sim.gpu import GpuScheduler
+from tritonwatch.sim.llm_engine import LlmEngine
+from tritonwatch.sim.llm_engine import Sequence as LlmSequence
 from tritonwatch.sim.models import DynamicBatchingSpec, ModelSpec
 from tritonwatch.sim.stats import Ledger, ModelSeries, RequestTimes
 from tritonwatch.sim.tensors import Array, compute_outputs
@@ -145,6 +147,19 @@ class ModelRuntime:
         self._idle.set()
         self.set_instance_count(spec.instance_group.count)
         self._batcher = loop.create_task(self._run_batcher(), name=f"batcher-{spec.name}")
+        self.llm: LlmEngine | None = None
+        """The continuous-batching engine of an LLM model (its requests bypass the
+        dynamic batcher)."""
+        if spec.llm is not None:
+            self.llm = LlmEngine(
+                spec.llm,
+                series.llm,
+                name=spec.name,
+                clock=loop.time,
+                sleep=self._llm_step,
+                on_done=self._llm_done,
+            )
+            self.llm.start()
 
     # -- instances --------------------------------------------------------------------
 
@@ -192,8 +207,43 @@ class ModelRuntime:
 
     @property
     def pending(self) -> int:
-        """Requests queued and not yet executing (``nv_inference_pending_request_count``)."""
+        """Requests queued and not yet executing (``nv_inference_pending_request_count``);
+        for an LLM model, the sequences waiting for admission."""
+        if self.llm is not None:
+            return len(self.llm.waiting)
         return len(self._queue)
+
+    async def _llm_step(self, seconds: float) -> None:
+        """One engine step on the model's GPU, under the hang and latency faults."""
+        loop, name = self._loop, self.spec.name
+        await self._faults.wait_while_hung(loop, "inference", name)
+        seconds *= self._faults.latency_factor(name, loop.time())
+        instance = self._placement.instances[0] if self._placement.instances else None
+        running = len(self.llm.running) if self.llm is not None else 1
+        occupancy = self.spec.gpu_occupancy
+        share = min(1.0, occupancy.base + occupancy.per_item * running)
+        if instance is not None and instance.gpu is not None:
+            await instance.gpu.run(seconds, share)
+        elif seconds > 0:
+            await asyncio.sleep(seconds)
+
+    def _llm_done(self, sequence: LlmSequence, now: float, reason: str | None) -> None:
+        """Counts an ended sequence as Triton counts a decoupled request."""
+        if reason is not None:
+            self.record_failure(reason, now - sequence.arrival)
+            return
+        admitted = sequence.admitted_at if sequence.admitted_at is not None else now
+        times = RequestTimes(
+            request_ns=int((now - sequence.arrival) * _NS),
+            queue_ns=int((admitted - sequence.arrival) * _NS),
+            compute_input_ns=0,
+            compute_infer_ns=int((now - admitted) * _NS),
+            compute_output_ns=0,
+        )
+        self.stats.record_success(times)
+        self._series.record_success(now, times, with_summaries=self._summaries)
+        self.stats.record_execution(1, 0, times.compute_infer_ns, 0)
+        self._series.ledger.record_execution(1, 0, times.compute_infer_ns, 0)
 
     def submit(
         self, inputs: Mapping[str, Array], batch_size: int, arrival: float, *, doomed: bool
@@ -326,6 +376,11 @@ class ModelRuntime:
 
     async def drain(self, timeout_s: float) -> None:
         """Waits (at most ``timeout_s``) for queued and executing requests to finish."""
+        engine = self.llm
+        if engine is not None:
+            deadline = self._loop.time() + timeout_s
+            while (engine.running or engine.waiting) and self._loop.time() < deadline:
+                await asyncio.sleep(0.05)
         if self._queue or self._executing:
             self._idle.clear()
             with contextlib.suppress(TimeoutError):
@@ -333,6 +388,8 @@ class ModelRuntime:
 
     async def close(self) -> None:
         """Stops the batcher, fails what is left, and frees the instances' GPU memory."""
+        if self.llm is not None:
+            await self.llm.close()
         self._batcher.cancel()
         for task in list(self._executing):
             task.cancel()

@@ -70,6 +70,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_flag(
         parser,
+        "--histogram-latencies",
+        action="store_true",
+        help="export the first-response histogram of decoupled models "
+        "(Triton's --metrics-config histogram_latencies=true)",
+    )
+    add_flag(
+        parser,
         "--metrics-interval-ms",
         type=_interval_ms,
         default=int(DEFAULT_METRICS_INTERVAL_S * 1000),
@@ -135,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         grpc_port=args.grpc_port,
         metrics_port=args.metrics_port,
         summary_latencies=args.summary_latencies,
+        histogram_latencies=args.histogram_latencies,
         metrics_interval_s=args.metrics_interval_ms / 1000,
         model_control_mode=args.model_control_mode,
         grpc_tls=grpc_tls,

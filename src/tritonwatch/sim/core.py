@@ -19,7 +19,7 @@ from tritonwatch.sim.faults import Fault, FaultBook
 from tritonwatch.sim.gpu import GpuScheduler, SharedGpu
 from tritonwatch.sim.metrics import HostCpu, MetricsRenderer
 from tritonwatch.sim.models import ModelSet
-from tritonwatch.sim.repository import ModelRepository
+from tritonwatch.sim.repository import ModelRepository, ModelSlot
 from tritonwatch.sim.scenarios import get_scenario
 
 _log = structlog.get_logger(component="sim")
@@ -38,6 +38,7 @@ class SimCore:
         scenario: str = "healthy",
         seed: int = 0,
         summary_latencies: bool = False,
+        histogram_latencies: bool = False,
         metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S,
         model_control_mode: str = "explicit",
     ) -> None:
@@ -45,6 +46,7 @@ class SimCore:
         self.loop = loop
         self.model_set = model_set
         self.summary_latencies = summary_latencies
+        self.histogram_latencies = histogram_latencies
         self.metrics_interval_s = metrics_interval_s
         self.started_wall = time.time()
         now = loop.time()
@@ -64,7 +66,11 @@ class SimCore:
         self.repository.model_control_mode = model_control_mode
         self.host = HostCpu()
         self.metrics = MetricsRenderer(
-            self.repository, self.gpus, self.host, summaries=summary_latencies
+            self.repository,
+            self.gpus,
+            self.host,
+            summaries=summary_latencies,
+            histograms=histogram_latencies,
         )
         self.restarts = 0
         self._poller: asyncio.Task[None] | None = None
@@ -138,6 +144,7 @@ class SimCore:
                         else slot.spec.dynamic_batching.max_queue_delay_microseconds
                     ),
                     "pending": self.repository.pending(name),
+                    **self._llm_state(slot),
                 }
             )
         gpus = []
@@ -158,10 +165,27 @@ class SimCore:
             "simulator": "tritonwatch",
             "restarts": self.restarts,
             "summary_latencies": self.summary_latencies,
+            "histogram_latencies": self.histogram_latencies,
             "metrics_interval_s": self.metrics_interval_s,
             "models": models,
             "gpus": gpus,
             "faults": self.faults.describe(now),
+        }
+
+    @staticmethod
+    def _llm_state(slot: ModelSlot) -> dict[str, Any]:
+        """An LLM model's engine in ``/sim/state``: sequences, KV blocks, preemptions."""
+        engine = None if slot.runtime is None else slot.runtime.llm
+        if engine is None:
+            return {}
+        return {
+            "llm": {
+                "running": len(engine.running),
+                "waiting": len(engine.waiting),
+                "kv_blocks_used": engine.kv_blocks_used,
+                "kv_blocks": engine.spec.kv_blocks,
+                "preemptions": engine.counters.preemptions,
+            }
         }
 
     async def close(self) -> None:

@@ -10,8 +10,9 @@ with the gRPC status Triton uses for the error code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -25,13 +26,20 @@ from tritonwatch.sim import model_config
 from tritonwatch.sim.core import SimCore
 from tritonwatch.sim.errors import ErrorCode, SimError
 from tritonwatch.sim.http_api import EXTENSIONS, SERVER_NAME, SERVER_VERSION
+from tritonwatch.sim.llm_stream import DECOUPLED_GRPC_INFER, StreamResponse, start_stream
+from tritonwatch.sim.models import LlmSpec, ModelSpec
+from tritonwatch.sim.repository import InferOutcome
 from tritonwatch.sim.tensors import (
     BY_WIRE,
     RequestInput,
+    deserialize_bytes,
     encode_binary,
     serialize_bytes,
     wire_type,
 )
+
+FINAL = "triton_final_response"
+EMPTY_FINAL = "triton_enable_empty_final_response"
 
 Reply = TypeVar("Reply")
 
@@ -143,16 +151,15 @@ class TritonGrpcService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
     @_rpc
     async def ModelInfer(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         spec = self._repository.runtime(request.model_name, request.model_version).spec
-        raw = request.raw_input_contents
-        inputs = []
-        for index, tensor in enumerate(request.inputs):
-            if "shared_memory_region" in tensor.parameters:  # none can be registered here
-                region = tensor.parameters["shared_memory_region"].string_param
-                raise SimError(
-                    ErrorCode.NOT_FOUND, f"Unable to find shared memory region: '{region}'"
-                )
-            data = raw[index] if index < len(raw) else _typed_input(tensor, spec.name)
-            inputs.append(RequestInput(tensor.name, tensor.datatype, tuple(tensor.shape), raw=data))
+        if spec.decoupled:
+            raise SimError(ErrorCode.UNSUPPORTED, DECOUPLED_GRPC_INFER)
+        reply = await self._infer(request)
+        return reply
+
+    async def _infer(self, request: Any) -> Any:
+        """One non-decoupled inference, answered as ``ModelInferResponse``."""
+        spec = self._repository.runtime(request.model_name, request.model_version).spec
+        inputs = _request_inputs(request, spec.name)
         if any("classification" in output.parameters for output in request.outputs):
             raise SimError(
                 ErrorCode.INVALID_ARG,
@@ -166,19 +173,149 @@ class TritonGrpcService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             outputs=names,
             request_id=request.id,
         )
-        spec = outcome.spec
-        known = {tensor.name: tensor for tensor in spec.output}
-        reply = pb.ModelInferResponse(
-            model_name=spec.name, model_version=spec.version_label, id=request.id
-        )
-        for name in names or list(known):
-            datatype = wire_type(known[name].data_type)
-            array = outcome.outputs[name]
-            reply.outputs.add(name=name, datatype=datatype, shape=list(array.shape))
-            reply.raw_output_contents.append(encode_binary(datatype, array))
+        reply = _infer_reply(request, outcome, names)
         if outcome.network_delay_s > 0:
             await asyncio.sleep(outcome.network_delay_s)
         return reply
+
+    async def ModelStreamInfer(  # noqa: N802
+        self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        """Triton's bidirectional stream: many requests, each answered by its responses
+        (told apart by ``id``), errors in-band in ``error_message``, the stream open."""
+        await self.core.faults.wait_while_hung(self.core.loop, "server")
+        outbox: asyncio.Queue[Any] = asyncio.Queue()
+        requests: set[asyncio.Task[None]] = set()
+
+        async def read() -> None:
+            async for request in request_iterator:
+                task = asyncio.get_running_loop().create_task(self._answer(request, outbox))
+                requests.add(task)
+                task.add_done_callback(requests.discard)
+            while requests:
+                await asyncio.gather(*requests, return_exceptions=True)
+            outbox.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while (response := await outbox.get()) is not None:
+                yield response
+        finally:
+            reader.cancel()
+            for task in list(requests):
+                task.cancel()
+
+    async def _answer(self, request: Any, outbox: asyncio.Queue[Any]) -> None:
+        """Every response of one streamed request, or its error, onto ``outbox``."""
+        try:
+            spec = self._repository.runtime(request.model_name, request.model_version).spec
+            if spec.llm is None:
+                reply = await self._infer(request)
+                reply.parameters[FINAL].bool_param = True
+                outbox.put_nowait(pb.ModelStreamInferResponse(infer_response=reply))
+                return
+            await self._stream_llm(request, outbox)
+        except SimError as error:
+            outbox.put_nowait(_stream_error(request, error.message))
+
+    async def _stream_llm(self, request: Any, outbox: asyncio.Queue[Any]) -> None:
+        spec = self._repository.runtime(request.model_name, request.model_version).spec
+        assert spec.llm is not None  # only LLM models stream here
+        prompt, max_tokens = _llm_inputs(request, spec.llm)
+        stream = start_stream(
+            self._repository,
+            request.model_name,
+            request.model_version,
+            prompt=prompt,
+            max_tokens=max_tokens,
+        )
+        empty_final = EMPTY_FINAL in request.parameters and bool(
+            request.parameters[EMPTY_FINAL].bool_param
+        )
+        async with contextlib.aclosing(stream.responses()) as responses:  # cancel frees it
+            async for response in responses:
+                if response.error is not None:
+                    outbox.put_nowait(_stream_error(request, response.error.message))
+                    return
+                if response.token is None and not empty_final:
+                    continue  # a flag-only final reaches the client only when it asked
+                outbox.put_nowait(
+                    pb.ModelStreamInferResponse(
+                        infer_response=_token_reply(request, stream.spec, response)
+                    )
+                )
+
+
+def _request_inputs(request: Any, model: str) -> list[RequestInput]:
+    """A ``ModelInferRequest``'s inputs, raw or typed contents."""
+    raw = request.raw_input_contents
+    inputs = []
+    for index, tensor in enumerate(request.inputs):
+        if "shared_memory_region" in tensor.parameters:  # none can be registered here
+            region = tensor.parameters["shared_memory_region"].string_param
+            raise SimError(ErrorCode.NOT_FOUND, f"Unable to find shared memory region: '{region}'")
+        data = raw[index] if index < len(raw) else _typed_input(tensor, model)
+        inputs.append(RequestInput(tensor.name, tensor.datatype, tuple(tensor.shape), raw=data))
+    return inputs
+
+
+def _infer_reply(request: Any, outcome: InferOutcome, names: list[str]) -> Any:
+    spec = outcome.spec
+    known = {tensor.name: tensor for tensor in spec.output}
+    reply = pb.ModelInferResponse(
+        model_name=spec.name, model_version=spec.version_label, id=request.id
+    )
+    for name in names or list(known):
+        datatype = wire_type(known[name].data_type)
+        array = outcome.outputs[name]
+        reply.outputs.add(name=name, datatype=datatype, shape=list(array.shape))
+        reply.raw_output_contents.append(encode_binary(datatype, array))
+    return reply
+
+
+def _llm_inputs(request: Any, llm: LlmSpec) -> tuple[str, int | None]:
+    """The prompt (BYTES) and the optional token bound (an integer) of a request."""
+    by_name = {tensor.name: index for index, tensor in enumerate(request.inputs)}
+    if llm.text_input not in by_name:
+        raise SimError(
+            ErrorCode.INVALID_ARG,
+            f"[request id: {request.id or '<id_unknown>'}] missing required input(s) "
+            f"['{llm.text_input}'] for model '{request.model_name}'",
+        )
+    inputs = _request_inputs(request, request.model_name)
+    text = inputs[by_name[llm.text_input]].raw or b""
+    prompt_value = deserialize_bytes(text, 1, llm.text_input).reshape(-1)[0]
+    prompt = prompt_value.decode(errors="replace") if isinstance(prompt_value, bytes) else ""
+    max_tokens = None
+    if llm.max_tokens_input in by_name:
+        tensor = inputs[by_name[llm.max_tokens_input]]
+        info = BY_WIRE.get(tensor.datatype)
+        if info is None or info.numpy.kind not in "iu" or not tensor.raw:
+            raise SimError(ErrorCode.INVALID_ARG, "max_tokens must be one integer")
+        max_tokens = int(np.frombuffer(bytes(tensor.raw), dtype=info.numpy)[0])
+    return prompt, max_tokens
+
+
+def _token_reply(request: Any, spec: ModelSpec, response: StreamResponse) -> Any:
+    reply = pb.ModelInferResponse(
+        model_name=spec.name, model_version=spec.version_label, id=request.id
+    )
+    if response.token is not None and spec.llm is not None:
+        array = np.array([response.token.text.encode()], dtype=np.object_)
+        reply.outputs.add(name=spec.llm.text_output, datatype="BYTES", shape=[1])
+        reply.raw_output_contents.append(serialize_bytes(array))
+    reply.parameters[FINAL].bool_param = response.final
+    return reply
+
+
+def _stream_error(request: Any, message: str) -> Any:
+    """An in-band error: the message, and a response cleared but for id and model."""
+    return pb.ModelStreamInferResponse(
+        error_message=message,
+        infer_response=pb.ModelInferResponse(
+            model_name=request.model_name, model_version=request.model_version, id=request.id
+        ),
+    )
 
 
 def build_grpc_server(core: SimCore) -> grpc.aio.Server:

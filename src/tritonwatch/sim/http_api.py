@@ -23,7 +23,10 @@ from tritonwatch.sim.admin import add_admin_routes
 from tritonwatch.sim.compression import chosen_encoding, compress
 from tritonwatch.sim.core import SimCore
 from tritonwatch.sim.errors import ErrorCode, SimError
+from tritonwatch.sim.http_generate import GenerateApi
 from tritonwatch.sim.http_infer import HEADER_LENGTH, encode_response, parse_request, split_body
+from tritonwatch.sim.http_openai import OpenAIApi
+from tritonwatch.sim.llm_stream import DECOUPLED_HTTP_INFER
 from tritonwatch.sim.metrics import MALFORMED_TAIL
 
 _log = structlog.get_logger(component="sim")
@@ -113,6 +116,8 @@ class TritonHttpApi:
     def __init__(self, core: SimCore) -> None:
         self._core = core
         self._repository = core.repository
+        self._generate = GenerateApi(core.repository)
+        self._openai = OpenAIApi(core.repository)
 
     def routes(self) -> list[web.RouteDef]:
         """Every KServe/Triton route; fixed paths come before ``{model}`` patterns."""
@@ -135,8 +140,10 @@ class TritonHttpApi:
                     web.get(base + "/config", self.model_config),
                     web.get(base + "/stats", self.statistics),
                     web.post(base + "/infer", self.infer),
+                    *self._generate.routes(base),
                 )
             ),
+            *self._openai.routes(),
         ]
 
     async def live(self, _: web.Request) -> web.Response:
@@ -204,6 +211,8 @@ class TritonHttpApi:
             spec = self._repository.runtime(name, version).spec
         except SimError as error:
             raise _LookupError(error) from None
+        if spec.decoupled:
+            raise _LookupError(SimError(ErrorCode.UNSUPPORTED, DECOUPLED_HTTP_INFER))
         header, binary = split_body(await request.read(), request.headers.get(HEADER_LENGTH))
         parsed = parse_request(header, binary, spec.name)
         outcome = await self._repository.infer(

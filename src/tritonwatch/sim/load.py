@@ -10,6 +10,8 @@ Run it on the simulator's loop, e.g. ``sim.run_async(lambda core: closed_loop(co
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -18,6 +20,7 @@ import numpy as np
 
 from tritonwatch.sim.core import SimCore
 from tritonwatch.sim.errors import SimError
+from tritonwatch.sim.llm_stream import start_stream
 from tritonwatch.sim.models import ModelSpec
 from tritonwatch.sim.tensors import BY_CONFIG, Array, RequestInput, wire_type
 
@@ -120,4 +123,63 @@ async def open_loop(
         tasks.append(loop.create_task(_one(core, model, inputs, result)))
     await asyncio.gather(*tasks)
     result.elapsed_s = loop.time() - started
+    return result
+
+
+@dataclass
+class StreamLoadResult:
+    """What a streaming load run measured, in process (loop clock)."""
+
+    completed: int = 0
+    failed: int = 0
+    tokens: int = 0
+    ttft_s: list[float] = field(default_factory=list)
+    """Submit → first token, per completed stream."""
+    gaps_s: list[float] = field(default_factory=list)
+    """Every gap between consecutive tokens of every stream."""
+
+
+def words(count: int) -> str:
+    """A prompt of ``count`` words."""
+    return " ".join(f"w{index}" for index in range(count))
+
+
+async def stream_closed_loop(
+    core: SimCore,
+    model: str,
+    *,
+    concurrency: int,
+    streams_per_worker: int,
+    prompt_words: int,
+    max_tokens: int,
+) -> StreamLoadResult:
+    """``concurrency`` workers streaming from an LLM model, each starting its next stream
+    when the last ends; the same path the generate, OpenAI and gRPC frontends take."""
+    result, loop, prompt = StreamLoadResult(), core.loop, words(prompt_words)
+
+    async def one() -> None:
+        started = loop.time()
+        try:
+            stream = start_stream(core.repository, model, "", prompt=prompt, max_tokens=max_tokens)
+        except SimError:
+            result.failed += 1
+            return
+        stamps = []
+        async with contextlib.aclosing(stream.responses()) as responses:
+            async for response in responses:
+                if response.error is not None:
+                    result.failed += 1
+                    return
+                if response.token is not None:
+                    stamps.append(loop.time())
+        result.completed += 1
+        result.tokens += len(stamps)
+        result.ttft_s.append(stamps[0] - started)
+        result.gaps_s.extend(later - earlier for earlier, later in itertools.pairwise(stamps))
+
+    async def worker() -> None:
+        for _ in range(streams_per_worker):
+            await one()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
     return result

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritonwatch.sim.gpu import GpuSample, SharedGpu
+from tritonwatch.sim.llm_metrics import render_first_response, render_trtllm, render_vllm
 from tritonwatch.sim.repository import ModelRepository, ModelSlot
 from tritonwatch.sim.stats import FAILURE_REASONS, STAGES, Ledger
 
@@ -165,10 +166,16 @@ class _Exposition:
         self.lines.append(f"# HELP {name} {help_text}")
         self.lines.append(f"# TYPE {name} {kind}")
 
-    def sample(self, name: str, labels: Iterable[tuple[str, str]], value: float) -> None:
+    def sample(
+        self,
+        name: str,
+        labels: Iterable[tuple[str, str]],
+        value: float,
+        formatter: Callable[[float], str] | None = None,
+    ) -> None:
         pairs = tuple(labels)
         label_text = "{" + ",".join(f'{k}="{v}"' for k, v in pairs) + "}" if pairs else ""
-        self.lines.append(f"{name}{label_text} {format_value(value)}")
+        self.lines.append(f"{name}{label_text} {(formatter or format_value)(value)}")
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
@@ -187,11 +194,13 @@ class MetricsRenderer:
         host: HostCpu,
         *,
         summaries: bool,
+        histograms: bool = False,
     ) -> None:
         self._repository = repository
         self._gpus = gpus
         self._host = host
         self._summaries = summaries
+        self._histograms = histograms
 
     def render(self, now: float) -> str:
         """The whole exposition as Triton would serve it at loop time ``now``."""
@@ -219,8 +228,20 @@ class MetricsRenderer:
             out.sample(name, labels, self._repository.pending(slot.spec.name))
         if self._summaries:
             self._summary_families(out, rows, now)
+        self._llm_families(out, rows)
         self._host_and_gpus(out)
         return out.text()
+
+    def _llm_families(self, out: _Exposition, rows: list[tuple[ModelSlot, ModelLabels]]) -> None:
+        engines = [
+            (slot, slot.runtime.llm)
+            for slot, _ in rows
+            if slot.runtime is not None and slot.runtime.llm is not None
+        ]
+        if self._histograms:
+            render_first_response(out, engines)
+        render_trtllm(out, [row for row in engines if row[1].spec.backend == "tensorrt_llm"])
+        render_vllm(out, [row for row in engines if row[1].spec.backend == "vllm"])
 
     @staticmethod
     def _failures(out: _Exposition, rows: list[tuple[ModelSlot, ModelLabels]]) -> None:

@@ -55,6 +55,8 @@ def build_config(spec: ModelSpec) -> Any:
     )
     for key, value in spec.parameters.items():
         config.parameters[key].string_value = value
+    if spec.decoupled:  # printed only when set, as real Triton 2.51 prints it
+        config.model_transaction_policy.decoupled = True
     return normalize(config)
 
 

@@ -130,6 +130,49 @@ class OccupancySpec(_Frozen):
     per_item: float = Field(default=0.02, ge=0.0, le=1.0)
 
 
+class LlmSpec(_Frozen):
+    """A generative model served by continuous batching (``sim/llm_engine.py``).
+
+    One engine step prefills the prompts admitted in it (``prefill_per_token`` each) and
+    then makes one token for every running sequence (``decode_step_base +
+    decode_step_per_seq × running``), as TensorRT-LLM's inflight batcher and vLLM do. A
+    sequence holds one KV-cache block per ``tokens_per_block`` tokens; when the pool runs
+    dry the newest running sequence is preempted back to waiting (recomputed later).
+    """
+
+    backend: Literal["tensorrt_llm", "vllm", "python"] = "tensorrt_llm"
+    """Which backend's metric families ``/metrics`` prints for the model (``python``: a
+    decoupled Python-backend model, which prints none)."""
+    text_input: str = "text_input"
+    """The BYTES input holding the prompt."""
+    max_tokens_input: str = "max_tokens"
+    """The optional integer input bounding the tokens generated."""
+    text_output: str = "text_output"
+    """The BYTES output carrying each token."""
+    prefill_per_token: Microseconds = 150.0
+    decode_step_base: Microseconds = 8000.0
+    decode_step_per_seq: Microseconds = 150.0
+    max_num_seqs: int = Field(default=64, ge=1)
+    kv_blocks: int = Field(default=4096, ge=1)
+    tokens_per_block: int = Field(default=16, ge=1)
+    prompt_tokens_per_word: float = Field(default=1.3, gt=0.0)
+    default_max_tokens: int = Field(default=16, ge=1)
+    """Tokens generated when a request names no ``max_tokens``."""
+    final_flag_only: bool = False
+    """Send the FINAL flag as a response of its own after the last token, as a Python-
+    backend model does (tests/triton_models/streaming); TensorRT-LLM and vLLM send it
+    with the last token."""
+
+
+LLM_INPUTS = (
+    TensorSpec(name="text_input", data_type="TYPE_STRING", dims=(1,)),
+    TensorSpec(name="max_tokens", data_type="TYPE_INT32", dims=(1,)),
+    TensorSpec(name="stream", data_type="TYPE_BOOL", dims=(1,)),
+)
+"""The TensorRT-LLM ensemble's names (vLLM's backend shares text_input and stream)."""
+LLM_OUTPUTS = (TensorSpec(name="text_output", data_type="TYPE_STRING", dims=(1,)),)
+
+
 class ModelSpec(_Frozen):
     """One simulated model: its Triton configuration and its cost model."""
 
@@ -151,6 +194,29 @@ class ModelSpec(_Frozen):
     parameters: dict[str, str] = Field(default_factory=dict)
     """The config's ``parameters`` (each a ``string_value``), shown in the configuration
     as Triton shows a backend's parameters; the simulator itself does not read them."""
+    llm: LlmSpec | None = None
+    """A generative model: decoupled (``model_transaction_policy { decoupled: true }``),
+    served token by token over generate_stream, OpenAI and ModelStreamInfer. Its inputs
+    and outputs default to text_input/max_tokens/stream → text_output, its backend to
+    ``llm.backend``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_llm_defaults(cls, data: object) -> object:
+        if not isinstance(data, dict) or not isinstance(data.get("llm"), dict | LlmSpec):
+            return data
+        llm = data["llm"]
+        backend = llm.backend if isinstance(llm, LlmSpec) else llm.get("backend", "tensorrt_llm")
+        filled = dict(data)
+        filled.setdefault("backend", backend)
+        filled.setdefault("input", LLM_INPUTS)
+        filled.setdefault("output", LLM_OUTPUTS)
+        return filled
+
+    @property
+    def decoupled(self) -> bool:
+        """Whether the model answers with many responses (``model_transaction_policy``)."""
+        return self.llm is not None
 
     @model_validator(mode="after")
     def _check_consistency(self) -> ModelSpec:
@@ -167,6 +233,13 @@ class ModelSpec(_Frozen):
             if len(set(names)) != len(names):
                 raise ValueError(f"{kind} names must be unique, got: {names}")
         self._check_compute()
+        if self.llm is not None:
+            for kind, tensors, name in (
+                ("input", self.input, self.llm.text_input),
+                ("output", self.output, self.llm.text_output),
+            ):
+                if name not in {t.name for t in tensors}:
+                    raise ValueError(f"an llm model needs the {kind} {name!r}")
         return self
 
     def _check_compute(self) -> None:

@@ -196,14 +196,26 @@ class ModelRepository:
         runtime = self.runtime(name, version)
         spec = runtime.spec
         batch_size, arrays = prepare_inputs(spec, inputs, outputs, request_id)
-        reason = self._faults.failure_reason(name, arrival)
+        doomed = self.draw_failure(runtime, arrival)
+        future = runtime.submit(arrays, batch_size, arrival, doomed=doomed)
+        result = await future
+        return InferOutcome(spec, result, spec.timing.network_delay / 1e6)
+
+    def draw_failure(self, runtime: ModelRuntime, arrival: float) -> bool:
+        """Draws the error-burst fault for a request that arrived at ``arrival``.
+
+        Returns:
+            True when a BACKEND failure is drawn (the request runs, then fails).
+
+        Raises:
+            SimError: a REJECTED, CANCELED or OTHER failure, counted under its reason.
+        """
+        reason = self._faults.failure_reason(runtime.spec.name, arrival)
         if reason is not None and reason != "BACKEND":
             runtime.record_failure(reason, self._loop.time() - arrival)
             code, message = _ERROR_REASONS[reason]
             raise SimError(code, message)
-        future = runtime.submit(arrays, batch_size, arrival, doomed=reason == "BACKEND")
-        result = await future
-        return InferOutcome(spec, result, spec.timing.network_delay / 1e6)
+        return reason == "BACKEND"
 
     # -- loading ----------------------------------------------------------------------
 

@@ -144,6 +144,40 @@ def low_throughput_small_batches(spec: ModelSpec, _: ScenarioContext) -> Scenari
     )
 
 
+KV_PRESSURE_SEQUENCES = 40
+KV_PRESSURE_SEQUENCE_TOKENS = 512
+"""kv-cache-pressure sizes the pool so this many sequences of this many tokens fill it."""
+TTFT_QUEUEING_MAX_SEQS = 4
+TTFT_QUEUEING_TOKENS_PER_WORD = 16.0
+"""ttft-queueing makes every prompt long: a 32-word canary prompt is 512 tokens."""
+
+
+def kv_cache_pressure(spec: ModelSpec, _: ScenarioContext) -> ScenarioEffect:
+    """An LLM whose KV cache holds about 40 sequences of 512 tokens, while up to 128 may
+    run: under concurrent load it fills, preempts the newest, and requests wait."""
+    if spec.llm is None:
+        return ScenarioEffect(spec)
+    blocks = -(-KV_PRESSURE_SEQUENCES * KV_PRESSURE_SEQUENCE_TOKENS // spec.llm.tokens_per_block)
+    return ScenarioEffect(_changed(spec, llm={"kv_blocks": blocks, "max_num_seqs": 128}))
+
+
+def ttft_queueing(spec: ModelSpec, _: ScenarioContext) -> ScenarioEffect:
+    """An LLM that runs at most 4 sequences and gets long prompts: extra requests wait
+    for a whole generation (TTFT grows with the queue) while the running batch, and so the
+    gap between tokens, stays the same."""
+    if spec.llm is None:
+        return ScenarioEffect(spec)
+    return ScenarioEffect(
+        _changed(
+            spec,
+            llm={
+                "max_num_seqs": TTFT_QUEUEING_MAX_SEQS,
+                "prompt_tokens_per_word": TTFT_QUEUEING_TOKENS_PER_WORD,
+            },
+        )
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     entry.name: entry
     for entry in (
@@ -198,6 +232,25 @@ SCENARIOS: dict[str, Scenario] = {
             "Δnv_inference_count / Δnv_inference_exec_count = 1 under concurrent load, "
             f"throughput flat as concurrency grows, p95 far under {BUDGET_MS} ms",
             low_throughput_small_batches,
+        ),
+        Scenario(
+            "kv-cache-pressure",
+            "LLM models only: kv_blocks sized so about 40 concurrent 512-token sequences fill "
+            "the KV cache, max_num_seqs 128",
+            "under a burst of concurrent streams (e.g. 60 prompts of ~390 tokens): KV-cache "
+            "usage ≥ 0.95 (vllm:kv_cache_usage_perc, nv_trt_llm_kv_cache_block_metrics "
+            "fraction), preemptions > 0 (vllm:num_preemptions_total; TensorRT-LLM shows the "
+            "preempted as paused_requests) and waiting requests > 0",
+            kv_cache_pressure,
+        ),
+        Scenario(
+            "ttft-queueing",
+            "LLM models only: max_num_seqs 4, and long prompts (16 tokens per word: a "
+            "32-word prompt is 512 tokens to prefill)",
+            "with more concurrent streams than 4, time to first token grows with the waiting "
+            "queue (12 concurrent: several times the TTFT of 1) while inter-token latency "
+            "stays about flat; vllm:num_requests_waiting / request_type=waiting > 0",
+            ttft_queueing,
         ),
     )
 }

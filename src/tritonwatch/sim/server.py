@@ -129,6 +129,7 @@ class SimulatorOptions:
     metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S
     model_control_mode: str = "explicit"
     grpc_tls: GrpcTLS | None = None
+    histogram_latencies: bool = False
 
 
 class SimulatorService:
@@ -157,6 +158,7 @@ class SimulatorService:
             scenario=options.scenario,
             seed=options.seed,
             summary_latencies=options.summary_latencies,
+            histogram_latencies=options.histogram_latencies,
             metrics_interval_s=options.metrics_interval_s,
             model_control_mode=options.model_control_mode,
         )
@@ -213,6 +215,8 @@ class Simulator:
         host: bind address (loopback by default).
         http_port, grpc_port, metrics_port: 0 picks a free port.
         summary_latencies: also export Triton's optional summary families.
+        histogram_latencies: also export ``nv_inference_first_response_histogram_ms`` for
+            decoupled models, like Triton's ``--metrics-config histogram_latencies=true``.
         metrics_interval_s: how often GPU/CPU gauges refresh (Triton's default 2 s).
         model_control_mode: ``explicit`` (load/unload allowed), ``none`` or ``poll``
             (both refused with Triton's error, as a production server may be run).
@@ -233,6 +237,7 @@ class Simulator:
         metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S,
         model_control_mode: str = "explicit",
         grpc_tls: GrpcTLS | None = None,
+        histogram_latencies: bool = False,
     ) -> None:
         options = SimulatorOptions(
             scenario,
@@ -245,6 +250,7 @@ class Simulator:
             metrics_interval_s,
             model_control_mode,
             grpc_tls,
+            histogram_latencies,
         )
         self._service = SimulatorService(resolve_model_set(models), options)
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tritonwatch.sim.llm_counters import LlmCounters
+
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 """The ``reason`` label values of ``nv_inference_request_failure`` (Triton 24.07+)."""
 SUMMARY_QUANTILES = (0.5, 0.9, 0.95, 0.99, 0.999)
@@ -204,6 +206,8 @@ class ModelSeries:
         self.ledger = Ledger()
         self.summaries = {stage: SummaryWindow() for stage in STAGES}
         self.pending = 0
+        self.llm = LlmCounters()
+        """Token, preemption and latency counts of an LLM model (unused otherwise)."""
         self._ground_truth: deque[float] = deque(maxlen=ground_truth_limit)
 
     def record_success(self, now: float, times: RequestTimes, *, with_summaries: bool) -> None:
@@ -222,6 +226,7 @@ class ModelSeries:
         """Back to zero, as after a server restart."""
         self.ledger = Ledger()
         self.summaries = {stage: SummaryWindow() for stage in STAGES}
+        self.llm.reset()
         self._ground_truth.clear()
 
 
