@@ -22,7 +22,10 @@ def _serve(connection: Connection, kwargs: dict[str, Any]) -> None:
             method, args, fields = connection.recv()
             if method == "stop":
                 break
-            connection.send(getattr(sim, method)(*args, **fields))
+            try:
+                connection.send(("ok", getattr(sim, method)(*args, **fields)))
+            except Exception as error:  # the test sees the simulator's error, not an EOF
+                connection.send(("error", f"{type(error).__name__}: {error}"))
 
 
 class SimProcess:
@@ -44,7 +47,10 @@ class SimProcess:
         self._connection.send((method, args, fields))
         if not self._connection.poll(_CALL_TIMEOUT_S):
             raise AssertionError(f"the simulator process did not answer {method}")
-        return self._connection.recv()
+        status, result = self._connection.recv()
+        if status == "error":
+            raise AssertionError(f"the simulator process failed {method}: {result}")
+        return result
 
     def latency_samples(self, model: str) -> list[float]:
         result: list[float] = self._call("latency_samples", model)

@@ -97,6 +97,31 @@ def test_run_with_invalid_config_prints_the_same_message_and_exits_2() -> None:
     assert "Traceback" not in ran.stderr
 
 
+def test_check_config_counts_and_prints_ttft_and_itl_slos(tmp_path: Path) -> None:
+    """Breaks if check-config counts only latency/availability SLOs or hides TTFT/ITL ones."""
+    config = tmp_path / "llm.yaml"
+    config.write_text(
+        "slo: {ttft: {threshold: 500ms}}\n"
+        "targets:\n"
+        "  - name: a\n"
+        "    url: http://127.0.0.1:1\n"
+        "    models:\n"
+        "      - {name: gen, slo: {itl: {threshold: 50ms, objective: 0.9}}}\n"
+        "      - {name: plain, slo: {ttft: null}}\n"
+    )
+    result = _check(str(config))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"ok: {config}: 1 target, 2 models, 6 SLOs"
+    assert lines[2:] == [
+        "  model gen: canary http, 1/s",
+        "    SLO latency: 95% under 50ms; availability: 99.9%; period 28d",
+        "    SLO TTFT: 95% under 500ms; ITL: 90% under 50ms",
+        "  model plain: canary http, 1/s",
+        "    SLO latency: 95% under 50ms; availability: 99.9%; period 28d",
+    ]
+
+
 STREAMING_MISTAKES = sorted(
     name
     for name in EXPECTED

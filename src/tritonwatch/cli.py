@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from tritonwatch import __version__
+from tritonwatch.analysis.slo import slo_specs
 from tritonwatch.cli_flags import add_flag
 from tritonwatch.config import Config, ConfigError, Problem, load_config
 from tritonwatch.config.checks import cross_field_problems
@@ -47,7 +48,7 @@ CORE_COMMANDS = ("run", "check-config", "demo")
 
 def _summary(source: str, config: Config) -> str:
     models = sum(len(target.models) for target in config.targets)
-    slos = 2 * models  # every model has a latency and an availability SLO
+    slos = len(slo_specs(config))  # latency and availability, TTFT and ITL where set
     discovering = sum(target.selection is not None for target in config.targets)
 
     def plural(count: int, noun: str) -> str:

@@ -146,8 +146,8 @@ class Daemon:
         )
         self.findings = Findings(
             config, canary_stats=self.canary_stats, triton=self.triton,
-            registry=self.registry, clock=clock, wall_clock=wall_clock,
-            stream_stats=self.stream_stats,
+            registry=self.registry, stream_stats=self.stream_stats, clock=clock,
+            wall_clock=wall_clock,
         )  # fmt: skip
         self._canaries = CanaryRunner(self.canary_stats)
         self.sweeps = SweepBoard()

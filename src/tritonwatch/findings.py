@@ -44,7 +44,7 @@ from tritonwatch.observations import (
 from tritonwatch.recommendation_book import RecommendationBook
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
 from tritonwatch.slo_tracker import SLOTracker
-from tritonwatch.stream_series import StreamStats
+from tritonwatch.stream_series import StreamSnapshot, StreamStats
 from tritonwatch.target_state import ScrapeOutcome
 
 _log = get_logger("findings")
@@ -66,13 +66,14 @@ class Findings:
         canary_stats: CanaryStats,
         triton: TritonScrapers,
         registry: CollectorRegistry,
+        stream_stats: StreamStats | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
-        stream_stats: StreamStats | None = None,
     ) -> None:
         self._config = config
         self._canary = canary_stats
         self._stream = stream_stats
+        """The streaming canaries' TTFT/ITL histograms, for the TTFT and ITL SLOs."""
         self._llm_windows = LlmWindows()
         self._kv_pressure = KvPressureLog()
         self._triton = triton
@@ -163,11 +164,15 @@ class Findings:
         snapshots = self._canary.snapshot(now)
         self.p95_history.observe(snapshots, now)
         self.slo.observe_canary(snapshots, self._canary.buckets)
+        streams = self._stream.snapshot(now) if self._stream is not None else []
+        if self._stream is not None:
+            stream = self._stream
+            self.slo.observe_stream(streams, stream.ttft_buckets, stream.itl_buckets)
         statuses = self.slo.evaluate()
         with self._lock:
             self._statuses = statuses
             config = self._config
-        self._advise(config, snapshots, now, statuses)
+        self._advise(config, snapshots, streams, now, statuses)
         self._close_experiments(config, now)
         runbook = config.alerting.runbook_url
         specs = active_alerts(statuses, self.recommendations.active(), runbook)
@@ -177,14 +182,17 @@ class Findings:
             notifier.notify(due)
 
     def _advise(
-        self, config: Config, snapshots: list[SeriesSnapshot], now: float, statuses: list[SLOStatus]
+        self,
+        config: Config,
+        snapshots: list[SeriesSnapshot],
+        stream_snapshots: list[StreamSnapshot],
+        now: float,
+        statuses: list[SLOStatus],
     ) -> None:
         states = {state.target: state for state in self._triton.states()}
         thresholds = _thresholds(config)
         canary = {(s.target, s.model): s for s in snapshots}
-        streams = (
-            {(s.target, s.model): s for s in self._stream.snapshot(now)} if self._stream else {}
-        )
+        streams = {(s.target, s.model): s for s in stream_snapshots}
         for target in config.targets:
             state = states.get(target.name)
             for model in target.models:

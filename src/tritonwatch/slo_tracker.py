@@ -5,14 +5,17 @@ Events come from two sources (docs/design.md §6):
 * the canary, read as periodic snapshots of its cumulative counters: latency good =
   the histogram bucket at ``le = threshold``, total = the histogram count (the same
   numbers the generated Prometheus rules use); availability good = ``success``
-  outcomes, total = all outcomes;
+  outcomes, total = all outcomes; TTFT and ITL likewise from the streaming canary's
+  histograms (:class:`~tritonwatch.stream_series.StreamStats`: one TTFT per successful
+  stream, one ITL per gap between its tokens);
 * the server, for availability only, from Triton's success and failure counters
   (:class:`~tritonwatch.observations.ModelRates`, rate × interval), summed over the
   model's versions. A server that prints no failure family gives no server SLI.
 
 The cumulative canary counters restart when the daemon restarts or a reload changes
-the histogram's buckets; a counter that went down is taken to have restarted from
-zero, as Prometheus' ``rate()`` does (:func:`~tritonwatch.counters.counter_increase`).
+the histogram's buckets; a counter that went down, or a histogram whose bounds
+changed, is taken to have restarted from zero, as Prometheus' ``rate()`` does
+(:func:`~tritonwatch.counters.counter_increase`).
 """
 
 from __future__ import annotations
@@ -37,8 +40,26 @@ from tritonwatch.counters import counter_increase
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import Outcome, TritonRates
 from tritonwatch.slo_store import SeriesKey, SLOEventStore
+from tritonwatch.stream_series import StreamSnapshot
 
 _log = get_logger("slo")
+
+
+@dataclass(frozen=True, slots=True)
+class _HistogramTotals:
+    """The cumulative counts of one histogram that a threshold SLI needs."""
+
+    bounds: tuple[float, ...]
+    count: float
+    buckets: tuple[int, ...]
+
+    def restarted_since(self, previous: _HistogramTotals) -> bool:
+        """The histogram began again: fewer observations, or other bounds (a reload)."""
+        return self.count < previous.count or self.bounds != previous.bounds
+
+    def empty(self) -> _HistogramTotals:
+        """The same histogram before its first observation (how series are declared)."""
+        return _HistogramTotals(self.bounds, 0.0, (0,) * len(self.buckets))
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +68,21 @@ class _CanaryTotals:
 
     requests: float
     successes: float
-    latencies: float
-    buckets: tuple[int, ...]
+    latency: _HistogramTotals
+
+
+def _threshold_events(
+    previous: _HistogramTotals, current: _HistogramTotals, threshold: float, reset: bool
+) -> tuple[float, float] | None:
+    """(bad, total) observations since ``previous``: good = the growth of the bucket at
+    ``le = threshold``; None when the threshold is not one of the bounds."""
+    index = _bucket_index(current.bounds, threshold)
+    if index is None or len(current.buckets) != len(current.bounds) + 1:
+        return None
+    old_good = 0.0 if reset else float(previous.buckets[index])
+    total = counter_increase(previous.count, current.count, reset) or 0.0
+    good = counter_increase(old_good, float(current.buckets[index]), reset) or 0.0
+    return total - good, total
 
 
 def _series_keys(spec: SLOSpec) -> list[SeriesKey]:
@@ -88,7 +122,8 @@ class SLOTracker:
         self.store = SLOEventStore()
         self._specs: tuple[SLOSpec, ...] = ()
         self._canary_totals: dict[tuple[str, str, str], _CanaryTotals] = {}
-        self._missing_buckets_logged: set[tuple[str, str]] = set()
+        self._stream_totals: dict[tuple[str, str, str, SLOKind], _HistogramTotals] = {}
+        self._missing_buckets_logged: set[tuple[str, str, SLOKind]] = set()
         self.set_specs(specs)
 
     def set_specs(self, specs: Iterable[SLOSpec]) -> None:
@@ -100,6 +135,9 @@ class SLOTracker:
             self._specs = specs
             self._canary_totals = {
                 k: v for k, v in self._canary_totals.items() if (k[0], k[1]) in models
+            }
+            self._stream_totals = {
+                k: v for k, v in self._stream_totals.items() if (k[0], k[1]) in models
             }
 
     @property
@@ -120,47 +158,100 @@ class SLOTracker:
         now = self._clock() if at is None else at
         specs = {(s.target, s.model, s.kind): s for s in self.specs}
         for snap in snapshots:
-            latency = specs.get((snap.target, snap.model, SLOKind.LATENCY))
             availability = specs.get((snap.target, snap.model, SLOKind.AVAILABILITY))
+            latency = _HistogramTotals(
+                tuple(buckets), float(snap.latency_count), snap.bucket_counts
+            )
             current = _CanaryTotals(
                 float(sum(snap.outcomes.values())),
                 float(snap.outcomes.get(Outcome.SUCCESS, 0)),
-                float(snap.latency_count),
-                snap.bucket_counts,
+                latency,
             )
             with self._lock:
                 previous = self._canary_totals.get((snap.target, snap.model, snap.protocol))
                 self._canary_totals[(snap.target, snap.model, snap.protocol)] = current
             # A series seen for the first time was declared at zero by CanaryStats.
-            previous = previous or _CanaryTotals(0.0, 0.0, 0.0, (0,) * len(current.buckets))
-            reset = (
-                current.requests < previous.requests
-                or current.latencies < previous.latencies
-                or len(current.buckets) != len(previous.buckets)
+            previous = previous or _CanaryTotals(0.0, 0.0, latency.empty())
+            reset = current.requests < previous.requests or latency.restarted_since(
+                previous.latency
             )
             if availability is not None:
                 total = counter_increase(previous.requests, current.requests, reset) or 0.0
                 good = counter_increase(previous.successes, current.successes, reset) or 0.0
                 key = SeriesKey(snap.target, snap.model, SLOKind.AVAILABILITY, SliSource.CANARY)
                 self.store.add(key, now, total - good, total)
-            if latency is not None and latency.threshold_seconds is not None:
-                index = _bucket_index(buckets, latency.threshold_seconds)
-                if index is None or len(current.buckets) != len(buckets) + 1:
-                    self._log_missing_bucket(latency)
-                    continue
-                old_good = float(previous.buckets[index]) if not reset else 0.0
-                total = counter_increase(previous.latencies, current.latencies, reset) or 0.0
-                good = counter_increase(old_good, float(current.buckets[index]), reset) or 0.0
-                key = SeriesKey(snap.target, snap.model, SLOKind.LATENCY, SliSource.CANARY)
-                self.store.add(key, now, total - good, total)
+            self._add_threshold_events(
+                specs.get((snap.target, snap.model, SLOKind.LATENCY)),
+                previous.latency,
+                latency,
+                reset,
+                now,
+            )
+
+    def observe_stream(
+        self,
+        snapshots: Sequence[StreamSnapshot],
+        ttft_buckets: Sequence[float],
+        itl_buckets: Sequence[float],
+        at: float | None = None,
+    ) -> None:
+        """Adds what the streaming canary timed since the previous snapshot: first
+        tokens for the TTFT SLO, gaps between tokens for the ITL SLO.
+
+        Args:
+            snapshots: :meth:`StreamStats.snapshot` output.
+            ttft_buckets: the TTFT histogram's upper bounds (:attr:`StreamStats.ttft_buckets`).
+            itl_buckets: the ITL histogram's upper bounds (:attr:`StreamStats.itl_buckets`).
+            at: Unix time of the snapshot; the clock by default.
+        """
+        now = self._clock() if at is None else at
+        specs = {(s.target, s.model, s.kind): s for s in self.specs}
+        for snap in snapshots:
+            measures = (
+                (SLOKind.TTFT, snap.ttft, ttft_buckets),
+                (SLOKind.ITL, snap.itl, itl_buckets),
+            )
+            for kind, histogram, buckets in measures:
+                current = _HistogramTotals(
+                    tuple(buckets), float(histogram.count), histogram.bucket_counts
+                )
+                series = (snap.target, snap.model, snap.protocol, kind)
+                with self._lock:
+                    previous = self._stream_totals.get(series)
+                    self._stream_totals[series] = current
+                # A series seen for the first time was declared at zero by StreamStats.
+                previous = previous or current.empty()
+                reset = current.restarted_since(previous)
+                spec = specs.get((snap.target, snap.model, kind))
+                self._add_threshold_events(spec, previous, current, reset, now)
+
+    def _add_threshold_events(
+        self,
+        spec: SLOSpec | None,
+        previous: _HistogramTotals,
+        current: _HistogramTotals,
+        reset: bool,
+        now: float,
+    ) -> None:
+        """Stores the events of a latency, TTFT or ITL SLO (if configured) since ``previous``."""
+        if spec is None or spec.threshold_seconds is None:
+            return
+        events = _threshold_events(previous, current, spec.threshold_seconds, reset)
+        if events is None:
+            self._log_missing_bucket(spec)
+            return
+        bad, total = events
+        key = SeriesKey(spec.target, spec.model, spec.kind, SliSource.CANARY)
+        self.store.add(key, now, bad, total)
 
     def _log_missing_bucket(self, spec: SLOSpec) -> None:
-        if (spec.target, spec.model) not in self._missing_buckets_logged:
-            self._missing_buckets_logged.add((spec.target, spec.model))
+        if (spec.target, spec.model, spec.kind) not in self._missing_buckets_logged:
+            self._missing_buckets_logged.add((spec.target, spec.model, spec.kind))
             _log.error(
                 "slo_threshold_not_a_bucket",
                 target=spec.target,
                 model=spec.model,
+                slo=str(spec.kind),
                 threshold_seconds=spec.threshold_seconds,
             )
 

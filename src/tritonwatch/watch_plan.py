@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tritonwatch.config.schema import Config, TargetConfig, WatchedModel
+from tritonwatch.config.schema import Config, LatencySLO, TargetConfig, WatchedModel
 from tritonwatch.config.units import format_duration
 from tritonwatch.model_discovery import (
     DiscoveryError,
@@ -28,6 +28,11 @@ def _percent(objective: float) -> str:
     return f"{objective * 100:g}%"
 
 
+def _under(latency: LatencySLO) -> str:
+    """``95% under 50ms``: a threshold SLO in words."""
+    return f"{_percent(latency.objective)} under {format_duration(latency.threshold)}"
+
+
 def _selection_line(target: TargetConfig) -> str | None:
     selection = target.selection
     if selection is None:
@@ -38,17 +43,24 @@ def _selection_line(target: TargetConfig) -> str | None:
 
 
 def model_lines(config: Config, target: TargetConfig, model: WatchedModel) -> list[str]:
-    """One model: protocol, canary rate and the two SLOs."""
+    """One model: protocol, canary rate and its SLOs (TTFT and ITL only where set)."""
     canary = config.canary_for(target, model)
     slo = config.slo_for(model)
     version = f" (version {model.version})" if model.version else ""
     state = f"{canary.protocol}, {canary.rate:g}/s" if canary.enabled else "off"
-    return [
+    lines = [
         f"  model {model.name}{version}: canary {state}",
-        f"    SLO latency: {_percent(slo.latency.objective)} under "
-        f"{format_duration(slo.latency.threshold)}; availability: "
+        f"    SLO latency: {_under(slo.latency)}; availability: "
         f"{_percent(slo.availability.objective)}; period {format_duration(slo.period)}",
     ]
+    streaming = [
+        f"{name}: {_under(latency)}"
+        for name, latency in (("TTFT", slo.ttft), ("ITL", slo.itl))
+        if latency is not None
+    ]
+    if streaming:
+        lines.append(f"    SLO {'; '.join(streaming)}")
+    return lines
 
 
 def describe(

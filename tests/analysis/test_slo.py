@@ -165,3 +165,57 @@ def test_detection_time_of_a_total_outage() -> None:
     assert detection_seconds(page, 1.0, 0.001) == pytest.approx(51.84)
     assert detection_seconds(page, 1.0, 0.05) == pytest.approx(2592.0)
     assert detection_seconds(page, 0.5, 0.05) == math.inf
+
+
+STREAMING = """
+slo: {ttft: {threshold: 500ms}, period: 30d}
+targets:
+  - name: a
+    url: http://h:8000
+    models:
+      - {name: llm}
+      - {name: chat, slo: {ttft: {objective: 0.99}, itl: {threshold: 50ms, objective: 0.9}}}
+      - {name: plain, slo: {ttft: null}}
+"""
+
+
+def test_ttft_and_itl_slos_come_from_the_global_and_the_model_section() -> None:
+    """Breaks if a set slo.ttft/itl (global or per model) gives no TTFT/ITL spec, or an
+    unset one gives one, or the model's fields do not merge onto the global ones."""
+    specs = {(s.model, s.kind): s for s in slo_specs(parse_config(STREAMING, "inline.yaml"))}
+    kinds = {model: {k for m, k in specs if m == model} for model in ("llm", "chat", "plain")}
+    assert kinds == {
+        "llm": {SLOKind.LATENCY, SLOKind.AVAILABILITY, SLOKind.TTFT},
+        "chat": {SLOKind.LATENCY, SLOKind.AVAILABILITY, SLOKind.TTFT, SLOKind.ITL},
+        "plain": {SLOKind.LATENCY, SLOKind.AVAILABILITY},
+    }
+    llm_ttft, chat_ttft, chat_itl = (
+        specs[("llm", SLOKind.TTFT)],
+        specs[("chat", SLOKind.TTFT)],
+        specs[("chat", SLOKind.ITL)],
+    )
+    assert (llm_ttft.threshold_seconds, llm_ttft.objective) == (0.5, 0.95)
+    assert (chat_ttft.threshold_seconds, chat_ttft.objective) == (0.5, 0.99)
+    assert (chat_itl.threshold_seconds, chat_itl.objective) == (0.05, 0.9)
+    assert chat_itl.period_seconds == 30 * 86400.0
+    assert chat_itl.error_budget == pytest.approx(0.1)
+
+
+def test_streaming_slos_follow_latency_and_availability_in_config_order() -> None:
+    """Breaks if TTFT/ITL specs reorder the existing ones (rule files and exports follow it)."""
+    specs = slo_specs(parse_config(STREAMING, "inline.yaml"))
+    assert [(s.model, str(s.kind)) for s in specs] == [
+        ("llm", "latency"), ("llm", "availability"), ("llm", "ttft"),
+        ("chat", "latency"), ("chat", "availability"), ("chat", "ttft"), ("chat", "itl"),
+        ("plain", "latency"), ("plain", "availability"),
+    ]  # fmt: skip
+
+
+def test_alert_texts_spell_the_streaming_slis_out() -> None:
+    """Breaks if an alert says a bare "ttft"/"itl", or latency/availability texts change."""
+    assert [kind.words for kind in SLOKind] == [
+        "latency",
+        "availability",
+        "TTFT (time to first token)",
+        "ITL (inter-token latency)",
+    ]

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tritonwatch.config.schema import Config
+from tritonwatch.config.schema import Config, LatencySLO
 
 
 class SLOKind(StrEnum):
@@ -25,6 +25,24 @@ class SLOKind(StrEnum):
 
     LATENCY = "latency"
     AVAILABILITY = "availability"
+    TTFT = "ttft"
+    """Streaming models: one event per successful stream, good when its first token came
+    within the threshold."""
+    ITL = "itl"
+    """Streaming models: one event per gap between tokens of a successful stream, good
+    when the gap was within the threshold."""
+
+    @property
+    def words(self) -> str:
+        """How alert texts name the SLI: the label value, spelled out for the streaming
+        ones whose abbreviations a reader may not know."""
+        return _KIND_WORDS.get(self, str(self))
+
+
+_KIND_WORDS = {
+    SLOKind.TTFT: "TTFT (time to first token)",
+    SLOKind.ITL: "ITL (inter-token latency)",
+}
 
 
 class SliSource(StrEnum):
@@ -91,7 +109,7 @@ class SLOSpec:
     objective: float
     period_seconds: float
     threshold_seconds: float | None = None
-    """The latency threshold; None for availability."""
+    """The latency, TTFT or ITL threshold; None for availability."""
 
     @property
     def error_budget(self) -> float:
@@ -99,31 +117,27 @@ class SLOSpec:
         return 1.0 - self.objective
 
 
+def _threshold_spec(
+    target: str, model: str, kind: SLOKind, slo: LatencySLO, period: float
+) -> SLOSpec:
+    return SLOSpec(target, model, kind, slo.objective, period, slo.threshold)
+
+
 def slo_specs(config: Config) -> list[SLOSpec]:
-    """Every model's latency and availability SLO, in config order."""
+    """Every model's SLOs in config order: latency and availability always, TTFT and ITL
+    where ``slo.ttft`` / ``slo.itl`` is set (globally or for the model)."""
     specs = []
     for target in config.targets:
         for model in target.models:
             slo = config.slo_for(model)
+            name = (target.name, model.name)
+            specs.append(_threshold_spec(*name, SLOKind.LATENCY, slo.latency, slo.period))
             specs.append(
-                SLOSpec(
-                    target.name,
-                    model.name,
-                    SLOKind.LATENCY,
-                    slo.latency.objective,
-                    slo.period,
-                    slo.latency.threshold,
-                )
+                SLOSpec(*name, SLOKind.AVAILABILITY, slo.availability.objective, slo.period)
             )
-            specs.append(
-                SLOSpec(
-                    target.name,
-                    model.name,
-                    SLOKind.AVAILABILITY,
-                    slo.availability.objective,
-                    slo.period,
-                )
-            )
+            for kind, streaming in ((SLOKind.TTFT, slo.ttft), (SLOKind.ITL, slo.itl)):
+                if streaming is not None:
+                    specs.append(_threshold_spec(*name, kind, streaming, slo.period))
     return specs
 
 

@@ -1,5 +1,9 @@
 """Dashboard (1), SLO overview: p50/p95/p99 per model against the budget line, the canary's
-outcomes, error budget remaining, burn rates, and the Triton alerts Prometheus holds."""
+outcomes, error budget remaining, burn rates, and the Triton alerts Prometheus holds.
+
+Every SLO panel is keyed by the ``slo`` label, so streaming models' TTFT and ITL SLOs show
+beside latency and availability; the streaming row puts those two on their own, where a
+model's first-token and token-pace budgets are easy to tell apart from its whole-request one."""
 
 from __future__ import annotations
 
@@ -182,6 +186,47 @@ def _budget_row() -> Row:
     )
 
 
+STREAMING = 'slo=~"ttft|itl"'
+"""The streaming SLOs (docs/design.md §6): time to first token and inter-token latency."""
+PAGE_WINDOWS = 'window=~"1h|5m"'
+"""The fast page's windows: where a TTFT or ITL burn shows first."""
+
+
+def _streaming_row() -> Row:
+    return Row(
+        "Streaming SLOs: time to first token (TTFT) and inter-token latency (ITL)",
+        (
+            timeseries(
+                "TTFT and ITL burn rate (1h and 5m)",
+                "Burn rate of the TTFT SLO (one event per successful stream: good when the "
+                "first token came within the threshold) and of the ITL SLO (one event per gap "
+                "between tokens), over the page's windows. Empty for models without "
+                "slo.ttft / slo.itl.",
+                Query(
+                    "tritonwatch_slo_burn_rate" + sel(STREAMING, PAGE_WINDOWS),
+                    "{{model}} {{slo}} {{window}}",
+                ),
+                unit="suffix:×",
+                width=16,
+                threshold_lines=BURN_FACTORS,
+            ),
+            stat(
+                "TTFT and ITL error budget remaining",
+                "Share of the period's TTFT and ITL error budgets still unspent; below 0 "
+                "the budget is overspent.",
+                Query(
+                    f"tritonwatch_slo_error_budget_remaining_ratio{sel(STREAMING)}",
+                    "{{model}} {{slo}}",
+                ),
+                unit="percentunit",
+                width=8,
+                height=8,
+                steps=thresholds((None, "red"), (0.25, "orange"), (0.5, "green")),
+            ),
+        ),
+    )
+
+
 ALERTS = 'ALERTS{alertname=~"Triton.*"}'
 
 
@@ -218,7 +263,7 @@ def build() -> Json:
         UID,
         TITLE,
         "Per-model latency against the budget, availability, error budget and burn rates "
-        "of the tritonwatch SLOs, and the Triton alerts.",
+        "of the tritonwatch SLOs (TTFT and ITL for streaming models), and the Triton alerts.",
         [target_variable(), model_variable(), budget_variable(), window_variable()],
-        [_now_row(), _latency_row(), _budget_row(), _alerts_row()],
+        [_now_row(), _latency_row(), _budget_row(), _streaming_row(), _alerts_row()],
     )

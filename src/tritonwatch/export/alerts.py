@@ -256,7 +256,7 @@ def slo_burn_alert(
         ),
         _frozen(
             {
-                "summary": f"{spec.model} on {spec.target} is burning its {spec.kind} error "
+                "summary": f"{spec.model} on {spec.target} is burning its {spec.kind.words} error "
                 f"budget ({condition.severity})",
                 "description": f"Burn rate {long_rate or 0:.1f}× over {condition.long_window} "
                 f"and {short_rate or 0:.1f}× over {condition.short_window} "

@@ -6,7 +6,10 @@ group with:
 * ``tritonwatch:slo_sli_error:ratio_rate<W>`` for W in 5m … 3d — the canary's error
   ratio, from ``tritonwatch_canary_requests_total`` (availability: not-success / all)
   or ``tritonwatch_canary_latency_seconds_bucket{le="<threshold>"}`` (latency:
-  1 − bucket / count), the same events the daemon counts in process;
+  1 − bucket / count; TTFT and ITL the same over
+  ``tritonwatch_canary_time_to_first_token_seconds`` and
+  ``tritonwatch_canary_inter_token_latency_seconds``), the same events the daemon
+  counts in process;
 * Sloth's metadata: objective, error budget, period, current and period burn rate and
   the error budget remaining over the period;
 * ``TritonSLOBurn`` with the SRE Workbook's page and ticket conditions, no ``for:``,
@@ -42,6 +45,11 @@ HEADER = (
 )
 REQUESTS = "tritonwatch_canary_requests_total"
 LATENCY = "tritonwatch_canary_latency_seconds"
+TTFT = "tritonwatch_canary_time_to_first_token_seconds"
+ITL = "tritonwatch_canary_inter_token_latency_seconds"
+HISTOGRAMS = {SLOKind.LATENCY: LATENCY, SLOKind.TTFT: TTFT, SLOKind.ITL: ITL}
+"""The canary histogram whose ``le = threshold`` bucket is the good events of each
+threshold SLO (TTFT: one observation per successful stream, ITL: one per token gap)."""
 
 
 def sli_error_record(window: str) -> str:
@@ -79,9 +87,10 @@ def sli_error_expr(spec: SLOSpec, window: str) -> str:
         bad = REQUESTS + _selector(model, 'outcome!="success"')
         return _ratio_of_rates(bad, REQUESTS + _selector(model), window)
     if spec.threshold_seconds is None:
-        raise ValueError(f"a latency SLO needs a threshold, got: {spec}")
-    good = f"{LATENCY}_bucket" + _selector({**model, "le": le_label(spec.threshold_seconds)})
-    ratio = _ratio_of_rates(good, f"{LATENCY}_count" + _selector(model), window)
+        raise ValueError(f"a {spec.kind} SLO needs a threshold, got: {spec}")
+    histogram = HISTOGRAMS[spec.kind]
+    good = f"{histogram}_bucket" + _selector({**model, "le": le_label(spec.threshold_seconds)})
+    ratio = _ratio_of_rates(good, f"{histogram}_count" + _selector(model), window)
     return "1 - (\n" + _indent(ratio) + "\n)"
 
 
@@ -114,8 +123,8 @@ def _alert(
         "expr": expr,
         "labels": {**labels, "severity": str(severity), "source": "canary"},
         "annotations": {
-            "summary": f"{spec.model} on {spec.target} is burning its {spec.kind} error budget "
-            f"({severity})",
+            "summary": f"{spec.model} on {spec.target} is burning its {spec.kind.words} "
+            f"error budget ({severity})",
             "description": "Canary error ratio {{ $value | humanizePercentage }} over the long "
             f"window against a budget of {_percent(spec.error_budget)} "
             f"(objective {_percent(spec.objective)}); {severity} when the error ratio is "
