@@ -14,16 +14,20 @@ import asyncio
 import contextlib
 import errno
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import hpack
 import pytest
 
 from tritonwatch.probe import canary_engine as engine_module
-from tritonwatch.probe.canary_engine import CanaryEngine, RawAnswer
+from tritonwatch.probe import http2
+from tritonwatch.probe.canary_engine import CanaryEngine, GrpcAnswer, RawAnswer
+from tritonwatch.probe.http2 import UnaryRequest, frame_bytes, grpc_unary_request
 from tritonwatch.probe.load.http1 import HttpProtocolError
 
 REQUEST = (
@@ -155,7 +159,7 @@ def _serve_for(
     *,
     timeout: float = 2.0,
     max_in_flight: int = 4,
-    request: bytes = REQUEST,
+    request: bytes | UnaryRequest = REQUEST,
     settle: Callable[[], bool] | None = None,
 ) -> float:
     """Runs the engine for ``canary`` for ``seconds``, then (up to 10 s) until ``settle``
@@ -435,3 +439,121 @@ def test_an_engine_never_served_holds_no_descriptor() -> None:
     opened = {p.name for p in Path("/proc/self/fd").iterdir()} - before
     engine.stop()
     assert opened == set()
+
+
+# --- gRPC over the engine's own HTTP/2 (probe/http2.py) --------------------------------
+
+GRPC_CALL = grpc_unary_request("127.0.0.1:1", "/inference.GRPCInferenceService/ModelInfer",
+                               b"ask", 2.0)  # fmt: skip
+
+
+def _read_frame(conn: socket.socket, buffer: bytearray) -> tuple[int, int, int, bytes] | None:
+    """One whole HTTP/2 frame (type, flags, stream, payload) from ``conn``; None at EOF."""
+    while len(buffer) < 9 or len(buffer) < 9 + int.from_bytes(buffer[:3], "big"):
+        data = conn.recv(65536)
+        if not data:
+            return None
+        buffer += data
+    length = int.from_bytes(buffer[:3], "big")
+    kind, flags, stream = buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big")
+    payload = bytes(buffer[9 : 9 + length])
+    del buffer[: 9 + length]
+    return kind, flags, stream, payload
+
+
+def grpc_server(*, goaway_after: int | None = None, refuse_first: bool = False) -> Behaviour:
+    """An h2c gRPC server: SETTINGS, then for each call its answer (the stream id as its
+    message) and a PING, as gRPC servers probe bandwidth after a call. ``goaway_after``:
+    a GOAWAY and close after that many answers; ``refuse_first``: the connection's first
+    call gets a GOAWAY excluding it instead."""
+
+    def behaviour(conn: socket.socket, server: RawServer) -> None:
+        encoder, buffer = hpack.Encoder(), bytearray()
+        while len(buffer) < len(http2.PREFACE):
+            buffer += conn.recv(65536)
+        del buffer[: len(http2.PREFACE)]
+        conn.sendall(frame_bytes(http2.SETTINGS, 0, 0))
+        answered = 0
+        while (got := _read_frame(conn, buffer)) is not None:
+            kind, flags, stream, payload = got
+            server.requests.append(bytes((kind,)) + payload)
+            if kind != http2.DATA or not flags & http2.END_STREAM:
+                continue
+            if refuse_first and not answered:
+                conn.sendall(frame_bytes(http2.GOAWAY, 0, 0, struct.pack(">II", 0, 0)))
+                return
+            head = encoder.encode([(":status", "200"), ("content-type", "application/grpc")])
+            trailers = encoder.encode([("grpc-status", "0")])
+            message = str(stream).encode()
+            answered += 1
+            leaving = goaway_after is not None and answered >= goaway_after
+            ping = frame_bytes(http2.PING, 0, 0, b"bdpprobe")
+            goaway = frame_bytes(http2.GOAWAY, 0, 0, struct.pack(">II", stream, 0))
+            # One write: a GOAWAY arrives with the answer, never after the next call left.
+            conn.sendall(
+                frame_bytes(http2.HEADERS, http2.END_HEADERS, stream, head)
+                + frame_bytes(http2.DATA, 0, stream, struct.pack(">BI", 0, len(message)) + message)
+                + frame_bytes(http2.HEADERS, http2.END_HEADERS | http2.END_STREAM, stream, trailers)
+                + (ping + goaway if leaving else b"")
+            )
+            if leaving:
+                return
+            time.sleep(0.002)  # the PING lands while the connection idles, as real ones do
+            conn.sendall(ping)
+
+    return behaviour
+
+
+def _grpc_messages(canary: Recorder) -> list[bytes | str]:
+    """Each answer's message (the stream id it came on), or the error's type name."""
+    out: list[bytes | str] = []
+    for _, answer in canary.answers:
+        if isinstance(answer, BaseException):
+            out.append(type(answer).__name__)
+        else:
+            assert isinstance(answer, GrpcAnswer)
+            assert answer.reply.status == 0
+            out.append(answer.reply.payload)
+    return out
+
+
+def test_grpc_calls_reuse_one_http2_connection_on_odd_streams_pings_answered() -> None:
+    """Fails if the engine opens an HTTP/2 connection per call, reuses a stream id, drops
+    the session's state between calls, or leaves the server's PING unanswered (or takes
+    the PING that arrives while the connection idles for bytes nobody asked for)."""
+    canary = Recorder(gap=0.02)
+    with _server(grpc_server()) as server:
+        _serve_for(server.port, canary, 0.4, request=GRPC_CALL, settle=_sends_settled(canary))
+    count = len(canary.answers)
+    assert count >= 5
+    assert server.connections == 1
+    assert _grpc_messages(canary) == [str(1 + 2 * k).encode() for k in range(count)]
+    ping_acks = [r for r in server.requests if r == bytes((http2.PING,)) + b"bdpprobe"]
+    assert len(ping_acks) >= count - 1  # each probe but perhaps the last is acknowledged
+
+
+def test_a_grpc_goaway_after_an_answer_reconnects_and_loses_nothing() -> None:
+    """Fails if a connection the server said GOAWAY on is used again, or a call that
+    came after it is lost instead of going out on a new connection."""
+    canary = Recorder(gap=0.03)
+    with _server(grpc_server(goaway_after=2)) as server:
+        _serve_for(server.port, canary, 0.4, request=GRPC_CALL, settle=_sends_settled(canary))
+    messages = _grpc_messages(canary)
+    assert len(messages) >= 5
+    assert messages[:5] == [b"1", b"3", b"1", b"3", b"1"]  # two calls per connection
+    assert server.connections == (len(messages) + 1) // 2
+
+
+def test_a_grpc_goaway_excluding_the_call_is_a_connection_error_then_it_reconnects() -> None:
+    """Fails if a call the server refused with GOAWAY is not an error the canary counts
+    (a connection error), or the next call does not reconnect."""
+    canary = Recorder(gap=0.03)
+    with _server(grpc_server(refuse_first=True)) as server:
+        _serve_for(server.port, canary, 0.3, request=GRPC_CALL, settle=_sends_settled(canary))
+    messages = _grpc_messages(canary)
+    assert len(messages) >= 4
+    assert messages == ["Http2ClosedError"] * len(messages)  # every connection refuses its first
+    assert server.connections == len(messages)
+    (_, error), *_ = canary.answers
+    assert isinstance(error, ConnectionError)
+    assert "went away before the call" in str(error)

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import hpack
 import ml_dtypes
 import numpy as np
 import pytest
@@ -21,8 +22,14 @@ import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2
 
 from tritonwatch.probe.binary_tensors import binary_request_body
-from tritonwatch.probe.clients import EncodedRequests, HttpInferenceClient, json_request_body
+from tritonwatch.probe.clients import (
+    EncodedRequests,
+    GrpcInferenceClient,
+    HttpInferenceClient,
+    json_request_body,
+)
 from tritonwatch.probe.datatypes import TRITON_DATATYPES
+from tritonwatch.probe.http2 import DATA, HEADERS
 from tritonwatch.probe.load.encoded import encode_http_infer, grpc_infer_request
 from tritonwatch.probe.payload import DataMode, Tensor, TensorSpec, build_inputs
 
@@ -282,3 +289,36 @@ def test_the_http_canary_imports_neither_tritonclient_nor_numpy_nor_aiohttp() ->
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_the_engines_grpc_call_carries_the_grpc_clients_message_and_deadline() -> None:
+    """Breaks if the engine's gRPC call sends other bytes than grpc.aio would, loses the
+    deadline, goes to the engine over TLS, or is built for a message that no fresh
+    connection's flow-control window takes (grpc.aio must send that one)."""
+
+    async def built() -> tuple[Any, ...]:
+        plain = GrpcInferenceClient("grpc://127.0.0.1:8001")
+        secure = GrpcInferenceClient("grpcs://127.0.0.1:8001")
+        big = [Tensor.from_numpy("a", "FP32", np.zeros((1, 20_000), dtype=np.float32))]
+        try:
+            return (
+                plain.address,
+                secure.address,
+                plain.engine_request("m", "2", TENSORS, timeout=1.5),
+                plain.engine_request("m", "2", big, timeout=1.5),
+            )
+        finally:
+            await plain.close()
+            await secure.close()
+
+    address, secure_address, call, too_big = asyncio.run(built())
+    assert (address, secure_address, too_big) == (("127.0.0.1", 8001), None, None)
+    frames = call.for_stream(1)
+    head_length = int.from_bytes(frames[:3], "big")
+    assert frames[3] == HEADERS
+    headers = dict(hpack.Decoder().decode(frames[9 : 9 + head_length]))
+    assert headers[":path"] == "/inference.GRPCInferenceService/ModelInfer"
+    assert (headers[":authority"], headers["grpc-timeout"]) == ("127.0.0.1:8001", "1500m")
+    data = frames[9 + head_length :]
+    assert data[3] == DATA
+    assert data[14:] == grpc_infer_request("m", "2", TENSORS)  # after the 5-byte gRPC prefix

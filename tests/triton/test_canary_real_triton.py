@@ -6,8 +6,9 @@ that inflated Triton's answers twice reported 100 % ``bad_response`` on a health
 and logged nothing. These tests hold the canary to what the real server does: every
 answer of the ``batching`` identity model decodes to exactly what was sent, binary
 tensors are chosen from the server's own ``GET /v2``, and a failing model says why in
-its log lines and its stats. The daemon's plain-HTTP canaries send from the select-loop
-engine (probe/canary_engine.py), not the event loop: the HTTP tests run on both paths.
+its log lines and its stats. The daemon's plain-HTTP and plaintext-gRPC canaries send
+from the select-loop engine (probe/canary_engine.py, gRPC over its own HTTP/2), not the
+event loop: the tests run on both paths.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 import tritonclient.http as httpclient
 from canary_support import RecordingClient, canary_plan
 from structlog.testing import capture_logs
+from tritonclient.utils import InferenceServerException
 
 from real_triton import RealTriton
 from tritonwatch.canary_series import CanaryStats, SeriesSnapshot
@@ -33,7 +35,15 @@ from tritonwatch.config.schema import InputOverride
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import BREAKER_FAILURES, CanaryPlan, ModelCanary
 from tritonwatch.probe.canary_engine import CanaryEngine
-from tritonwatch.probe.clients import ACCEPT_ENCODING, HttpInferenceClient, client_for
+from tritonwatch.probe.clients import (
+    ACCEPT_ENCODING,
+    GrpcInferenceClient,
+    HttpInferenceClient,
+    classify_error,
+    client_for,
+    error_text,
+)
+from tritonwatch.probe.http2 import UnaryRequest
 from tritonwatch.probe.infer_response import decode_http_infer_response
 from tritonwatch.probe.payload import Tensor
 
@@ -79,6 +89,20 @@ class EncodingClient(HttpInferenceClient):
         return super().infer_request(model, version, tensors, binary=binary)
 
 
+class EncodingGrpcClient(GrpcInferenceClient):
+    """The gRPC client, as the engine needs it, keeping the tensors of each call it built."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.encoded: list[tuple[list[Tensor], bool]] = []
+
+    def engine_request(
+        self, model: str, version: str, tensors: Sequence[Tensor], *, timeout: float
+    ) -> UnaryRequest | None:
+        self.encoded.append((list(tensors), False))
+        return super().engine_request(model, version, tensors, timeout=timeout)
+
+
 @dataclass
 class Run:
     """What one canary run left: its statistics and what it sent and got."""
@@ -95,8 +119,7 @@ class Run:
 
 def _run(plan: CanaryPlan, results: int, *, engine: bool = False, settle: bool = False) -> Run:
     """Runs the canary (prepare, tensor format, sends) until ``results`` are recorded;
-    with ``engine`` its plain-HTTP requests go from a :class:`CanaryEngine`, as the
-    daemon's do. ``settle``: then pauses it and waits for the answers of those sent."""
+    with ``engine`` its requests go from a :class:`CanaryEngine`, as the daemon's do. ``settle``: then pauses it and waits for the answers of those sent."""
     stats = CanaryStats()
     stats.declare([plan.key])
     sender = CanaryEngine() if engine else None
@@ -104,13 +127,15 @@ def _run(plan: CanaryPlan, results: int, *, engine: bool = False, settle: bool =
     def recorded() -> int:
         return sum(stats.snapshot(0)[0].outcomes.values())
 
-    async def go() -> tuple[JudgedCanary, RecordingClient | EncodingClient]:
+    async def go() -> tuple[JudgedCanary, RecordingClient | EncodingClient | EncodingGrpcClient]:
         # Made inside the loop: grpc.aio binds its channel to the running loop.
-        client: RecordingClient | EncodingClient = (
-            EncodingClient(plan.http_url)
-            if engine
-            else RecordingClient(client_for(plan.protocol, plan.http_url, plan.grpc_url))
-        )
+        client: RecordingClient | EncodingClient | EncodingGrpcClient
+        if not engine:
+            client = RecordingClient(client_for(plan.protocol, plan.http_url, plan.grpc_url))
+        elif plan.protocol == "grpc":
+            client = EncodingGrpcClient(plan.grpc_url)
+        else:
+            client = EncodingClient(plan.http_url)
         canary = JudgedCanary(plan, client, stats, seed=1, engine=sender)
         task = asyncio.create_task(canary.run())
         try:
@@ -155,8 +180,8 @@ def _assert_echoed(exchanges: list[tuple[list[Tensor], Any]], output: str) -> No
 
 @pytest.mark.parametrize(
     ("protocol", "engine"),
-    [("http", False), ("http", True), ("grpc", False)],
-    ids=["http", "http-engine", "grpc"],
+    [("http", False), ("http", True), ("grpc", False), ("grpc", True)],
+    ids=["http", "http-engine", "grpc", "grpc-engine"],
 )
 def test_the_canary_reads_every_answer_of_a_healthy_model(
     real_triton: RealTriton, protocol: str, engine: bool
@@ -164,8 +189,8 @@ def test_the_canary_reads_every_answer_of_a_healthy_model(
     """Breaks if the canary mis-reads real Triton's answers (over HTTP: inflating its
     gzipped answers a second time, "incorrect header check", 100 % bad_response), if a
     request sent goes unanswered or off the open-loop schedule, if latency is timed from
-    anything but the intended send, or if the engine (the daemon's plain-HTTP path)
-    judges an answer otherwise than the event loop."""
+    anything but the intended send, or if the engine (the daemon's plain-HTTP and gRPC
+    path, gRPC over its own HTTP/2) judges an answer otherwise than the event loop."""
     plan = canary_plan(real_triton, "batching", protocol)
     with capture_logs() as logs:
         run = _run(plan, results=20, engine=engine, settle=True)
@@ -241,8 +266,9 @@ def test_triton_compresses_infer_answers_as_asked_and_each_decodes(
         ("http", False, Outcome.HTTP_ERROR, 500, "[500] negative input: failure asked for"),
         ("http", True, Outcome.HTTP_ERROR, 500, "[500] negative input: failure asked for"),
         ("grpc", False, Outcome.GRPC_ERROR, None, "[StatusCode.INTERNAL] negative input: failure"),
+        ("grpc", True, Outcome.GRPC_ERROR, None, "[StatusCode.INTERNAL] negative input: failure"),
     ],
-    ids=["http", "http-engine", "grpc"],
+    ids=["http", "http-engine", "grpc", "grpc-engine"],
 )
 def test_a_failing_model_says_why_in_its_log_lines_and_its_stats(
     real_triton: RealTriton,
@@ -314,3 +340,70 @@ def test_a_model_failing_at_random_is_logged_with_the_servers_reason(
     assert lines[0]["status"] == 500
     assert snap.last_error is not None
     assert snap.last_error.error == "[500] fail_ratio: failure asked for"
+
+
+def test_the_engines_grpc_canary_reached_triton_once_per_request_and_saw_its_time(
+    real_triton: RealTriton,
+) -> None:
+    """Breaks if the engine's gRPC canary counts a request Triton never served (or
+    serves one twice), or its latencies miss time the server itself spent (a clock
+    stopped at the wrong frame): each is at least Triton's own request duration."""
+    before = real_triton.stats("batching")["inference_stats"]["success"]
+    run = _run(canary_plan(real_triton, "batching", "grpc"), results=20, engine=True, settle=True)
+    after = real_triton.stats("batching")["inference_stats"]["success"]
+    served, served_ns = after["count"] - before["count"], after["ns"] - before["ns"]
+    successes = run.snap.outcomes[Outcome.SUCCESS]
+    assert successes == len(run.canary.allowed) == run.engine_sent
+    assert served == successes
+    assert run.snap.latency_sum >= served_ns * 1e-9  # the client's time holds the server's
+
+
+def test_a_missing_model_fails_on_the_engine_with_grpc_aios_error(real_triton: RealTriton) -> None:
+    """Breaks if the engine's gRPC path reports Triton's refusal (a trailers-only
+    NOT_FOUND) with another outcome or other words than grpc.aio does."""
+    stats = CanaryStats()
+    plan = canary_plan(real_triton, "batching", "grpc")
+    stats.declare([plan.key])
+    sender = CanaryEngine()
+
+    async def go() -> tuple[str, str]:
+        client = GrpcInferenceClient(plan.grpc_url)
+        canary = JudgedCanary(plan, client, stats, seed=1, engine=sender)
+        try:
+            assert await canary.prepare()
+            tensors = canary._tensors
+            with pytest.raises(InferenceServerException) as caught:  # grpc.aio's own failure
+                await client.infer("nope", "", tensors, binary=False, timeout=plan.timeout)
+            aio = (str(classify_error(caught.value, "grpc")), error_text(caught.value))
+            request = client.engine_request("nope", "", tensors, timeout=plan.timeout)
+            assert request is not None
+            address = client.address
+            assert address is not None
+            now = asyncio.get_running_loop().time()
+            serving = asyncio.create_task(
+                sender.serve(
+                    canary, *address, request, timeout=plan.timeout, max_in_flight=1, first_send=now
+                )
+            )
+            async with asyncio.timeout(WAIT_SECONDS):
+                while not canary.judged:
+                    await asyncio.sleep(0.01)
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+        finally:
+            await client.close()
+        return aio
+
+    try:
+        with capture_logs() as logs:
+            outcome, text = asyncio.run(go())
+    finally:
+        sender.stop()
+    assert (outcome, text) == ("grpc_error", "[StatusCode.NOT_FOUND] Request for unknown model: "
+                               "'nope' is not found")  # fmt: skip
+    (line, *_) = [log for log in logs if log["event"] == "canary_request_failed"]
+    assert (line["outcome"], line["error"]) == (outcome, text)
+    snap = stats.snapshot(0)[0]
+    assert snap.last_error is not None
+    assert (snap.last_error.outcome, snap.last_error.error) == (outcome, text)

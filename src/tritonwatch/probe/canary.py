@@ -22,18 +22,21 @@ from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, Config, InputOverride
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import CanaryResult, Outcome
-from tritonwatch.probe.canary_engine import CanaryEngine, RawAnswer
+from tritonwatch.probe.canary_engine import CanaryEngine, GrpcAnswer, RawAnswer
 from tritonwatch.probe.canary_failures import Failure, FailureLog
 from tritonwatch.probe.canary_timing import WakeTimer
 from tritonwatch.probe.clients import (
     BINARY_TENSOR_EXTENSION,
+    GrpcInferenceClient,
     HttpInferenceClient,
     classify_error,
     error_text,
+    grpc_infer_answer,
     http_infer_answer,
     http_status,
     is_refused_connection,
 )
+from tritonwatch.probe.http2 import UnaryRequest
 from tritonwatch.probe.infer_response import ResponseDecodeError, check_outputs
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
@@ -319,18 +322,29 @@ class ModelCanary:
             self._failure_log.flush()
 
     async def _run_on_engine(self, first_send: float) -> bool:
-        """Hands a plain-HTTP canary to the engine (probe/canary_engine.py), which sends
-        until this task is cancelled; False when there is no engine, the target speaks
-        TLS or gRPC, or its host does not resolve (the event loop then sends)."""
-        client = self._client
-        if self._engine is None or not isinstance(client, HttpInferenceClient):
+        """Hands a plain-HTTP or plaintext-gRPC canary to the engine
+        (probe/canary_engine.py), which sends until this task is cancelled; False when
+        there is no engine, the target speaks TLS, a gRPC request is too large for the
+        engine, or the host does not resolve (the event loop then sends)."""
+        client, plan = self._client, self.plan
+        if self._engine is None:
             return False
-        address = client.address
-        if address is None:
+        request: bytes | UnaryRequest | None = None
+        address = None
+        if isinstance(client, HttpInferenceClient):
+            address = client.address
+            if address is not None:
+                request = client.infer_request(
+                    plan.model, plan.version, self._tensors, binary=self._binary
+                )
+                client.close_idle_connections()
+        elif isinstance(client, GrpcInferenceClient):
+            address = client.address
+            request = client.engine_request(
+                plan.model, plan.version, self._tensors, timeout=plan.timeout
+            )
+        if request is None or address is None:
             return False
-        plan = self.plan
-        request = client.infer_request(plan.model, plan.version, self._tensors, binary=self._binary)
-        client.close_idle_connections()
         try:
             await self._engine.serve(
                 self, *address, request, timeout=plan.timeout,
@@ -435,11 +449,13 @@ class ModelCanary:
         return not self.paused and self._breaker_allows(intended)
 
     def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
-        """The engine's answer: decoded here as the HTTP client decodes its own."""
+        """The engine's answer: decoded here as the HTTP and gRPC clients decode their own."""
         if not isinstance(answer, BaseException):
-            status, headers, payload, received = answer
             try:
-                answer = http_infer_answer(status, headers, payload, received)
+                if isinstance(answer, GrpcAnswer):
+                    answer = grpc_infer_answer(answer.reply, answer.received)
+                else:
+                    answer = http_infer_answer(*answer)
             except Exception as error:  # a status or a body that says it failed
                 answer = error
         self.finish(intended, answer, woke)

@@ -1,4 +1,5 @@
-"""Plain-HTTP canary requests sent and read by one thread with a bare ``select()`` loop.
+"""Plain-HTTP and plaintext-gRPC canary requests sent and read by one thread with a bare
+``select()`` loop.
 
 Why not the event loop: at the default 1 request/s per model, 20 models cost the daemon
 2.1–2.5 % of a core on the test VM, against 0.6 % for the leanest Python canary
@@ -22,10 +23,16 @@ stops sleeping early and polls until the send time
 (:class:`~tritonwatch.probe.canary_timing.WakeTimer`'s estimate of the OS's lateness),
 so a usual late wake-up lands inside the poll, not on the request.
 
-TLS targets and gRPC stay on the event loop (``ssl`` on non-blocking sockets and the
-gRPC channel need it); so does everything before the first send (metadata, config,
-server extensions). A connection that did not finish its exchange is closed, never
-reused, as in :class:`~tritonwatch.probe.canary_http.ConnectionPool`.
+gRPC is spoken here too, over plaintext HTTP/2 (:mod:`~tritonwatch.probe.http2`):
+``grpc.aio``'s own per-call cost kept the gRPC canary 0.75 ms over perf_analyzer's p95
+on real Triton. Each connection speaks one protocol (its :class:`_Wire`): HTTP/1.1
+keep-alive, or an HTTP/2 session whose state (the HPACK decoder's table, the windows,
+the next stream id) lives beside the socket from one call to the next, one call at a
+time. TLS targets stay on the event loop (``ssl`` on non-blocking sockets needs it), as
+does a gRPC request too large for a fresh connection's flow-control window; so does
+everything before the first send (metadata, config, server extensions). A connection
+that did not finish its exchange is closed, never reused, as in
+:class:`~tritonwatch.probe.canary_http.ConnectionPool`.
 """
 
 from __future__ import annotations
@@ -44,12 +51,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tritonwatch.logs import get_logger
 from tritonwatch.probe.arrival_stamps import receive_stamped, stamp_arrivals
 from tritonwatch.probe.canary_http import HeadedConnection
 from tritonwatch.probe.canary_timing import SPIN_SECONDS, WakeTimer
+from tritonwatch.probe.http2 import ClientSession, GrpcReply, Http2ClosedError, UnaryRequest
 from tritonwatch.probe.interfaces import EngineCanary
 from tritonwatch.probe.load.http1 import HttpProtocolError
 from tritonwatch.probe.timer_slack import tighten_timer_slack
@@ -58,10 +66,104 @@ _log = get_logger("canary")
 READ_CHUNK = 64 * 1024
 FD_SETSIZE = 1024
 """select() cannot watch a descriptor at or above it; poll() takes over there."""
-RawAnswer = tuple[int, dict[str, str], bytes, float]
+HttpAnswer = tuple[int, dict[str, str], bytes, float]
 """(status, the headers the decoder needs, the body as sent, when its last byte came)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcAnswer:
+    """A finished gRPC call as it came back, and when its last byte did."""
+
+    reply: GrpcReply
+    received: float
+
+
+RawAnswer = HttpAnswer | GrpcAnswer
+"""What the engine hands its canary for one answered request."""
 Address = tuple[int, Any]
 """(address family, socket address): what ``getaddrinfo`` resolved the target to."""
+
+
+class _Wire(Protocol):
+    """What one connection speaks: the bytes of each request, and its answers read back."""
+
+    def start(self) -> bytes:
+        """The bytes to write for the next request (control frames owed included)."""
+        ...
+
+    def feed(self, data: bytes, received: float) -> RawAnswer | None:
+        """Reads an answer's bytes; the answer once whole, stamped ``received``."""
+        ...
+
+    def take_output(self) -> bytes:
+        """Bytes owed to the server meanwhile (HTTP/2 acknowledgements, window updates)."""
+        ...
+
+    def reusable(self) -> bool:
+        """Whether the connection may carry the next request, after its answer."""
+        ...
+
+    def idle_data(self, data: bytes) -> bool:
+        """Reads what came while the connection idled; False: it cannot be used again."""
+        ...
+
+
+class _Http1Wire:
+    """HTTP/1.1 keep-alive: the same request each time, each answer read by a fresh parser."""
+
+    def __init__(self, request: bytes) -> None:
+        self._request = request
+        self._parser = HeadedConnection()
+
+    def start(self) -> bytes:
+        self._parser = HeadedConnection()
+        return self._request
+
+    def feed(self, data: bytes, received: float) -> RawAnswer | None:
+        parsed = self._parser.feed(data)
+        if parsed is None:
+            return None
+        return parsed[0], self._parser.headers, parsed[1], received
+
+    def take_output(self) -> bytes:
+        return b""
+
+    def reusable(self) -> bool:
+        return self._parser.headers.get("connection", "").lower() != "close"
+
+    def idle_data(self, data: bytes) -> bool:
+        return False  # bytes nobody asked for
+
+
+class _GrpcWire:
+    """A unary gRPC call over one HTTP/2 session, kept from one call to the next."""
+
+    def __init__(self, request: UnaryRequest) -> None:
+        self._request = request
+        self._session = ClientSession()
+
+    def start(self) -> bytes:
+        return self._session.start(self._request)
+
+    def feed(self, data: bytes, received: float) -> RawAnswer | None:
+        reply = self._session.feed(data)
+        return None if reply is None else GrpcAnswer(reply, received)
+
+    def take_output(self) -> bytes:
+        return self._session.take_output()
+
+    def reusable(self) -> bool:
+        return self._session.can_send(self._request)
+
+    def idle_data(self, data: bytes) -> bool:
+        """PINGs, SETTINGS and window updates come while a connection idles (gRPC servers
+        probe the bandwidth after each call): read, they leave it usable; a GOAWAY or
+        a broken frame does not."""
+        try:
+            self._session.feed(data)
+        except (HttpProtocolError, Http2ClosedError):
+            return False
+        return not self._session.going_away
 
 
 @dataclass(eq=False)
@@ -75,7 +177,7 @@ class _Exchange:
     deadline: float
     unsent: memoryview
     connecting: bool
-    parser: HeadedConnection = field(default_factory=HeadedConnection)
+    wire: _Wire
 
 
 @dataclass(eq=False)
@@ -84,16 +186,23 @@ class _Channel:
 
     canary: EngineCanary
     address: Address
-    request: bytes
+    request: bytes | UnaryRequest
+    """HTTP/1.1 bytes, or a unary gRPC call's frames."""
     timeout: float
     max_in_flight: int
-    idle: list[socket.socket] = field(default_factory=list)
+    idle: list[tuple[socket.socket, _Wire]] = field(default_factory=list)
     waiting: deque[tuple[float, float]] = field(default_factory=deque)
     """(intended, woke) of requests waiting for a connection, oldest first."""
     """Intended send times of requests that found every allowed connection busy."""
     in_flight: int = 0
     """How many of its exchanges are in flight (the engine's ``_exchanges`` holds them)."""
     closed: bool = False
+
+    def new_wire(self) -> _Wire:
+        """The protocol state of a new connection."""
+        if isinstance(self.request, UnaryRequest):
+            return _GrpcWire(self.request)
+        return _Http1Wire(self.request)
 
 
 class _Waker:
@@ -124,7 +233,7 @@ class _Waker:
 
 
 class CanaryEngine:
-    """Runs the plain-HTTP canaries handed to :meth:`serve` on one thread of its own."""
+    """Runs the plain-HTTP and gRPC canaries handed to :meth:`serve` on one thread of its own."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -154,13 +263,14 @@ class CanaryEngine:
         canary: EngineCanary,
         host: str,
         port: int,
-        request: bytes,
+        request: bytes | UnaryRequest,
         *,
         timeout: float,
         max_in_flight: int,
         first_send: float,
     ) -> None:
-        """Sends ``request`` to ``host:port`` on ``canary``'s schedule until cancelled.
+        """Sends ``request`` (HTTP/1.1 bytes, or a gRPC call over HTTP/2) to
+        ``host:port`` on ``canary``'s schedule until cancelled.
 
         Raises:
             OSError: ``host`` does not resolve (the caller falls back to the event loop,
@@ -300,13 +410,12 @@ class CanaryEngine:
             return
         deadline = intended + channel.timeout
         while channel.idle:
-            sock = channel.idle.pop()
-            if _still_open(sock):
-                self._begin(
-                    channel, _Exchange(sock, intended, woke, deadline, memoryview(b""), False)
-                )
+            sock, wire = channel.idle.pop()
+            if _revived(sock, wire, self._read_buffer) and wire.reusable():
+                exchange = _Exchange(sock, intended, woke, deadline, memoryview(b""), False, wire)
+                self._begin(channel, exchange)
                 return
-            sock.close()  # the server closed it while it idled: open another
+            sock.close()  # the server closed it (or is going away) while it idled
         family, address = channel.address
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setblocking(False)
@@ -319,12 +428,13 @@ class CanaryEngine:
             sock.close()
             _deliver(channel, intended, woke, OSError(code, os.strerror(code)))
             return
-        self._begin(channel, _Exchange(sock, intended, woke, deadline, memoryview(b""), True))
+        wire = channel.new_wire()
+        self._begin(channel, _Exchange(sock, intended, woke, deadline, memoryview(b""), True, wire))
 
     def _begin(self, channel: _Channel, exchange: _Exchange) -> None:
         self._sent += 1
         self._register(channel, exchange)
-        exchange.unsent = memoryview(channel.request)
+        exchange.unsent = memoryview(exchange.wire.start())
         if not exchange.connecting:
             self._push(channel, exchange)
 
@@ -407,24 +517,25 @@ class CanaryEngine:
     def _on_data(
         self, channel: _Channel, exchange: _Exchange, data: bytes, arrived: float | None = None
     ) -> None:
-        sock = exchange.sock
+        sock, wire = exchange.sock, exchange.wire
+        received = arrived if arrived is not None else self._clock()
         try:
-            parsed = exchange.parser.feed(data)
-        except HttpProtocolError as error:
+            answer = wire.feed(data, received)
+        except (HttpProtocolError, Http2ClosedError) as error:
             self._fail(channel, exchange, error)
             return
-        if parsed is None:
+        if answer is None:
+            owed = wire.take_output()  # acknowledgements due before the answer comes
+            if owed:
+                exchange.unsent = memoryview(bytes(exchange.unsent) + owed)
+                self._push(channel, exchange)
             return
-        received = arrived if arrived is not None else self._clock()
         self._unregister(channel, exchange)
-        headers = exchange.parser.headers
-        if headers.get("connection", "").lower() == "close":
-            sock.close()
+        if wire.reusable() and _sent_whole(sock, wire.take_output()):
+            channel.idle.append((sock, wire))
         else:
-            channel.idle.append(sock)
-        _deliver(
-            channel, exchange.intended, exchange.woke, (parsed[0], headers, parsed[1], received)
-        )
+            sock.close()
+        _deliver(channel, exchange.intended, exchange.woke, answer)
         self._next_waiting(channel)
 
     def _expire(self, now: float) -> None:
@@ -455,7 +566,7 @@ class CanaryEngine:
 
     def _close_channel(self, channel: _Channel) -> None:
         channel.closed = True
-        for sock in channel.idle:
+        for sock, _ in channel.idle:
             sock.close()
         for exchange in [e for c, e in self._exchanges.values() if c is channel]:
             self._unregister(channel, exchange)
@@ -464,18 +575,32 @@ class CanaryEngine:
         channel.waiting.clear()
 
 
-def _still_open(sock: socket.socket) -> bool:
+def _revived(sock: socket.socket, wire: _Wire, buffer: bytearray) -> bool:
     """Whether an idle keep-alive connection can carry the next request: the server has
-    neither closed it (EOF) nor sent anything unasked. Asked when it is taken, not by
+    not closed it (EOF), and what it sent meanwhile, if anything, its wire accepts
+    (HTTP/1.1: nothing; HTTP/2: control frames). Asked when it is taken, not by
     watching every idle connection in each ``select()``: the kernel's cost of a select
     grows with the descriptors it watches, and most of them are idle."""
+    while True:
+        try:
+            size = sock.recv_into(buffer)
+        except BlockingIOError:
+            return True  # nothing (more) to read: open and quiet
+        except OSError:
+            return False
+        if not size or not wire.idle_data(bytes(buffer[:size])):
+            return False  # closed, or bytes it cannot take
+
+
+def _sent_whole(sock: socket.socket, data: bytes) -> bool:
+    """Writes the bytes a finished exchange still owes (a few control frames, which an
+    idle connection's send buffer always takes); False when it did not take them all."""
+    if not data:
+        return True
     try:
-        sock.recv(1, socket.MSG_PEEK)
-    except BlockingIOError:
-        return True  # nothing to read: open and quiet
+        return sock.send(data) == len(data)
     except OSError:
         return False
-    return False  # b"": closed; anything else: bytes nobody asked for
 
 
 def _spin_until(clock: Callable[[], float], when: float) -> None:

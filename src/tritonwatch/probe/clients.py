@@ -24,6 +24,7 @@ from tritonwatch.kserve import model_path
 from tritonwatch.observations import Outcome
 from tritonwatch.probe.binary_tensors import binary_request_body
 from tritonwatch.probe.canary_http import ConnectionPool, encode_request
+from tritonwatch.probe.http2 import MAX_REQUEST_DATA, GrpcReply, UnaryRequest, grpc_unary_request
 from tritonwatch.probe.infer_response import (
     ResponseDecodeError,
     decode_grpc_infer_response,
@@ -42,6 +43,7 @@ ACCEPT_ENCODING = "gzip, deflate"
 """What the HTTP canary offers to read: exactly the encodings its own decoder inflates
 (never ``br``, which aiohttp offered when brotli was installed). Triton then gzips
 infer answers, as it does for ``tritonclient.http.aio``."""
+MODEL_INFER_PATH = "/inference.GRPCInferenceService/ModelInfer"
 BINARY_TENSOR_EXTENSION = "binary_tensor_data"
 """The name ``GET /v2`` lists when the server reads and writes binary tensors."""
 
@@ -359,9 +361,33 @@ class GrpcInferenceClient:
         self._error = get_error_grpc
         self._server_error: Any = InferenceServerException
         options = secure.tritonclient_grpc_options() if secure is not None else {}
-        self._client = grpcclient.InferenceServerClient(_address(url), **options)
+        self._authority = _address(url)
+        self._secure = secure is not None
+        self._client = grpcclient.InferenceServerClient(self._authority, **options)
         self._call: Any = None
         self._requests: EncodedRequests[bytes] = EncodedRequests()
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """(host, port) of a plaintext gRPC server; None over TLS, which only
+        ``grpc.aio`` speaks."""
+        if self._secure:
+            return None
+        parts = urlsplit(f"//{self._authority}")
+        return parts.hostname or "127.0.0.1", parts.port or 80
+
+    def engine_request(
+        self, model: str, version: str, tensors: Sequence[Tensor], *, timeout: float
+    ) -> UnaryRequest | None:
+        """The ``ModelInfer`` call the canary's engine sends over its own HTTP/2 (the
+        message this client sends, its deadline in ``grpc-timeout``); None when the
+        message is too large for a fresh connection's window (``grpc.aio`` sends it)."""
+        message = self._requests.get(
+            (model, version, False), tensors, lambda: grpc_infer_request(model, version, tensors)
+        )
+        if len(message) + 5 > MAX_REQUEST_DATA:
+            return None
+        return grpc_unary_request(self._authority, MODEL_INFER_PATH, message, timeout)
 
     async def extensions(self) -> frozenset[str]:
         """``ServerMetadata``'s extensions (the gRPC canary needs none of them)."""
@@ -407,7 +433,7 @@ class GrpcInferenceClient:
         if self._call is None:
             channel = self._client._channel  # its connection, options and TLS
             self._call = channel.unary_unary(
-                "/inference.GRPCInferenceService/ModelInfer",
+                MODEL_INFER_PATH,
                 request_serializer=None,
                 response_deserializer=None,
             )
@@ -415,6 +441,16 @@ class GrpcInferenceClient:
 
     async def close(self) -> None:
         await self._client.close()
+
+
+def grpc_infer_answer(reply: GrpcReply, received: float) -> Any:
+    """A gRPC call the canary's engine finished made into the decoded result, stamped
+    ``received_at``; a non-OK status raises :class:`ServerError` with the face
+    ``tritonclient``'s ``get_error_grpc`` gives a ``grpc.RpcError`` (status
+    ``StatusCode.NAME``, the server's message), so it is classified and logged alike."""
+    if reply.status != 0:
+        raise ServerError(reply.message, status=reply.status_name)
+    return replace(decode_grpc_infer_response(reply.payload), received_at=received)
 
 
 def normalise_grpc_json(message: Mapping[str, Any]) -> dict[str, Any]:
