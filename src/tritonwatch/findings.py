@@ -16,8 +16,12 @@ from collections.abc import Callable
 from prometheus_client.registry import CollectorRegistry
 
 from tritonwatch.analysis.advisor import advise
-from tritonwatch.analysis.advisor_evidence import advisor_input_for
-from tritonwatch.analysis.advisor_records import AdvisorThresholds, with_server_window
+from tritonwatch.analysis.advisor_evidence import KvPressureLog, LlmWindows, advisor_input_for
+from tritonwatch.analysis.advisor_records import (
+    AdvisorThresholds,
+    with_llm_window,
+    with_server_window,
+)
 from tritonwatch.analysis.experiments import Experiment, experiment_span, judge_experiment
 from tritonwatch.analysis.slo import SLOStatus, slo_specs
 from tritonwatch.canary_series import CanaryStats, SeriesSnapshot
@@ -40,7 +44,7 @@ from tritonwatch.observations import (
 from tritonwatch.recommendation_book import RecommendationBook
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
 from tritonwatch.slo_tracker import SLOTracker
-from tritonwatch.stream_series import StreamStats
+from tritonwatch.stream_series import StreamSnapshot, StreamStats
 from tritonwatch.target_state import ScrapeOutcome
 
 _log = get_logger("findings")
@@ -70,6 +74,8 @@ class Findings:
         self._canary = canary_stats
         self._stream = stream_stats
         """The streaming canaries' TTFT/ITL histograms, for the TTFT and ITL SLOs."""
+        self._llm_windows = LlmWindows()
+        self._kv_pressure = KvPressureLog()
         self._triton = triton
         self._clock = clock
         self._lock = threading.RLock()
@@ -158,14 +164,15 @@ class Findings:
         snapshots = self._canary.snapshot(now)
         self.p95_history.observe(snapshots, now)
         self.slo.observe_canary(snapshots, self._canary.buckets)
+        streams = self._stream.snapshot(now) if self._stream is not None else []
         if self._stream is not None:
             stream = self._stream
-            self.slo.observe_stream(stream.snapshot(now), stream.ttft_buckets, stream.itl_buckets)
+            self.slo.observe_stream(streams, stream.ttft_buckets, stream.itl_buckets)
         statuses = self.slo.evaluate()
         with self._lock:
             self._statuses = statuses
             config = self._config
-        self._advise(config, snapshots, now)
+        self._advise(config, snapshots, streams, now, statuses)
         self._close_experiments(config, now)
         runbook = config.alerting.runbook_url
         specs = active_alerts(statuses, self.recommendations.active(), runbook)
@@ -174,10 +181,18 @@ class Findings:
         for notifier in self._notifiers:
             notifier.notify(due)
 
-    def _advise(self, config: Config, snapshots: list[SeriesSnapshot], now: float) -> None:
+    def _advise(
+        self,
+        config: Config,
+        snapshots: list[SeriesSnapshot],
+        stream_snapshots: list[StreamSnapshot],
+        now: float,
+        statuses: list[SLOStatus],
+    ) -> None:
         states = {state.target: state for state in self._triton.states()}
         thresholds = _thresholds(config)
         canary = {(s.target, s.model): s for s in snapshots}
+        streams = {(s.target, s.model): s for s in stream_snapshots}
         for target in config.targets:
             state = states.get(target.name)
             for model in target.models:
@@ -190,13 +205,13 @@ class Findings:
                 span = config.advisor.window
                 samples = self._canary.samples_between(target.name, model.name, now - span, now + 1)
                 advisor_input = advisor_input_for(
-                    config, target, model, state, snapshot=snapshot, samples=samples
-                )
-                self.recommendations.update(
-                    target.name,
-                    model.name,
-                    advise(with_server_window(advisor_input, window), thresholds),
-                )
+                    config, target, model, state, snapshot=snapshot, samples=samples,
+                    stream=streams.get(key), statuses=statuses,
+                )  # fmt: skip
+                llm = self._llm_windows.observe(key, state.models.get(model.name), now, span)
+                judged = with_llm_window(with_server_window(advisor_input, window), llm)
+                self._kv_pressure.update(judged, thresholds)
+                self.recommendations.update(target.name, model.name, advise(judged, thresholds))
 
     def _close_experiments(self, config: Config, now: float) -> None:
         span = experiment_span(config.advisor.experiment_window)

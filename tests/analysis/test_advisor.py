@@ -14,8 +14,14 @@ import pytest
 from structlog.testing import capture_logs
 
 from tritonwatch.analysis.advisor import advise
-from tritonwatch.analysis.advisor_records import Action, AdvisorInput, with_server_window
+from tritonwatch.analysis.advisor_records import (
+    Action,
+    AdvisorInput,
+    with_llm_window,
+    with_server_window,
+)
 from tritonwatch.analysis.slo import Severity
+from tritonwatch.llm_records import LlmRates, LlmReadings
 from tritonwatch.observations import ModelRates
 from tritonwatch.recommendation_book import RecommendationBook
 
@@ -155,6 +161,52 @@ SCENARIOS: dict[str, tuple[AdvisorInput, set[Action]]] = {
         ),
         {Action.REMOVE_INSTANCE},
     ),
+    "kv-cache-pressure": (
+        replace(
+            HEALTHY,
+            streaming=True,
+            llm_backend="vllm",
+            kv_cache_usage_ratio=0.98,
+            preemptions_per_second=0.4,
+            requests_waiting=12.0,
+            requests_running=40.0,
+            requests_max=128.0,
+            gpu_utilization=0.9,
+        ),
+        {Action.REDUCE_KV_PRESSURE},
+    ),
+    "ttft-queueing": (
+        replace(
+            HEALTHY,
+            streaming=True,
+            llm_backend="vllm",
+            kv_cache_usage_ratio=0.3,
+            requests_waiting=8.0,
+            requests_running=4.0,
+            requests_max=4.0,
+            ttft_burning=True,
+            ttft_p95_seconds=1.5,
+            ttft_budget_seconds=0.5,
+            gpu_utilization=0.9,
+        ),
+        {Action.SCALE_OUT_PREFILL},
+    ),
+    "slow tokens from a full batch (no simulator scenario)": (
+        replace(
+            HEALTHY,
+            streaming=True,
+            llm_backend="tensorrt_llm",
+            kv_cache_usage_ratio=0.6,
+            requests_waiting=0.0,
+            requests_running=60.0,
+            requests_max=64.0,
+            itl_burning=True,
+            itl_p95_seconds=0.09,
+            itl_budget_seconds=0.05,
+            gpu_utilization=0.9,
+        ),
+        {Action.LOWER_MAX_SEQUENCES},
+    ),
 }
 
 
@@ -278,3 +330,27 @@ def test_server_window_weights_by_time_requests_and_executions() -> None:
     assert window.compute_infer_seconds is None
     assert dict(window.failures_per_second_by_reason) == {"REJECTED": pytest.approx(0.125)}
     assert with_server_window(HEALTHY, []).requests_per_second is None
+
+
+def test_llm_window_averages_gauges_and_weights_rates_by_time() -> None:
+    """KV 0.9 and 1.0 average to 0.95; 0.2 preemptions/s over 10 s and 1.0 over 30 s
+    weigh to 0.8; the latest scrape names the backend and the engine's maximum."""
+    older = LlmReadings("vllm", kv_cache_usage_ratio=0.9, requests_waiting=2.0, requests_max=64)
+    newer = LlmReadings("vllm", kv_cache_usage_ratio=1.0, requests_waiting=4.0, requests_max=128)
+    window = with_llm_window(
+        HEALTHY,
+        [
+            (older, LlmRates(10.0, preemptions_per_second=0.2, ttft_mean_seconds=0.1)),
+            (newer, LlmRates(30.0, preemptions_per_second=1.0, ttft_mean_seconds=0.5)),
+            (newer, None),
+        ],
+    )
+    assert window.streaming
+    assert window.llm_backend == "vllm"
+    assert window.kv_cache_usage_ratio == pytest.approx((0.9 + 1.0 + 1.0) / 3)
+    assert window.requests_waiting == pytest.approx(10.0 / 3)
+    assert window.requests_max == 128
+    assert window.preemptions_per_second == pytest.approx(0.8)
+    assert window.server_ttft_mean_seconds == pytest.approx(0.4)
+    assert window.requests_running is None
+    assert with_llm_window(HEALTHY, []) == HEALTHY

@@ -8,21 +8,26 @@ from typing import Any
 
 import pytest
 
-from tritonwatch.analysis.advisor_records import AdvisorInput, AdvisorThresholds
+from tritonwatch.analysis.advisor import advise
+from tritonwatch.analysis.advisor_records import Action, AdvisorInput, AdvisorThresholds
 from tritonwatch.analysis.advisor_rules import (
     RULES,
     Check,
     add_instance,
     enable_dynamic_batching,
     gpu_underused,
+    lower_max_sequences,
     lower_queue_delay,
     optimize_model,
     raise_queue_delay,
     reduce_io,
+    reduce_kv_pressure,
     reduce_network_overhead,
     remove_instance,
+    scale_out_prefill,
     tune_queue_policy,
 )
+from tritonwatch.analysis.slo import Severity
 
 LIMITS = AdvisorThresholds()
 BASE = AdvisorInput(
@@ -47,6 +52,10 @@ BASE = AdvisorInput(
     pending_requests=0.0,
 )
 TINY = 1e-9
+FULL = {"kv_cache_usage_ratio": 0.95}
+TTFT_BURNS = {"ttft_burning": True, "requests_waiting": 2.0}
+ITL_BURNS = {"itl_burning": True, "requests_max": 10.0}
+IDLE_STREAM = {"streaming": True, "gpu_utilization": 0.2, "pending_requests": None}
 
 # (rule, changes that make it fire, changes at/over the line that keep it silent)
 BOUNDARIES: list[tuple[Check, dict[str, Any], dict[str, Any]]] = [
@@ -151,6 +160,78 @@ BOUNDARIES: list[tuple[Check, dict[str, Any], dict[str, Any]]] = [
         {"failures_per_second_by_reason": MappingProxyType({"REJECTED": TINY})},
         {"failures_per_second_by_reason": MappingProxyType({"REJECTED": 0.0, "BACKEND": 9.0})},
     ),
+    (
+        reduce_kv_pressure,
+        {"kv_cache_usage_ratio": 0.9, "requests_waiting": 1.0},
+        {"kv_cache_usage_ratio": 0.9 - TINY, "requests_waiting": 1.0},
+    ),
+    (
+        reduce_kv_pressure,
+        {**FULL, "requests_waiting": 1.0},
+        {**FULL, "requests_waiting": 1.0 - TINY},
+    ),
+    (
+        reduce_kv_pressure,
+        {**FULL, "preemptions_per_second": TINY},
+        {**FULL, "preemptions_per_second": 0.0, "requests_waiting": 0.0, "paused_requests": 0.0},
+    ),
+    (reduce_kv_pressure, {**FULL, "paused_requests": 1.0}, {**FULL, "paused_requests": 0.0}),
+    (
+        scale_out_prefill,
+        TTFT_BURNS,
+        {**TTFT_BURNS, "requests_waiting": 1.0 - TINY},
+    ),
+    (scale_out_prefill, TTFT_BURNS, {**TTFT_BURNS, "ttft_burning": False}),
+    (
+        scale_out_prefill,
+        {**TTFT_BURNS, "kv_cache_usage_ratio": 0.9 - TINY},
+        {**TTFT_BURNS, "kv_cache_usage_ratio": 0.9},
+    ),  # a full cache is REDUCE_KV_PRESSURE's
+    (
+        scale_out_prefill,
+        {"requests_waiting": 2.0, "ttft_budget_seconds": 0.5, "server_ttft_mean_seconds": 0.5001},
+        {"requests_waiting": 2.0, "ttft_budget_seconds": 0.5, "server_ttft_mean_seconds": 0.5},
+    ),  # the server's own TTFT over the budget, where no canary streams
+    (
+        scale_out_prefill,
+        {"requests_waiting": 2.0, "ttft_budget_seconds": 0.5, "server_ttft_mean_seconds": 0.9},
+        {"requests_waiting": 2.0, "ttft_budget_seconds": None, "server_ttft_mean_seconds": 0.9},
+    ),
+    (
+        lower_max_sequences,
+        {**ITL_BURNS, "requests_running": 8.0},
+        {**ITL_BURNS, "requests_running": 8.0 - TINY},
+    ),
+    (
+        lower_max_sequences,
+        {**ITL_BURNS, "requests_running": 8.0},
+        {**ITL_BURNS, "requests_running": 8.0, "itl_burning": False},
+    ),
+    (
+        lower_max_sequences,
+        {"itl_burning": True, "requests_running": 1.0 + TINY},
+        {"itl_burning": True, "requests_running": 1.0},
+    ),  # the engine's maximum unknown: more than one sequence decoding
+    (
+        remove_instance,
+        {**IDLE_STREAM, "gpu_utilization": 0.5 - TINY, "requests_waiting": 0.0},
+        {**IDLE_STREAM, "gpu_utilization": 0.5, "requests_waiting": 0.0},
+    ),
+    (
+        remove_instance,
+        {**IDLE_STREAM, "requests_waiting": 1.0 - TINY},
+        {**IDLE_STREAM, "requests_waiting": 1.0},
+    ),  # no pending count (a vLLM server): the engine's waiting sequences stand in
+    (
+        remove_instance,
+        {**IDLE_STREAM, "pending_requests": 0.0, "requests_waiting": 3.0},
+        {**IDLE_STREAM, "pending_requests": 1.0, "requests_waiting": 0.0},
+    ),  # Triton's pending count, when printed, is the one read
+    (
+        remove_instance,
+        {**IDLE_STREAM, "pending_requests": 0.0},
+        {**IDLE_STREAM, "pending_requests": 0.0, "streaming": False},
+    ),  # an idle spare instance of a plain model is headroom, not waste
 ]
 
 
@@ -233,3 +314,145 @@ def test_thresholds_are_configurable() -> None:
     window = replace(BASE, gpu_utilization=0.55, pending_requests=2.0)
     assert add_instance(window, LIMITS) is None
     assert add_instance(window, AdvisorThresholds(gpu_underuse_threshold=0.6)) is not None
+
+
+KV_PRESSURE = replace(
+    BASE,
+    streaming=True,
+    llm_backend="vllm",
+    kv_cache_usage_ratio=0.97,
+    preemptions_per_second=0.5,
+    requests_waiting=3.0,
+    requests_running=40.0,
+    requests_max=64.0,
+)
+
+
+def test_kv_pressure_names_its_numbers_and_lowers_the_limit_by_a_quarter() -> None:
+    """KV advice: vLLM's max_num_seqs 64 → 48, the numbers in its reason and evidence."""
+    (advice,) = advise(KV_PRESSURE, LIMITS)
+    assert advice.action == Action.REDUCE_KV_PRESSURE
+    assert (advice.severity, advice.config_change) == (Severity.TICKET, True)
+    assert advice.proposed_change == "max_num_seqs: 64 → 48"
+    assert advice.reason == (
+        "KV cache 97 % used (full from 90 %) with 0.50 preemptions/s and 3.0 sequences waiting"
+    )
+    assert dict(advice.evidence) == {
+        "kv_cache_usage_ratio": 0.97,
+        "preemptions_per_second": 0.5,
+        "requests_waiting": 3.0,
+        "requests_running": 40.0,
+    }
+    assert "FP8/INT8 KV" in advice.expected_effect
+    assert "tensor parallelism" in advice.expected_effect
+
+
+def test_kv_pressure_knob_follows_the_backend_and_what_is_known() -> None:
+    """TensorRT-LLM names max_batch_size/max_num_tokens; without a max, the running count."""
+    trt = reduce_kv_pressure(
+        replace(KV_PRESSURE, llm_backend="tensorrt_llm", requests_max=None, paused_requests=2.0),
+        LIMITS,
+    )
+    assert trt is not None
+    assert (trt.parameter, trt.current, trt.proposed) == (
+        "max_batch_size / max_num_tokens",
+        "≥ 40 (running now)",
+        30,
+    )
+    assert trt.reason.endswith("3.0 sequences waiting, 2.0 paused")
+    blind = reduce_kv_pressure(
+        replace(KV_PRESSURE, llm_backend=None, requests_max=None, requests_running=None), LIMITS
+    )
+    assert blind is not None
+    assert (blind.parameter, blind.current) == ("max concurrent sequences", "unknown")
+
+
+def test_one_configuration_change_at_a_time_kv_first() -> None:
+    """KV pressure, slow tokens and late first tokens at once: the KV change alone of the
+    config changes; the prefill advice stays silent while the cache is full."""
+    both = replace(KV_PRESSURE, itl_burning=True, ttft_burning=True, requests_running=60.0)
+    assert [r.action for r in advise(both, LIMITS)] == [Action.REDUCE_KV_PRESSURE]
+    assert lower_max_sequences(both, LIMITS) is not None
+    roomy = replace(both, kv_cache_usage_ratio=0.5)
+    assert [r.action for r in advise(roomy, LIMITS)] == [
+        Action.SCALE_OUT_PREFILL,
+        Action.LOWER_MAX_SEQUENCES,
+    ]
+
+
+def test_scale_out_prefill_is_advice_with_the_ttft_numbers() -> None:
+    """Prefill advice: info, no config change, TTFT p95 against its budget and the queue."""
+    late = replace(
+        BASE,
+        ttft_burning=True,
+        ttft_p95_seconds=1.2,
+        ttft_budget_seconds=0.5,
+        requests_waiting=6.0,
+        requests_running=4.0,
+    )
+    (advice,) = advise(late, LIMITS)
+    assert (advice.action, advice.severity, advice.config_change) == (
+        Action.SCALE_OUT_PREFILL,
+        Severity.INFO,
+        False,
+    )
+    assert advice.reason == (
+        "time to first token p95 1200.0 ms against the 500.0 ms TTFT budget "
+        "while 6.0 sequences wait for admission"
+    )
+    assert dict(advice.evidence) == {
+        "ttft_p95_seconds": 1.2,
+        "ttft_budget_seconds": 0.5,
+        "requests_waiting": 6.0,
+        "requests_running": 4.0,
+    }
+    assert "enable_chunked_prefill" in str(advice.proposed)
+    assert "enable_chunked_context" in str(advice.proposed)
+    server = scale_out_prefill(
+        replace(late, ttft_burning=False, ttft_p95_seconds=None, server_ttft_mean_seconds=0.8),
+        LIMITS,
+    )
+    assert server is not None
+    assert server.reason.startswith("time to first token server mean 800.0 ms against")
+
+
+def test_lower_max_sequences_names_the_full_batch() -> None:
+    """Slow tokens with 60 of 64 sequences running: max_num_seqs 64 → 48, ticket."""
+    slow = replace(
+        BASE,
+        llm_backend="vllm",
+        itl_burning=True,
+        itl_p95_seconds=0.08,
+        itl_budget_seconds=0.05,
+        requests_running=60.0,
+        requests_max=64.0,
+    )
+    (advice,) = advise(slow, LIMITS)
+    assert (advice.action, advice.severity, advice.config_change) == (
+        Action.LOWER_MAX_SEQUENCES,
+        Severity.TICKET,
+        True,
+    )
+    assert advice.proposed_change == "max_num_seqs: 64 → 48"
+    assert advice.reason == (
+        "the ITL SLO burns (gap p95 80.0 ms, over the 50.0 ms budget) with 60.0 of 64 running"
+    )
+    assert dict(advice.evidence) == {
+        "itl_p95_seconds": 0.08,
+        "itl_budget_seconds": 0.05,
+        "requests_running": 60.0,
+        "requests_max": 64.0,
+    }
+
+
+def test_idle_streaming_instance_suggests_a_smaller_gpu() -> None:
+    """An idle streaming model's spare instance: one less or a smaller GPU, with numbers."""
+    idle = replace(BASE, **IDLE_STREAM, requests_waiting=0.0, requests_running=2.0)
+    advice = remove_instance(idle, LIMITS)
+    assert advice is not None
+    assert (advice.current, advice.proposed) == (2, 1)
+    assert advice.reason == (
+        "GPU 20 % busy (underused below 50 %) with 0.0 requests waiting, 2.0 running"
+    )
+    assert "or a smaller GPU" in advice.expected_effect
+    assert advice.evidence["queued_requests"] == 0.0

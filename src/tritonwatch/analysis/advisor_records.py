@@ -15,6 +15,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from tritonwatch.analysis.slo import Severity
+from tritonwatch.llm_records import LlmRates, LlmReadings
 from tritonwatch.observations import ModelRates
 
 REJECTED = "REJECTED"
@@ -60,6 +61,34 @@ class AdvisorInput:
     """Requests/s in the window before the last config change, when it added an instance."""
     sweep_plateau: bool = False
     """A sweep saw throughput stop growing with concurrency (heavy load without a queue)."""
+    streaming: bool = False
+    """A generative model: decoupled in its config, streamed by the canary, or with LLM
+    serving numbers on its page."""
+    ttft_p95_seconds: float | None = None
+    """The streaming canary's time-to-first-token p95 (5 minutes)."""
+    itl_p95_seconds: float | None = None
+    """The streaming canary's inter-token gap p95 (5 minutes)."""
+    ttft_budget_seconds: float | None = None
+    """The TTFT SLO threshold; None without a TTFT SLO."""
+    itl_budget_seconds: float | None = None
+    ttft_burning: bool = False
+    """A page or ticket burn condition of the TTFT SLO fires."""
+    itl_burning: bool = False
+    server_ttft_mean_seconds: float | None = None
+    """The server's own mean TTFT over the window (vLLM, TensorRT-LLM or Triton's
+    first-response histogram): evidence of slow first tokens where no canary streams."""
+    kv_cache_usage_ratio: float | None = None
+    requests_running: float | None = None
+    """Sequences the LLM engine runs (TensorRT-LLM scheduled, vLLM running)."""
+    requests_waiting: float | None = None
+    """Sequences waiting for the engine to admit them."""
+    requests_max: float | None = None
+    """The engine's limit on concurrent sequences, when its page prints it."""
+    preemptions_per_second: float | None = None
+    paused_requests: float | None = None
+    """TensorRT-LLM's paused requests, its nearest thing to a preemption count."""
+    llm_backend: str | None = None
+    """``tensorrt_llm``, ``vllm`` or ``triton``: which knob names the advice uses."""
 
     def share(self, seconds: float | None) -> float | None:
         """``seconds`` as a fraction of Triton's request time."""
@@ -81,6 +110,12 @@ class AdvisorInput:
             in_server = self.requests_per_second * self.request_seconds
         known = [v for v in (self.pending_requests, in_server) if v is not None]
         return max(known) if known else None
+
+    @property
+    def queued_requests(self) -> float | None:
+        """Requests waiting for the model: Triton's pending count, else the LLM engine's
+        waiting sequences (a vLLM server's page has no pending count)."""
+        return self.pending_requests if self.pending_requests is not None else self.requests_waiting
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +160,14 @@ class AdvisorThresholds:
     """max_queue_delay_microseconds is divided or multiplied by this."""
     first_queue_delay_microseconds: int = 100
     """The delay proposed when it is 0 and batches should fill."""
+    kv_cache_full_ratio: float = 0.9
+    """KV-cache usage at least this share is full…"""
+    waiting_requests_min: float = 1.0
+    """…and pressure when at least this many sequences wait for admission…"""
+    preemptions_per_second_min: float = 0.0
+    """…or preemptions per second exceed this (or TensorRT-LLM pauses requests)."""
+    running_high_share: float = 0.8
+    """Running sequences at least this share of the engine's maximum fill its batch."""
 
 
 class Action(StrEnum):
@@ -139,6 +182,9 @@ class Action(StrEnum):
     REDUCE_IO = "reduce_io"
     REDUCE_NETWORK_OVERHEAD = "reduce_network_overhead"
     TUNE_QUEUE_POLICY = "tune_queue_policy"
+    REDUCE_KV_PRESSURE = "reduce_kv_pressure"
+    SCALE_OUT_PREFILL = "scale_out_prefill"
+    LOWER_MAX_SEQUENCES = "lower_max_sequences"
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,5 +256,41 @@ def with_server_window(model: AdvisorInput, rates: Sequence[ModelRates]) -> Advi
                 or 0.0
                 for reason in reasons
             }
+        ),
+    )
+
+
+LlmSample = tuple[LlmReadings, LlmRates | None]
+"""One scrape's LLM readings of a model and its rates over that scrape's interval."""
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def with_llm_window(model: AdvisorInput, samples: Sequence[LlmSample]) -> AdvisorInput:
+    """``model`` with its LLM engine's numbers over the scrapes in ``samples`` (oldest
+    first): gauges (KV usage, running, waiting, paused) averaged over the scrapes, rates
+    (preemptions, the server's mean TTFT) time-weighted over their intervals, as
+    :func:`with_server_window` weights Triton's. No samples: ``model`` unchanged."""
+    if not samples:
+        return model
+    readings = [r for r, _ in samples]
+    rates = [r for _, r in samples if r is not None]
+    return replace(
+        model,
+        streaming=True,
+        llm_backend=readings[-1].backend,
+        kv_cache_usage_ratio=_mean(r.kv_cache_usage_ratio for r in readings),
+        requests_running=_mean(r.requests_running for r in readings),
+        requests_waiting=_mean(r.requests_waiting for r in readings),
+        requests_max=readings[-1].requests_max,
+        paused_requests=_mean(r.paused_requests for r in readings),
+        preemptions_per_second=_weighted(
+            (r.preemptions_per_second, r.interval_seconds) for r in rates
+        ),
+        server_ttft_mean_seconds=_weighted(
+            (r.ttft_mean_seconds, r.interval_seconds) for r in rates
         ),
     )

@@ -4,7 +4,9 @@ A rule returns a :class:`Finding` (what to change, from what to what, why, the
 numbers, the expected effect) or None. :data:`RULES` is the one table of rules in
 priority order, with each rule's action, severity and whether it changes the model's
 configuration; :func:`tritonwatch.analysis.advisor.advise` picks from it. The order
-puts safety first (memory), then the SLO (queue delay over budget), then throughput.
+puts safety first (a full KV cache, GPU memory), then the SLO (first tokens late, tokens
+slow, queue delay over budget), then throughput. The generative rules come first and stay
+silent for a model without LLM serving numbers.
 """
 
 from __future__ import annotations
@@ -96,7 +98,38 @@ def remove_instance(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
                 {"throughput_before": before, "throughput_after": now, "gain": gain},
                 "the same throughput with one instance less: its memory back, less contention",
             )
-    return None
+    return _idle_streaming_instance(m, t, m.instance_count)
+
+
+def _idle_streaming_instance(m: AdvisorInput, t: AdvisorThresholds, count: int) -> Finding | None:
+    """A generative model's GPU idles with no sequence waiting: an instance too many.
+
+    Only for streaming models: their engines report waiting and running sequences where
+    Triton's pending count may be missing (a vLLM server), and an LLM instance holds a
+    whole KV cache, so one less (or a smaller GPU) is worth saying. A plain model's idle
+    spare instance costs little and keeps its headroom for the next burst.
+    """
+    queued = m.queued_requests
+    if not m.streaming or m.gpu_utilization is None or queued is None:
+        return None
+    if m.gpu_utilization >= t.gpu_underuse_threshold or queued >= t.waiting_requests_min:
+        return None
+    running = "" if m.requests_running is None else f", {m.requests_running:.1f} running"
+    return Finding(
+        "instance_group.count",
+        count,
+        count - 1,
+        f"GPU {_percent(m.gpu_utilization)} busy (underused below "
+        f"{_percent(t.gpu_underuse_threshold)}) with {queued:.1f} requests waiting{running}",
+        {
+            "gpu_utilization": m.gpu_utilization,
+            "queued_requests": queued,
+            "requests_running": m.requests_running,
+            "instance_count": count,
+        },
+        "the same service with one instance less, or a smaller GPU: its memory and KV cache "
+        "back for other work",
+    )
 
 
 def lower_queue_delay(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
@@ -283,6 +316,146 @@ def tune_queue_policy(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
     )
 
 
+SEQUENCE_LIMIT_STEP = 0.75
+"""KV-cache pressure and slow tokens propose about three quarters of the current sequence
+limit: enough to relieve the cache or the decode step, small enough a step to measure
+(one change at a time)."""
+
+
+def _sequence_limit(m: AdvisorInput) -> str:
+    """The knob that caps concurrent sequences, by the name the backend gives it."""
+    if m.llm_backend == "tensorrt_llm":
+        return "max_batch_size / max_num_tokens"
+    if m.llm_backend == "vllm":
+        return "max_num_seqs"
+    return "max concurrent sequences"
+
+
+def _lowered(m: AdvisorInput, factor: float) -> tuple[int | str, int | str]:
+    """current → proposed for the sequence limit: the engine's max when its page prints
+    it, else the sequences it runs now (the limit is at least that)."""
+    if m.requests_max is not None and m.requests_max >= 1:
+        return int(m.requests_max), max(1, round(m.requests_max * factor))
+    if m.requests_running is not None and m.requests_running >= 1:
+        return f"≥ {m.requests_running:.0f} (running now)", max(
+            1, round(m.requests_running * factor)
+        )
+    return "unknown", f"about ×{factor:g} of the current value"
+
+
+def kv_cache_full(m: AdvisorInput, t: AdvisorThresholds) -> bool:
+    """KV-cache usage at or over the full line."""
+    return m.kv_cache_usage_ratio is not None and m.kv_cache_usage_ratio >= t.kv_cache_full_ratio
+
+
+def kv_pressure(m: AdvisorInput, t: AdvisorThresholds) -> bool:
+    """The KV cache is full and sequences pay for it: preempted, paused or kept waiting."""
+    preempting = (m.preemptions_per_second or 0.0) > t.preemptions_per_second_min
+    waiting = m.requests_waiting is not None and m.requests_waiting >= t.waiting_requests_min
+    paused = (m.paused_requests or 0.0) > 0
+    return kv_cache_full(m, t) and (preempting or waiting or paused)
+
+
+def reduce_kv_pressure(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
+    """Under KV-cache pressure, fewer concurrent sequences (:func:`kv_pressure`)."""
+    kv = m.kv_cache_usage_ratio
+    if kv is None or not kv_pressure(m, t):
+        return None
+    current, proposed = _lowered(m, SEQUENCE_LIMIT_STEP)
+    pauses = f", {m.paused_requests:.1f} paused" if m.paused_requests is not None else ""
+    return Finding(
+        _sequence_limit(m),
+        current,
+        proposed,
+        f"KV cache {_percent(kv)} used (full from {_percent(t.kv_cache_full_ratio)}) with "
+        f"{m.preemptions_per_second or 0.0:.2f} preemptions/s and "
+        f"{m.requests_waiting or 0.0:.1f} sequences waiting{pauses}",
+        {
+            "kv_cache_usage_ratio": kv,
+            "preemptions_per_second": m.preemptions_per_second,
+            "requests_waiting": m.requests_waiting,
+            "requests_running": m.requests_running,
+            "paused_requests": m.paused_requests,
+        },
+        "fewer sequences share the cache: no preempted sequence recomputes its prompt, "
+        "each runs to the end; without lowering the limit, KV-cache quantisation (FP8/INT8 "
+        "KV) or more GPUs (tensor parallelism) give the cache more room",
+    )
+
+
+def slow_first_tokens(m: AdvisorInput) -> bool:
+    """First tokens break their SLO: the TTFT SLO burns, or the server's own mean TTFT
+    over the window is already over the TTFT budget (where no canary streams)."""
+    server, budget = m.server_ttft_mean_seconds, m.ttft_budget_seconds
+    return m.ttft_burning or (server is not None and budget is not None and server > budget)
+
+
+def scale_out_prefill(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
+    """First tokens are late because prompts wait to be admitted: prefill is the queue.
+
+    Silent while the KV cache is full: then sequences wait for cache blocks, not for
+    prefill, and :func:`reduce_kv_pressure` names the cause.
+    """
+    waiting = m.requests_waiting
+    if not slow_first_tokens(m) or waiting is None or waiting < t.waiting_requests_min:
+        return None
+    if kv_cache_full(m, t):
+        return None
+    ttft = m.ttft_p95_seconds if m.ttft_p95_seconds is not None else m.server_ttft_mean_seconds
+    measured = "unknown" if ttft is None else _ms(ttft)
+    which = "p95" if m.ttft_p95_seconds is not None else "server mean"
+    budget = "no budget" if m.ttft_budget_seconds is None else _ms(m.ttft_budget_seconds)
+    return Finding(
+        "prefill_capacity",
+        f"TTFT {which} {measured}, {waiting:.1f} sequences waiting",
+        "scale out (more replicas), chunked prefill (vLLM enable_chunked_prefill, "
+        "TensorRT-LLM enable_chunked_context), shorter prompts",
+        f"time to first token {which} {measured} against the {budget} TTFT budget "
+        f"while {waiting:.1f} sequences wait for admission",
+        {
+            "ttft_p95_seconds": m.ttft_p95_seconds,
+            "server_ttft_mean_seconds": m.server_ttft_mean_seconds,
+            "ttft_budget_seconds": m.ttft_budget_seconds,
+            "requests_waiting": waiting,
+            "requests_running": m.requests_running,
+        },
+        "prompts are admitted sooner: TTFT falls with the waiting queue; chunked prefill "
+        "also keeps long prompts from stalling running sequences",
+    )
+
+
+def lower_max_sequences(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
+    """Tokens come slowly because the engine decodes too many sequences per step."""
+    running = m.requests_running
+    if not m.itl_burning or running is None:
+        return None
+    if m.requests_max is not None and m.requests_max >= 1:
+        if running < t.running_high_share * m.requests_max:
+            return None
+        full = f"{running:.1f} of {m.requests_max:.0f} running"
+    elif running > 1:
+        full = f"{running:.1f} running (limit unknown)"
+    else:
+        return None
+    current, proposed = _lowered(m, SEQUENCE_LIMIT_STEP)
+    itl = "unknown" if m.itl_p95_seconds is None else _ms(m.itl_p95_seconds)
+    budget = "its" if m.itl_budget_seconds is None else f"the {_ms(m.itl_budget_seconds)}"
+    return Finding(
+        _sequence_limit(m),
+        current,
+        proposed,
+        f"the ITL SLO burns (gap p95 {itl}, over {budget} budget) with {full}",
+        {
+            "itl_p95_seconds": m.itl_p95_seconds,
+            "itl_budget_seconds": m.itl_budget_seconds,
+            "requests_running": running,
+            "requests_max": m.requests_max,
+        },
+        "each decode step serves fewer sequences and finishes sooner: gaps between tokens "
+        "shrink, throughput in tokens/s falls a little",
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     """One row of the advisor's table."""
@@ -294,6 +467,9 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
+    Rule(Action.REDUCE_KV_PRESSURE, Severity.TICKET, True, reduce_kv_pressure),
+    Rule(Action.SCALE_OUT_PREFILL, Severity.INFO, False, scale_out_prefill),
+    Rule(Action.LOWER_MAX_SEQUENCES, Severity.TICKET, True, lower_max_sequences),
     Rule(Action.REMOVE_INSTANCE, Severity.TICKET, True, remove_instance),
     Rule(Action.LOWER_QUEUE_DELAY, Severity.TICKET, True, lower_queue_delay),
     Rule(Action.ENABLE_DYNAMIC_BATCHING, Severity.INFO, True, enable_dynamic_batching),

@@ -443,6 +443,10 @@ class AdvisorConfig(Section):
     rejected_per_second_min: NonNegative = 0.0
     queue_delay_step: Annotated[float, Field(gt=1.0)] = 2.0
     first_queue_delay_microseconds: PositiveInt = 100
+    kv_cache_full_ratio: Ratio = 0.9
+    waiting_requests_min: NonNegative = 1.0
+    preemptions_per_second_min: NonNegative = 0.0
+    running_high_share: Ratio = 0.8
 
 
 class BasicAuth(Section):

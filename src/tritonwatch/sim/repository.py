@@ -284,7 +284,13 @@ class ModelRepository:
     def _install(self, slot: ModelSlot, spec: ModelSpec, config: Any) -> None:
         """Makes ``spec``/``config`` the loaded model, in place when only counts change."""
         old = slot.runtime
-        if old is not None and model_config.only_instance_count_differs(slot.config, config):
+        # An LLM engine is built with its spec (KV pool, sequence limit), which the config
+        # does not show: a changed engine is a reload, not an in-place count change.
+        if (
+            old is not None
+            and old.spec.llm == spec.llm
+            and model_config.only_instance_count_differs(slot.config, config)
+        ):
             # The new spec first: its per-instance footprint may differ too (a scenario).
             previous, old.spec = old.spec, spec
             try:
