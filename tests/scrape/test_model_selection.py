@@ -58,3 +58,37 @@ def test_a_single_version_keeps_its_summaries() -> None:
     (merged,) = select_models(page, [ModelKey("m", "")]).models.values()
     assert merged.version == ""
     assert merged.summaries[f.REQUEST_SUMMARY_US].quantiles[0.5] == 100
+
+
+ENGINE_BESIDE_TRITON = """\
+nv_inference_request_success{model="llm",version="1"} 7
+vllm:kv_cache_usage_perc{model_name="llm",engine="0"} 0.97
+vllm:num_requests_waiting{model_name="llm",engine="0"} 3
+vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="llm",engine="0"} 2
+vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="llm",engine="0"} 4
+vllm:time_to_first_token_seconds_sum{model_name="llm",engine="0"} 0.9
+vllm:time_to_first_token_seconds_count{model_name="llm",engine="0"} 4
+"""
+
+
+def test_an_unversioned_engine_part_keeps_its_llm_values_beside_triton_versions() -> None:
+    """Breaks if merging Triton's version "1" with a vLLM engine's model_name families
+    (version "") drops the engine's KV-cache, queue and TTFT readings."""
+    page = parse_triton_metrics(ENGINE_BESIDE_TRITON, 0.0)
+    assert len([k for k in page.models if k.model == "llm"]) == 2  # two parts to merge
+    merged = select_models(page, [ModelKey("llm", "")]).models[ModelKey("llm", "")]
+    assert merged.counters[f.REQUEST_SUCCESS] == 7
+    assert dict(merged.llm) == {k: v for p in page.models.values() for k, v in p.llm.items()}
+    assert 0.97 in merged.llm.values() and 3.0 in merged.llm.values()
+    assert len(merged.histograms) == 1
+
+
+def test_two_versions_with_llm_values_drop_them() -> None:
+    """Breaks if two versions' KV-cache ratios are summed into one (a ratio over 1)."""
+    text = (
+        'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction",model="m",version="1"} 0.6\n'
+        'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction",model="m",version="2"} 0.7\n'
+    )
+    page = parse_triton_metrics(text, 0.0)
+    merged = select_models(page, [ModelKey("m", "")]).models[ModelKey("m", "")]
+    assert dict(merged.llm) == {}

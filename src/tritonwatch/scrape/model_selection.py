@@ -11,8 +11,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
+from typing import TypeVar
 
 from tritonwatch.observations import ModelCounters, ModelKey, TritonScrape
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def _summed(tables: Iterable[Mapping[str, float]]) -> MappingProxyType[str, float]:
@@ -28,7 +32,10 @@ def merge_versions(model: str, parts: Sequence[ModelCounters]) -> ModelCounters:
 
     Summaries and histograms of one version are kept; those of several versions are
     dropped, because quantiles over different windows of different versions cannot be
-    combined into a quantile of the whole.
+    combined into a quantile of the whole. An LLM engine's families are the exception:
+    a vLLM engine labels them ``model_name`` with no version, so on a page that also
+    has Triton's per-version families they arrive as a part of their own (version
+    ""), whose LLM values and histograms are the engine's whole, and are kept.
     """
     if len(parts) == 1:
         return dataclasses.replace(parts[0], version="")
@@ -39,8 +46,18 @@ def merge_versions(model: str, parts: Sequence[ModelCounters]) -> ModelCounters:
         gauges=_summed(part.gauges for part in parts),
         failures_by_reason=_summed(part.failures_by_reason for part in parts),
         summaries=MappingProxyType({}),
-        histograms=MappingProxyType({}),
+        histograms=_engine_only((part.version, part.histograms) for part in parts),
+        llm=_engine_only((part.version, part.llm) for part in parts),
     )
+
+
+def _engine_only(parts: Iterable[tuple[str, Mapping[K, V]]]) -> Mapping[K, V]:
+    """The values of the one part that has any, when that part is the unversioned
+    engine's; otherwise none (several versions' values do not combine)."""
+    present = [(version, values) for version, values in parts if values]
+    if len(present) == 1 and present[0][0] == "":
+        return present[0][1]
+    return MappingProxyType({})
 
 
 def select_models(scrape: TritonScrape, wanted: Iterable[ModelKey]) -> TritonScrape:
