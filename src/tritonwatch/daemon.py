@@ -148,7 +148,7 @@ class Daemon:
             config, canary_stats=self.canary_stats, triton=self.triton,
             registry=self.registry, clock=clock, wall_clock=wall_clock,
         )  # fmt: skip
-        self._canaries = CanaryRunner(self.canary_stats)
+        self._canaries = CanaryRunner(self.canary_stats, self.stream_stats)
         self.sweeps = SweepBoard()
         self.registry.register(SweepCollector(self.sweeps))
         self._stopping = threading.Event()

@@ -1,0 +1,141 @@
+"""The streaming canary against real Triton 2.51, side by side with independent clients.
+
+The canary (through :class:`CanaryRunner`, so the plain canary's hand-over to the
+streaming one on a decoupled model is part of what is measured) and the reference
+clients of tests/stream_reference.py take turns on ``llm_stream``, in blocks, never
+overlapping (the Python backend serves one stream at a time), so both see the same
+server. Each side's TTFT and ITL quantiles must agree within the bounds of issue 18
+(docs/plans/issue18.md B9), and every stream must carry the tokens asked for.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from real_triton import RealTriton
+from stream_reference import GrpcReference, HttpReference, Measured
+from support import wait_until
+from tritonwatch.canary_series import CanaryStats
+from tritonwatch.config.schema import StreamConfig
+from tritonwatch.observations import Outcome, StreamResult
+from tritonwatch.probe.canary import CanaryPlan
+from tritonwatch.probe.canary_runner import CanaryRunner
+from tritonwatch.stream_series import StreamStats
+
+pytestmark = pytest.mark.e2e
+
+MODEL = "llm_stream"
+MAX_TOKENS = 6
+REQUESTS = 200
+BLOCK = 25
+RATE = 12.0
+"""Streams a second: about 20 + 5 × 2 ms of model time each, so one ends well before the
+next starts even on a loaded host."""
+
+
+class RecordingStreamStats(StreamStats):
+    """StreamStats that also keeps every result, so the test reads exact values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.results: list[StreamResult] = []
+
+    def record(self, result: StreamResult) -> None:
+        self.results.append(result)
+        super().record(result)
+
+
+@pytest.fixture(scope="module")
+def fast_stream(real_triton: RealTriton) -> Iterator[RealTriton]:
+    """``llm_stream`` with a 20 ms first token and 2 ms gaps (a short run); put back after."""
+    config = real_triton.config(MODEL)
+    config["parameters"]["first_token_ms"] = {"string_value": "20"}
+    config["parameters"]["token_gap_ms"] = {"string_value": "2"}
+    real_triton.load(MODEL, config)
+    yield real_triton
+    real_triton.reset(MODEL)
+
+
+def _plan(server: RealTriton, protocol: str) -> CanaryPlan:
+    return CanaryPlan(
+        target="real", model=MODEL, version="", protocol=protocol,
+        http_url=server.http_url, grpc_url=server.grpc_url, rate=RATE, poisson=False,
+        timeout=5.0, max_in_flight=1, data="random",
+        stream=StreamConfig(max_tokens=MAX_TOKENS, prompt="hello there", timeout=10.0),
+    )  # fmt: skip
+
+
+def _quantile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def _side_by_side(server: RealTriton, protocol: str, reference: Any) -> dict[str, Any]:
+    """Blocks of :data:`BLOCK` canary streams, then as many reference ones, until each
+    side has :data:`REQUESTS`; returns both sides' measurements."""
+    streams = RecordingStreamStats()
+    runner = CanaryRunner(CanaryStats(), streams)
+    measured: list[Measured] = []
+    try:
+        runner.start([_plan(server, protocol)])
+        while len(measured) < REQUESTS:
+            want = len(measured) + BLOCK
+            runner.set_paused("real", MODEL, False)
+            wait_until(lambda: len(streams.results) >= want, 60, f"{want} canary streams")  # noqa: B023
+            runner.set_paused("real", MODEL, True)
+            time.sleep(2 / RATE)  # the canary's last stream ends before the reference's first
+            for _ in range(BLOCK):
+                measured.append(reference.stream("hello there", MAX_TOKENS))
+                time.sleep(1 / RATE)
+    finally:
+        runner.stop()
+        reference.close()
+    return {"canary": streams.results, "reference": measured}
+
+
+def _compare(sides: dict[str, Any]) -> dict[str, float]:
+    canary: list[StreamResult] = sides["canary"]
+    reference: list[Measured] = sides["reference"]
+    assert {r.outcome for r in canary} == {Outcome.SUCCESS}, {r.error for r in canary}
+    assert [r.output_tokens for r in canary] == [MAX_TOKENS] * len(canary)
+    assert [m.tokens for m in reference] == [MAX_TOKENS] * len(reference)
+    ttft_c = [r.ttft_seconds for r in canary if r.ttft_seconds is not None]
+    ttft_r = [m.ttft for m in reference]
+    itl_c = [g for r in canary for g in r.gaps_seconds]
+    itl_r = [g for m in reference for g in m.gaps]
+    return {
+        "ttft_p50_canary": _quantile(ttft_c, 0.5), "ttft_p50_reference": _quantile(ttft_r, 0.5),
+        "ttft_p95_canary": _quantile(ttft_c, 0.95), "ttft_p95_reference": _quantile(ttft_r, 0.95),
+        "itl_p50_canary": _quantile(itl_c, 0.5), "itl_p50_reference": _quantile(itl_r, 0.5),
+    }  # fmt: skip
+
+
+def _assert_agree(figures: dict[str, float]) -> None:
+    ms = {name: round(value * 1000, 3) for name, value in figures.items()}
+    p50_c, p50_r = figures["ttft_p50_canary"], figures["ttft_p50_reference"]
+    assert abs(p50_c - p50_r) <= max(1e-3, 0.05 * p50_r), ms
+    p95_c, p95_r = figures["ttft_p95_canary"], figures["ttft_p95_reference"]
+    assert abs(p95_c - p95_r) <= 0.10 * p95_r, ms
+    assert abs(figures["itl_p50_canary"] - figures["itl_p50_reference"]) <= 0.5e-3, ms
+
+
+def test_http_stream_canary_agrees_with_a_raw_socket_client(fast_stream: RealTriton) -> None:
+    """Breaks if the HTTP streaming canary's TTFT/ITL drift from a hand-written client's,
+    or if it miscounts the tokens the model sent."""
+    sides = _side_by_side(fast_stream, "http", HttpReference(fast_stream.http_port, MODEL))
+    figures = _compare(sides)
+    print("http stream canary vs reference (ms):", {k: v * 1000 for k, v in figures.items()})
+    _assert_agree(figures)
+
+
+def test_grpc_stream_canary_agrees_with_tritonclients_stream(fast_stream: RealTriton) -> None:
+    """Breaks if the gRPC streaming canary's TTFT/ITL drift from tritonclient's own
+    stream's, or if it miscounts the tokens the model sent."""
+    sides = _side_by_side(fast_stream, "grpc", GrpcReference(fast_stream.grpc_address, MODEL))
+    figures = _compare(sides)
+    print("grpc stream canary vs reference (ms):", {k: v * 1000 for k, v in figures.items()})
+    _assert_agree(figures)
