@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -139,3 +140,28 @@ def test_grpc_stream_canary_agrees_with_tritonclients_stream(fast_stream: RealTr
     figures = _compare(sides)
     print("grpc stream canary vs reference (ms):", {k: v * 1000 for k, v in figures.items()})
     _assert_agree(figures)
+
+
+def test_streaming_off_skips_a_decoupled_model_instead_of_failing_it(
+    real_triton: RealTriton,
+) -> None:
+    """Breaks if ``stream.mode: off`` on a decoupled model sends plain infers that fail
+    (Triton refuses them) instead of skipping the canary with a reason."""
+    from structlog.testing import capture_logs
+
+    plan = replace(_plan(real_triton, "http"), stream=StreamConfig(mode="off"))
+    stats, streams = CanaryStats(), RecordingStreamStats()
+    runner = CanaryRunner(stats, streams)
+    with capture_logs() as logs:
+        try:
+            runner.start([plan])
+            skipped = wait_until(stats.skipped, 30, "the canary to be skipped")
+            time.sleep(3 / RATE)  # room for requests it should not send
+            snapshot = stats.snapshot(time.monotonic())
+        finally:
+            runner.stop()
+    assert skipped == {plan.key: "decoupled model; streaming is off"}
+    assert [sum(s.outcomes.values()) for s in snapshot] == [0]
+    assert streams.results == []
+    said = [(e["event"], e.get("reason")) for e in logs if e["event"].startswith("canary_s")]
+    assert said == [("canary_skipped", "decoupled model; streaming is off")], said
