@@ -165,3 +165,34 @@ def test_streaming_off_skips_a_decoupled_model_instead_of_failing_it(
     assert streams.results == []
     said = [(e["event"], e.get("reason")) for e in logs if e["event"].startswith("canary_s")]
     assert said == [("canary_skipped", "decoupled model; streaming is off")], said
+
+
+@pytest.mark.parametrize(("protocol", "outcome"), [("http", "http_error"), ("grpc", "grpc_error")])
+def test_a_mid_stream_error_fails_the_request_but_counts_its_tokens(
+    real_triton: RealTriton, protocol: str, outcome: str
+) -> None:
+    """Breaks if an error after the first tokens (an SSE event under status 200, an
+    in-band gRPC error) reads as a success, feeds the TTFT/ITL histograms, or loses the
+    tokens the server did send."""
+    config = real_triton.config(MODEL)
+    config["parameters"]["fail_after"] = {"string_value": "2"}
+    config["parameters"]["first_token_ms"] = {"string_value": "1"}
+    real_triton.load(MODEL, config)
+    stats, streams = CanaryStats(), RecordingStreamStats()
+    runner = CanaryRunner(stats, streams)
+    try:
+        runner.start([_plan(real_triton, protocol)])
+        wait_until(lambda: len(streams.results) >= 3, 30, "three failed streams")
+    finally:
+        runner.stop()
+        real_triton.reset(MODEL)
+    first = streams.results[:3]
+    assert [(r.outcome, r.output_tokens, len(r.gaps_seconds)) for r in first] == [
+        (Outcome(outcome), 2, 1)
+    ] * 3, [r.error for r in first]
+    assert all("fail_after: failure asked for after 2 tokens" in r.error for r in first)
+    [snapshot] = streams.snapshot(time.monotonic())
+    assert (snapshot.ttft.count, snapshot.itl.count) == (0, 0)
+    assert snapshot.output_tokens == 2 * len(streams.results)
+    [series] = stats.snapshot(time.monotonic())
+    assert series.outcomes.get(outcome, 0) >= 3 and not series.outcomes.get("success")
