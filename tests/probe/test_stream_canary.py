@@ -301,3 +301,33 @@ async def test_the_grpc_session_routes_responses_by_id_and_fails_all_on_a_break(
     assert (three, len(channel.calls), session.opened) == ("tw-3", 2, 2)
     assert channel.calls[1].written == [b"tw-3:c:3"]
     await session.close()
+
+
+def test_the_runner_streams_at_once_only_for_mode_on_and_openai(closed_url: str) -> None:
+    """Breaks if ``stream.mode: on`` or protocol openai get the plain canary (which would
+    send KServe infers), if ``auto`` streams before the model's config says decoupled,
+    or if the streaming series are not declared for export."""
+    from dataclasses import replace
+
+    from tritonwatch.probe.canary_runner import CanaryRunner
+
+    base = CanaryPlan(
+        target="t", model="auto", version="", protocol="http", http_url=closed_url,
+        grpc_url="grpc://127.0.0.1:1", rate=1.0, poisson=False, timeout=1.0,
+        max_in_flight=1, data="random",
+    )  # fmt: skip
+    plans = [
+        base,
+        replace(base, model="on", stream=StreamConfig(mode="on")),
+        replace(base, model="chat", protocol="openai", openai_url=closed_url),
+    ]
+    streams = StreamStats()
+    runner = CanaryRunner(CanaryStats(), streams)
+    try:
+        runner.start(plans)
+        kinds = {key[1]: type(canary).__name__ for key, canary in runner.running().items()}
+        declared = {snap.model for snap in streams.snapshot(time.monotonic())}
+    finally:
+        runner.stop()
+    assert kinds == {"auto": "ModelCanary", "on": "StreamingCanary", "chat": "StreamingCanary"}
+    assert declared == {"on", "chat"}

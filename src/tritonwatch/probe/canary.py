@@ -197,6 +197,8 @@ class ModelCanary:
         ``tritonwatch_canary_skipped`` metric, the status page)."""
         plan = self.plan
         metadata, config = await self._model_info()
+        if self.hands_over():
+            return True  # the streaming canary builds its own requests
         try:
             specs = input_specs(plan.model, metadata, config)
             self._tensors = build_inputs(

@@ -90,10 +90,6 @@ class CanaryRunner:
             plan.key: (plan, (revisions or {}).get((plan.target, plan.model), "")) for plan in plans
         }
         self.stats.declare(wanted)
-        self._declare_streams(
-            {key for key in self._streaming if key in wanted}
-            | {key for key, (plan, _) in wanted.items() if _streams_at_once(plan)}
-        )
         asyncio.run_coroutine_threadsafe(self._reconcile(wanted), self._loop).result(
             timeout=STOP_TIMEOUT_SECONDS * 2
         )
@@ -112,6 +108,11 @@ class CanaryRunner:
         ]
         stopped = [self._running.pop(key) for key in changed]
         await _stop(stopped)
+        # Here, on the loop, where hand-overs add their keys too: one thread changes the set.
+        self._declare_streams(
+            {key for key in self._streaming if key in wanted}
+            | {key for key, (plan, _) in wanted.items() if _streams_at_once(plan)}
+        )
         paused = {key: old.canary.paused for key, old in zip(changed, stopped, strict=True)}
         for key, (plan, revision) in wanted.items():
             if key in self._running:
