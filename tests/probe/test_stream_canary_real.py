@@ -14,6 +14,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,3 +197,25 @@ def test_a_mid_stream_error_fails_the_request_but_counts_its_tokens(
     assert snapshot.output_tokens == 2 * len(streams.results)
     [series] = stats.snapshot(time.monotonic())
     assert series.outcomes.get(outcome, 0) >= 3 and not series.outcomes.get("success")
+
+
+def test_the_http_stream_canary_speaks_mutual_tls(real_triton: RealTriton, tmp_path: Path) -> None:
+    """Breaks if the streaming canary's connections skip the target's TLS settings (the
+    proxy demands a client certificate, so a stream sent without it never succeeds)."""
+    from tls_support import TlsProxy, make_pki
+    from tritonwatch.client_tls import ClientTLS
+
+    pki = make_pki(tmp_path)
+    with TlsProxy(real_triton.http_port, pki, mutual=True) as proxy:
+        plan = replace(_plan(real_triton, "http"), http_url=f"https://{proxy.base}",
+                       tls=ClientTLS(pki.ca, pki.client_cert, pki.client_key))  # fmt: skip
+        streams = RecordingStreamStats()
+        runner = CanaryRunner(CanaryStats(), streams)
+        try:
+            runner.start([plan])
+            wait_until(lambda: len(streams.results) >= 3, 30, "three streams over TLS")
+        finally:
+            runner.stop()
+    assert [(r.outcome, r.output_tokens) for r in streams.results[:3]] == [
+        (Outcome.SUCCESS, MAX_TOKENS)
+    ] * 3, [r.error for r in streams.results]
