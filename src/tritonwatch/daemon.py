@@ -149,7 +149,7 @@ class Daemon:
             registry=self.registry, stream_stats=self.stream_stats, clock=clock,
             wall_clock=wall_clock,
         )  # fmt: skip
-        self._canaries = CanaryRunner(self.canary_stats)
+        self._canaries = CanaryRunner(self.canary_stats, self.stream_stats)
         self.sweeps = SweepBoard()
         self.registry.register(SweepCollector(self.sweeps))
         self._stopping = threading.Event()

@@ -74,6 +74,16 @@ CONTRACT = frozenset(
         "tritonwatch_slo_error_budget_remaining_ratio",
         "tritonwatch_recommendation",
         "tritonwatch_experiment_verdict",
+        "tritonwatch_canary_time_to_first_token_seconds_bucket",
+        "tritonwatch_canary_time_to_first_token_seconds_sum",
+        "tritonwatch_canary_time_to_first_token_seconds_count",
+        "tritonwatch_canary_inter_token_latency_seconds_bucket",
+        "tritonwatch_canary_inter_token_latency_seconds_sum",
+        "tritonwatch_canary_inter_token_latency_seconds_count",
+        "tritonwatch_canary_output_tokens_total",
+        "tritonwatch_canary_stream_quantile_seconds",
+        "tritonwatch_canary_stream_quantile_seconds_sum",
+        "tritonwatch_canary_stream_quantile_seconds_count",
         "tritonwatch_llm_kv_cache_usage_ratio",
         "tritonwatch_llm_requests",
         "tritonwatch_llm_preemptions_total",
@@ -112,10 +122,6 @@ NOT_ON_DASHBOARDS: dict[str, str] = {
     "tritonwatch_server_pinned_memory_total_bytes": "Triton pinned memory, from Triton /metrics",
     # Streaming canary (issue 18, export/stream_metrics.py): the TTFT/ITL quantile and
     # output tokens/s panels of dashboards/latency.py come with the daemon's wiring.
-    "tritonwatch_canary_time_to_first_token_seconds": "streaming canary; panels with the wiring",
-    "tritonwatch_canary_inter_token_latency_seconds": "streaming canary; panels with the wiring",
-    "tritonwatch_canary_output_tokens_total": "streaming canary; panels with the wiring",
-    "tritonwatch_canary_stream_quantile_seconds": "streaming canary; panels with the wiring",
 }
 """The allow-list: ``tritonwatch_`` families outside the contract, each with the reason."""
 PANEL_TYPES = frozenset(

@@ -34,6 +34,7 @@ _HEALTHY = "the healthy model gives the advisor nothing to recommend"
 _NO_CHANGE = "no experiment: nobody changes the model's configuration"
 _NO_RULES = "ALERTS comes from Prometheus' own rules; this Prometheus loads none"
 _NO_LLM = "the simulated model is not an LLM: its page prints no TensorRT-LLM or vLLM family"
+_NO_STREAM = "the simulated model is not decoupled: no streaming canary writes these series"
 NO_DATA: dict[tuple[str, str], str] = {
     ("tritonwatch-gpu", "SM active, SM occupancy, tensor active (Hopper and newer)"): _NVML_ONLY,
     ("tritonwatch-gpu", "Memory per process"): _NVML_ONLY,
@@ -57,6 +58,9 @@ NO_DATA: dict[tuple[str, str], str] = {
     ("tritonwatch-llm", "Requests running and waiting"): _NO_LLM,
     ("tritonwatch-llm", "Preemptions per second"): _NO_LLM,
     ("tritonwatch-llm", "Tokens per second"): _NO_LLM,
+    ("tritonwatch-latency", "Time to first token"): _NO_STREAM,
+    ("tritonwatch-latency", "Inter-token latency"): _NO_STREAM,
+    ("tritonwatch-latency", "Output tokens per second"): _NO_STREAM,
 }
 """Panels (dashboard uid, title) that have no data in this test's scenario — the
 daemon watching one healthy simulated model, no NVML on the host, a Prometheus that

@@ -257,3 +257,79 @@ def test_slow_queue_gets_lower_queue_delay_through_alertmanager(stack: Stack) ->
     # The daemon only advises: the server's config is as it was.
     config = stack.triton.config("slow_queue")["dynamic_batching"]
     assert config["max_queue_delay_microseconds"] == SLOW_QUEUE_DELAY_US
+
+
+# -- scenario 3: a generative model's streams ------------------------------------------------
+STREAM_TOKENS = 4
+"""Tokens each streamed canary request asks ``llm_stream`` for (its ``max_tokens`` input)."""
+STREAM_REQUESTS = 30
+"""Streams per protocol before the exported figures are read."""
+
+
+def _stream_config(triton: RealTriton, path: Path) -> Path:
+    """``llm_stream`` watched over HTTP and gRPC with the default ``stream.mode: auto``, so
+    the daemon must find the decoupled policy in the model's config by itself."""
+    path.write_text(
+        f"""
+targets:
+  - name: llm-http
+    url: {triton.http_url}
+    metrics_url: {triton.metrics_url}
+    models: [{{name: llm_stream}}]
+  - name: llm-grpc
+    url: {triton.http_url}
+    grpc_url: {triton.grpc_url}
+    metrics_url: {triton.metrics_url}
+    models: [{{name: llm_stream, canary: {{protocol: grpc}}}}]
+canary: {{rate: 5/s, stream: {{max_tokens: {STREAM_TOKENS}, timeout: 10s}}}}
+scrape: {{interval: 1s, timeout: 800ms}}
+"""
+    )
+    return path
+
+
+def test_decoupled_model_gets_streaming_canaries_with_ttft_itl_and_tokens(
+    start_real_triton: Any, tmp_path: Path
+) -> None:
+    """Fails if the daemon does not detect a decoupled model and stream from it over HTTP
+    and gRPC, or exports no TTFT/ITL quantiles, or counts other tokens than the model sent."""
+    triton = start_real_triton("llm_stream")
+    daemon = DaemonProcess(_stream_config(triton, tmp_path / "tritonwatch.yaml"))
+    try:
+
+        def settled() -> str | None:
+            """A page where every request succeeded, enough of them, and the tokens
+            counter caught up with the requests counter (both are written per stream)."""
+            text = daemon.metrics()
+            for protocol in ("http", "grpc"):
+                requests = _samples(text, "tritonwatch_canary_requests_total", protocol=protocol,
+                                    model="llm_stream")  # fmt: skip
+                succeeded = sum(v for labels, v in requests if labels["outcome"] == "success")
+                tokens = _samples(text, "tritonwatch_canary_output_tokens_total",
+                                  protocol=protocol, model="llm_stream")  # fmt: skip
+                if succeeded < STREAM_REQUESTS or succeeded != sum(v for _, v in requests):
+                    return None
+                if [v for _, v in tokens] != [succeeded * STREAM_TOKENS]:
+                    return None
+            return text
+
+        try:
+            text = wait_until(settled, 60, f"{STREAM_REQUESTS} clean streams per protocol", 0.5)
+        except AssertionError as error:
+            seen = [line for line in daemon.metrics().splitlines() if "llm_stream" in line and (
+                "requests_total" in line or "output_tokens" in line)]  # fmt: skip
+            raise AssertionError(f"{error}: {seen}") from None
+        detected = [e for e in daemon.events if e.get("event") == "canary_stream_detected"]
+        assert sorted(e["protocol"] for e in detected) == ["grpc", "http"], detected
+        for protocol in ("http", "grpc"):
+            for measure in ("ttft", "itl"):
+                quantiles = _samples(text, "tritonwatch_canary_stream_quantile_seconds",
+                                     protocol=protocol, measure=measure, window="1m")  # fmt: skip
+                by_q = {labels["quantile"]: value for labels, value in quantiles}
+                assert set(by_q) >= {"0.5", "0.95"}, (protocol, measure, quantiles)
+                # The model's own pace (tests/triton_models/llm_stream): 20 ms to the
+                # first token, 5 ms between tokens; the canary cannot see them faster.
+                floor = 0.020 if measure == "ttft" else 0.005
+                assert by_q["0.5"] >= floor * 0.9, (protocol, measure, by_q)
+    finally:
+        _stop_cleanly(daemon)

@@ -242,22 +242,23 @@ def test_canaries_are_capped_per_target_whatever_the_config_asks() -> None:
     assert [log["target"] for log in logs if log["event"] == "canary_capped"] == ["a", "b"]
 
 
-def test_openai_canaries_get_no_plan_until_the_streaming_canary_is_wired() -> None:
-    """Breaks if a protocol openai canary is sent over Triton's KServe API instead."""
-    from structlog.testing import capture_logs
-
+def test_plans_carry_the_stream_settings_and_the_openai_endpoint() -> None:
+    """Breaks if canary.stream, targets[].openai_url or models[].served_name stop reaching
+    the streaming canary (an openai canary would then have nowhere to send)."""
     from tritonwatch.config import parse_config
+    from tritonwatch.config.schema import Range
     from tritonwatch.probe.canary import canary_plans
 
     config = parse_config(
         "targets:\n"
-        "  - {name: v, url: http://127.0.0.1:1, openai_url: http://127.0.0.1:1,"
-        " models: [{name: llama, canary: {protocol: openai}}, {name: plain}]}\n",
+        "  - {name: v, url: http://127.0.0.1:1, openai_url: http://127.0.0.1:9,"
+        " models: [{name: llama, served_name: meta/llama, canary: {protocol: openai,"
+        " stream: {max_tokens: {min: 4, max: 8}, timeout: 12s}}}, {name: plain}]}\n",
         "openai.yaml",
     )
-    with capture_logs() as logs:
-        plans = canary_plans(config)
-    assert [(plan.model, plan.protocol) for plan in plans] == [("plain", "http")]
-    assert [(log["model"], log["reason"]) for log in logs if log["event"] == "canary_skipped"] == [
-        ("llama", "protocol openai needs the streaming canary")
-    ]
+    plans = {plan.model: plan for plan in canary_plans(config)}
+    llama, plain = plans["llama"], plans["plain"]
+    assert (llama.protocol, llama.openai_url, llama.served_name) == (
+        "openai", "http://127.0.0.1:9", "meta/llama")  # fmt: skip
+    assert (llama.stream.max_tokens, llama.stream.timeout) == (Range(min=4, max=8), 12.0)
+    assert (plain.protocol, plain.served_name, plain.stream.mode) == ("http", None, "auto")

@@ -1,12 +1,14 @@
 """Dashboard (2), latency breakdown: where a request's time goes inside Triton (stacked
-stages), the client's view against the server's, and the load that explains it:
-throughput, batch size, pending requests, failures."""
+stages), the client's view against the server's, the load that explains it:
+throughput, batch size, pending requests, failures; and for generative models what the
+streaming canary sees (time to first token, inter-token latency, output tokens/s)."""
 
 from __future__ import annotations
 
 from tritonwatch.dashboards.panels import (
     BUDGET_LINE,
     Json,
+    Panel,
     Query,
     Row,
     by_name,
@@ -27,6 +29,8 @@ UID = "tritonwatch-latency"
 TITLE = "tritonwatch / latency breakdown"
 
 BREAKDOWN = "tritonwatch_model_latency_breakdown_seconds"
+STREAM_QUANTILES = "tritonwatch_canary_stream_quantile_seconds"
+OUTPUT_TOKENS = "tritonwatch_canary_output_tokens_total"
 
 
 def _breakdown_row() -> Row:
@@ -134,13 +138,61 @@ def _load_row() -> Row:
     )
 
 
+def _stream_quantiles(measure: str, title: str, description: str) -> Panel:
+    selector = sel(f'measure="{measure}"', 'window="$window"')
+    return timeseries(
+        title,
+        description,
+        Query(f"{STREAM_QUANTILES}{selector}", "{{model}} {{protocol}} p{{quantile}}"),
+        unit="s",
+        width=8,
+    )
+
+
+def _stream_row() -> Row:
+    """Only streaming canaries (decoupled models, OpenAI servers) write these series:
+    for other models the row stays empty."""
+    return Row(
+        "Streaming (generative models)",
+        (
+            _stream_quantiles(
+                "ttft",
+                "Time to first token",
+                "Streaming canary: from the request's origin to the first response that "
+                "carries output (docs/design.md §5), quantiles over $window; long prefills "
+                "and a waiting queue show here first.",
+            ),
+            _stream_quantiles(
+                "itl",
+                "Inter-token latency",
+                "Streaming canary: every gap between consecutive responses that carry "
+                "output (vLLM's itl), quantiles over $window; the decode step's pace, "
+                "which grows with the sequences running at once.",
+            ),
+            timeseries(
+                "Output tokens per second",
+                "Tokens the streaming canary received per second (the server's count when "
+                "it reports one): the canary's own traffic, not the model's throughput.",
+                Query(
+                    f"sum by (target, model, protocol) (rate({OUTPUT_TOKENS}{sel()}"
+                    "[$__rate_interval]))",
+                    "{{model}} {{protocol}}",
+                ),
+                unit="short",
+                width=8,
+            ),
+        ),
+    )
+
+
 def build() -> Json:
     """The latency breakdown dashboard."""
     return dashboard(
         UID,
         TITLE,
         "Where each model's latency goes (queue, compute, network), against the load "
-        "that explains it: throughput, batch size, pending requests and failures.",
+        "that explains it: throughput, batch size, pending requests and failures; for "
+        "generative models time to first token, inter-token latency and tokens/s.",
         [target_variable(), model_variable(), budget_variable(), window_variable()],
-        [_breakdown_row(), _load_row()],
+        [_breakdown_row(), _load_row(), _stream_row()],
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 from tritonwatch.canary_series import CanaryStats
 from tritonwatch.client_tls import ClientTLS
-from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, Config, InputOverride
+from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, Config, InputOverride, StreamConfig
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import CanaryResult, Outcome
 from tritonwatch.probe.canary_engine import CanaryEngine, GrpcAnswer, RawAnswer
@@ -73,6 +73,12 @@ class CanaryPlan:
     """BYTES inputs without a sample file: random strings of ``string_length``, or this."""
     tls: ClientTLS | None = None
     """The target's TLS settings, used when the URL the protocol picks is secure."""
+    stream: StreamConfig = field(default_factory=StreamConfig)
+    """How a generative model is streamed from (probe/stream_canary.py)."""
+    openai_url: str | None = None
+    """The OpenAI-compatible server of protocol ``openai``."""
+    served_name: str | None = None
+    """The name an OpenAI-compatible server knows the model by (its ``model`` field)."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -127,12 +133,6 @@ def canary_plans(config: Config) -> list[CanaryPlan]:
             canary = config.canary_for(target, model)
             if not canary.enabled:
                 continue
-            if canary.protocol == "openai":
-                # Only the streaming canary speaks OpenAI (issue 18); until it is wired in,
-                # the model is not probed rather than probed over Triton's KServe API.
-                _log.info("canary_skipped", target=target.name, model=model.name,
-                          reason="protocol openai needs the streaming canary")  # fmt: skip
-                continue
             plans.append(
                 CanaryPlan(
                     target=target.name,
@@ -150,6 +150,9 @@ def canary_plans(config: Config) -> list[CanaryPlan]:
                     string_length=canary.string_length,
                     string_data=canary.string_data,
                     tls=target.client_tls,
+                    stream=canary.stream,
+                    openai_url=target.openai_url,
+                    served_name=model.served_name,
                 )
             )
     return _capped(plans)
@@ -187,12 +190,45 @@ class ModelCanary:
         self._failures = 0
         self._breaker_open_until: float | None = None
         """While set, only one probe is sent per :data:`BREAKER_PROBE_SECONDS`."""
+        self.decoupled = False
+        """The model's config says ``model_transaction_policy.decoupled`` (after prepare)."""
 
     async def prepare(self) -> bool:
         """Builds the payload from metadata/config, retrying with backoff while the server
         is unreachable. Returns False when the model cannot be filled, after one
         ``canary_skipped`` log line, with the reason kept in the statistics (the
         ``tritonwatch_canary_skipped`` metric, the status page)."""
+        plan = self.plan
+        metadata, config = await self._model_info()
+        if self.hands_over():
+            return True  # the streaming canary builds its own requests
+        try:
+            specs = input_specs(plan.model, metadata, config)
+            self._tensors = build_inputs(
+                plan.model, specs, plan.inputs, "zero" if plan.data == "zero" else "random",
+                string_length=plan.string_length, string_data=plan.string_data,
+                dynamic_dim=DYNAMIC_DIM,
+            )  # fmt: skip
+        except PayloadError as error:
+            # Skipped, not retried: the model's metadata will not change by waiting. A
+            # config reload (a sample file, a shape) prepares it again.
+            _log.warning(
+                "canary_skipped",
+                target=plan.target,
+                model=plan.model,
+                input=error.input_name,
+                reason=error.reason,
+            )
+            self._stats.set_skipped(plan.key, error.reason, self._clock())
+            return False
+        self._stats.set_skipped(plan.key, None)
+        self._outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
+        return True
+
+    async def _model_info(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The model's metadata and config (None: the server has no config API),
+        retried with backoff while the server is unreachable; also notes whether the
+        config says the model is decoupled."""
         delay = METADATA_RETRY_MIN_SECONDS
         plan = self.plan
         # The server refusing (either client's error class), unreachable, or slow.
@@ -219,28 +255,14 @@ class ModelCanary:
                 delay = min(delay * 2, METADATA_RETRY_MAX_SECONDS)
         if config is None:
             _log.info("model_config_api_unavailable", target=plan.target, model=plan.model)
-        try:
-            specs = input_specs(plan.model, metadata, config)
-            self._tensors = build_inputs(
-                plan.model, specs, plan.inputs, "zero" if plan.data == "zero" else "random",
-                string_length=plan.string_length, string_data=plan.string_data,
-                dynamic_dim=DYNAMIC_DIM,
-            )  # fmt: skip
-        except PayloadError as error:
-            # Skipped, not retried: the model's metadata will not change by waiting. A
-            # config reload (a sample file, a shape) prepares it again.
-            _log.warning(
-                "canary_skipped",
-                target=plan.target,
-                model=plan.model,
-                input=error.input_name,
-                reason=error.reason,
-            )
-            self._stats.set_skipped(plan.key, error.reason, self._clock())
-            return False
-        self._stats.set_skipped(plan.key, None)
-        self._outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
-        return True
+        self.decoupled = is_decoupled(config)
+        return metadata, config
+
+    def hands_over(self) -> bool:
+        """Whether this canary stops after :meth:`prepare` for a streaming one to take
+        over: a decoupled model answers a plain infer with an error (Triton's HTTP
+        endpoint refuses it outright), so the plain canary never sends to one."""
+        return self.decoupled
 
     async def choose_tensor_format(self) -> None:
         """HTTP: binary tensors when the server's own metadata (``GET /v2``) lists the
@@ -285,7 +307,7 @@ class ModelCanary:
 
     async def run(self) -> None:
         """Prepares, then sends on schedule forever (until the task is cancelled)."""
-        if not await self.prepare():
+        if not await self.prepare() or self.hands_over():
             return
         await self.choose_tensor_format()
         _log.info(
@@ -401,6 +423,7 @@ class ModelCanary:
         plan = self.plan
         outcome, text = Outcome.SUCCESS, ""
         finished: float | None = None
+        failure: Failure | None = None
         try:
             if isinstance(answer, BaseException):
                 raise answer
@@ -414,11 +437,8 @@ class ModelCanary:
                 else classify_error(error, plan.protocol)
             )
             text = error_text(error, timeout=plan.timeout)
-            if not is_refused_connection(error):
-                status = http_status(error) if plan.protocol == "http" else None
-                self._failure_log.failed(Failure(outcome, text, status))
-        self._failure_log.tick()
-        now = time.monotonic()  # the event loop's clock, and the engine's
+            failure = self.failure_of(error, outcome, text)
+        now = self.account(outcome, failure)
         origin = intended if woke is None else max(intended, woke)
         elapsed = (finished if finished is not None else now) - origin
         latency: float | None = elapsed
@@ -426,7 +446,6 @@ class ModelCanary:
             latency = plan.timeout
         elif outcome not in (Outcome.SUCCESS, Outcome.BAD_RESPONSE):
             latency = None  # a refused connection says nothing about latency
-        self._trip_or_reset(outcome, now)
         self._stats.record(
             CanaryResult(
                 plan.target,
@@ -439,6 +458,25 @@ class ModelCanary:
                 send_lateness_seconds=origin - intended,
             )
         )
+
+    def failure_of(self, error: BaseException, outcome: Outcome, text: str) -> Failure | None:
+        """The failure log's entry for ``error``; None for a refused connection, which
+        the readiness probe and the breaker already report."""
+        if is_refused_connection(error):
+            return None
+        status = http_status(error) if self.plan.protocol in ("http", "openai") else None
+        return Failure(outcome, text, status)
+
+    def account(self, outcome: Outcome, failure: Failure | None) -> float:
+        """The bookkeeping every finished request shares, whatever it measured: the
+        failure log and the breaker. Returns now (the event loop's clock, and the
+        engine's)."""
+        if failure is not None:
+            self._failure_log.failed(failure)
+        self._failure_log.tick()
+        now = time.monotonic()
+        self._trip_or_reset(outcome, now)
+        return now
 
     # --- what the engine asks (probe/canary_engine.py: EngineCanary) ------------------
 
@@ -494,6 +532,13 @@ class ModelCanary:
         return await self._client.infer(
             plan.model, plan.version, self._tensors, binary=self._binary, timeout=timeout
         )
+
+
+def is_decoupled(config: dict[str, Any] | None) -> bool:
+    """Whether a model config (HTTP JSON form) says the model may answer a request any
+    number of times (``model_transaction_policy.decoupled``): a generative model."""
+    policy = (config or {}).get("model_transaction_policy")
+    return isinstance(policy, dict) and policy.get("decoupled") is True
 
 
 def _received_at(result: Any) -> float | None:

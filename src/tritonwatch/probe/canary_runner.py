@@ -5,6 +5,12 @@ hundreds of concurrent in-flight requests are cheap as coroutines and expensive 
 threads. This class is the bridge: one loop in one thread, one task per canary,
 stopped within a bounded time.
 
+A generative model gets the streaming canary (probe/stream_canary.py): at once when
+``canary.stream.mode`` is ``on`` or the protocol is ``openai``; otherwise the plain
+canary reads the model's config and, finding ``decoupled``, hands over to a streaming
+one in the same task (``canary_stream_detected``), or with ``mode: off`` stops with a
+``canary_skipped`` reason instead of failing every request.
+
 A reload (or a model discovered, unloaded, reloaded) changes only what changed: a
 canary whose plan and revision are the same keeps running — the same object, its
 request prepared once, its schedule and breaker as they were, no gap in its series —
@@ -15,8 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tritonwatch.canary_series import CanaryStats, SeriesKey
 from tritonwatch.client_tls import ClientTLS
@@ -26,10 +33,13 @@ from tritonwatch.probe.canary import CanaryPlan, ModelCanary, run_canaries
 from tritonwatch.probe.canary_engine import CanaryEngine
 from tritonwatch.probe.clients import client_for
 from tritonwatch.probe.interfaces import InferenceClient
+from tritonwatch.probe.stream_canary import StreamingCanary
 from tritonwatch.probe.timer_slack import tighten_timer_slack
+from tritonwatch.stream_series import StreamStats
 
 _log = get_logger("canary")
 STOP_TIMEOUT_SECONDS = 2.0
+STREAMING_OFF = "decoupled model; streaming is off"
 
 
 ClientKey = tuple[str, str, str, ClientTLS | None]
@@ -54,8 +64,11 @@ class _Running:
 class CanaryRunner:
     """Runs the canaries of a set of :class:`CanaryPlan` s in a background event loop."""
 
-    def __init__(self, stats: CanaryStats) -> None:
+    def __init__(self, stats: CanaryStats, stream_stats: StreamStats | None = None) -> None:
         self.stats = stats
+        self.stream_stats = stream_stats if stream_stats is not None else StreamStats()
+        self._streaming: set[SeriesKey] = set()
+        """Series with a streaming canary (declared in :attr:`stream_stats`)."""
         self._loop = canary_timing.new_event_loop()  # sub-millisecond timers
         self._thread = threading.Thread(target=self._run_loop, name="canary", daemon=True)
         self._engine = CanaryEngine()
@@ -95,16 +108,54 @@ class CanaryRunner:
         ]
         stopped = [self._running.pop(key) for key in changed]
         await _stop(stopped)
+        # Here, on the loop, where hand-overs add their keys too: one thread changes the set.
+        self._declare_streams(
+            {key for key in self._streaming if key in wanted}
+            | {key for key, (plan, _) in wanted.items() if _streams_at_once(plan)}
+        )
         paused = {key: old.canary.paused for key, old in zip(changed, stopped, strict=True)}
         for key, (plan, revision) in wanted.items():
             if key in self._running:
                 continue
-            canary = ModelCanary(plan, self._client(plan), self.stats, engine=self._engine)
+            canary = self._canary(plan)
             canary.paused = paused.get(key, False)  # a sweep of it is still running
-            task = asyncio.create_task(run_canaries([canary]), name=f"canary:{key}")
+            task = asyncio.create_task(self._serve(key, canary), name=f"canary:{key}")
             self._running[key] = _Running(canary, revision, task)
         used = {_client_key(running.canary.plan) for running in self._running.values()}
         await self._close_clients([key for key in self._clients if key not in used])
+
+    def _canary(self, plan: CanaryPlan) -> ModelCanary:
+        if _streams_at_once(plan):
+            return self._streaming_canary(plan)
+        return ModelCanary(plan, self._client(plan), self.stats, engine=self._engine)
+
+    def _streaming_canary(self, plan: CanaryPlan) -> StreamingCanary:
+        return StreamingCanary(plan, self._client(plan), self.stats, self.stream_stats)
+
+    async def _serve(self, key: SeriesKey, canary: ModelCanary) -> None:
+        """Runs ``canary``; a plain one that found a decoupled model hands over to a
+        streaming canary here, in the same task, or is skipped when streaming is off."""
+        await run_canaries([canary])
+        running = self._running.get(key)
+        if not canary.hands_over() or running is None or running.canary is not canary:
+            return
+        plan = canary.plan
+        if plan.stream.mode == "off":
+            _log.info("canary_skipped", target=plan.target, model=plan.model,
+                      reason=STREAMING_OFF)  # fmt: skip
+            self.stats.set_skipped(key, STREAMING_OFF, time.monotonic())
+            return
+        _log.info("canary_stream_detected", target=plan.target, model=plan.model,
+                  protocol=plan.protocol)  # fmt: skip
+        streaming = self._streaming_canary(plan)
+        streaming.paused = canary.paused
+        self._running[key] = replace(running, canary=streaming)
+        self._declare_streams(self._streaming | {key})
+        await run_canaries([streaming])
+
+    def _declare_streams(self, keys: set[SeriesKey]) -> None:
+        self._streaming = keys
+        self.stream_stats.declare(keys)
 
     def _client(self, plan: CanaryPlan) -> InferenceClient:
         """The target's client for the plan's protocol, made on first use."""
@@ -153,6 +204,11 @@ class CanaryRunner:
         self._thread.join(timeout=STOP_TIMEOUT_SECONDS)
         if not self._thread.is_alive():
             self._loop.close()
+
+
+def _streams_at_once(plan: CanaryPlan) -> bool:
+    """Streamed from the start, without asking the model's config first."""
+    return plan.stream.mode == "on" or plan.protocol == "openai"
 
 
 async def _stop(running: Sequence[_Running]) -> None:

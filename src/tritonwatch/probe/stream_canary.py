@@ -1,0 +1,302 @@
+"""The streaming canary: a generative model's open-loop canary, timed token by token.
+
+For an LLM the whole-request latency is not what a user feels: the wait for the first
+token (TTFT) and the pace after it (ITL) are (docs/design.md §5). So a decoupled model,
+or an OpenAI-compatible server, gets :class:`StreamingCanary`: the same open loop,
+breaker, pause and caps as :class:`~tritonwatch.probe.canary.ModelCanary` (it *is*
+one, with the send replaced), but each request is a stream:
+
+    PromptSampler → codec.encode → send → every read (ChunkedDecoder → SseParser,
+    or a gRPC message) → codec.decode → StreamClock.piece → StreamClock.result
+
+and its record goes twice: to :class:`~tritonwatch.stream_series.StreamStats` (TTFT,
+gaps, tokens) and, as a plain request, to :class:`~tritonwatch.canary_series.CanaryStats`,
+so request counters, the availability SLO and the breaker count it as any other.
+
+Timing follows the plain canary: the origin is ``max(intended, woke)``, the deadline
+``intended + stream.timeout`` (the whole stream), and a request that waits for a slot
+waits on its own clock (no coordinated omission). Three transports, all on the canary's
+event loop: ``generate_stream`` and OpenAI over the lean HTTP/1.1 pool
+(:meth:`~tritonwatch.probe.canary_http.ConnectionPool.stream`, each read stamped as it
+arrives), and gRPC over one long-lived ``ModelStreamInfer`` call
+(:class:`~tritonwatch.probe.grpc_stream.GrpcStreamSession`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from tritonwatch.canary_series import CanaryStats
+from tritonwatch.client_tls import tls_for
+from tritonwatch.config.schema import Range, StreamConfig
+from tritonwatch.logs import get_logger
+from tritonwatch.observations import Outcome, StreamResult
+from tritonwatch.probe.canary import DYNAMIC_DIM, CanaryPlan, ModelCanary
+from tritonwatch.probe.canary_failures import Failure
+from tritonwatch.probe.canary_http import ConnectionPool, encode_request
+from tritonwatch.probe.clients import classify_error, error_text
+from tritonwatch.probe.grpc_stream import GrpcStreamSession, open_channel
+from tritonwatch.probe.interfaces import InferenceClient
+from tritonwatch.probe.payload import PayloadError, build_inputs, input_specs
+from tritonwatch.probe.sse import SseParser
+from tritonwatch.probe.stream_request import (
+    GenerateCodec,
+    GrpcStreamCodec,
+    OpenAICodec,
+    PromptSampler,
+    StreamDecodeError,
+    StreamFields,
+)
+from tritonwatch.probe.stream_timing import StreamClock
+from tritonwatch.stream_series import StreamStats
+
+_log = get_logger("canary")
+CLOSE_SECONDS = 1.0
+"""How long closing a transport may take when the canary stops (bounded shutdown)."""
+NO_OPENAI_URL = "protocol openai needs targets[].openai_url"
+
+
+class StreamTransport(Protocol):
+    """Sends one streamed request and feeds its pieces to ``clock`` as they arrive."""
+
+    async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
+        """Returns when the stream ended (None: the pieces say); raises how it failed."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class HttpStream:
+    """``generate_stream`` or OpenAI streaming: one POST, an SSE body read as it arrives."""
+
+    def __init__(self, url: str, ssl_context: ssl.SSLContext | None, limit: int,
+                 codec: GenerateCodec | OpenAICodec) -> None:  # fmt: skip
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = parts.hostname or "127.0.0.1"
+        self._host = parts.netloc or f"{host}:{port}"
+        self._prefix = parts.path.rstrip("/")
+        self._pool = ConnectionPool(host, port, ssl_context, limit)
+        self._codec = codec
+
+    async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
+        codec = self._codec
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        body = codec.encode(prompt, max_tokens)
+        request = encode_request("POST", self._host, self._prefix + codec.path, body, headers)
+        parser = SseParser()
+        end: float | None = None
+        async with contextlib.aclosing(self._pool.stream(request)) as reads:
+            async for data, stamp in reads:
+                for event in parser.feed(data, stamp):
+                    clock.piece(event.stamp, codec.decode(event.data))
+                end = stamp
+        if parser.pending:
+            raise StreamDecodeError("the stream ended inside an event")
+        return end
+
+    async def close(self) -> None:
+        self._pool.close()
+
+
+class GrpcStream:
+    """Triton's ``ModelStreamInfer``: requests up the canary's one call, responses by id."""
+
+    def __init__(self, session: GrpcStreamSession, codec: GrpcStreamCodec) -> None:
+        self._session = session
+        self._codec = codec
+
+    async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
+        request_id, responses = await self._session.request(prompt, max_tokens)
+        try:
+            while not clock.done:
+                item = await responses.get()
+                if isinstance(item, BaseException):
+                    raise item
+                stamp, message = item
+                clock.piece(stamp, self._codec.decode(message))
+        finally:
+            self._session.done(request_id)
+        return None
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+def stream_fields(stream: StreamConfig, served_name: str | None) -> StreamFields:
+    """The codecs' view of ``canary.stream``."""
+    return StreamFields(
+        text_input=stream.text_input,
+        max_tokens_input=stream.max_tokens_input,
+        stream_input=stream.stream_input,
+        text_output=stream.text_output,
+        parameters=dict(stream.parameters),
+        served_name=served_name,
+    )
+
+
+def _length(value: int | Range) -> int | tuple[int, int]:
+    return (value.min, value.max) if isinstance(value, Range) else value
+
+
+class StreamingCanary(ModelCanary):
+    """Streams one model's canary until cancelled; results go to both statistics."""
+
+    def __init__(
+        self,
+        plan: CanaryPlan,
+        client: InferenceClient,
+        stats: CanaryStats,
+        stream_stats: StreamStats,
+        *,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(plan, client, stats, seed=seed, clock=clock)
+        self._stream_stats = stream_stats
+        stream = plan.stream
+        self._sampler = PromptSampler(
+            self._random.getrandbits(32),
+            prompt=stream.prompt,
+            prompt_words=_length(stream.prompt_words),
+            max_tokens=_length(stream.max_tokens),
+        )
+        self._transport: StreamTransport | None = None
+
+    def hands_over(self) -> bool:
+        return False
+
+    @property
+    def tensor_format(self) -> str:
+        return "stream"
+
+    async def choose_tensor_format(self) -> None:
+        """Nothing to choose: streams are JSON (HTTP) or protobuf (gRPC)."""
+
+    async def prepare(self) -> bool:
+        """Builds the transport and its codec from the model's metadata (none for an
+        OpenAI server, which has no KServe API), retrying while the server is away.
+        Returns False, after one ``canary_skipped`` line, when the model cannot be
+        streamed from (no text input and no other inputs to send, no OpenAI URL)."""
+        plan = self.plan
+        try:
+            transport = await self._new_transport()
+        except PayloadError as error:
+            _log.warning("canary_skipped", target=plan.target, model=plan.model,
+                         input=error.input_name, reason=error.reason)  # fmt: skip
+            self._stats.set_skipped(plan.key, error.reason, self._clock())
+            return False
+        await self._close_transport()  # a prepare again (never, today) drops the old one
+        self._transport = transport
+        self._stats.set_skipped(plan.key, None)
+        return True
+
+    async def _new_transport(self) -> StreamTransport:
+        plan = self.plan
+        fields = stream_fields(plan.stream, plan.served_name)
+        if plan.protocol == "openai":
+            if plan.openai_url is None:
+                raise PayloadError(plan.model, "openai_url", NO_OPENAI_URL)
+            api, usage = plan.stream.openai_api, plan.stream.include_usage
+            codec = OpenAICodec(plan.model, fields, api=api, include_usage=usage)
+            return self._http(plan.openai_url, codec)
+        metadata, config = await self._model_info()
+        specs = input_specs(plan.model, metadata, config)
+        fallback = []
+        if fields.text_input not in {spec.name for spec in specs}:
+            fallback = build_inputs(
+                plan.model, specs, plan.inputs, "zero" if plan.data == "zero" else "random",
+                string_length=plan.string_length, string_data=plan.string_data,
+                dynamic_dim=DYNAMIC_DIM,
+            )  # fmt: skip
+        outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
+        if plan.protocol == "grpc":
+            grpc_codec = GrpcStreamCodec(plan.model, plan.version, fields, inputs=specs,
+                                         outputs=outputs, fallback=fallback)  # fmt: skip
+            channel = open_channel(plan.grpc_url, plan.tls)
+            return GrpcStream(GrpcStreamSession(channel, grpc_codec), grpc_codec)
+        generate = GenerateCodec(plan.model, plan.version, fields, inputs=specs,
+                                 outputs=outputs, fallback=fallback)  # fmt: skip
+        return self._http(plan.http_url, generate)
+
+    def _http(self, url: str, codec: GenerateCodec | OpenAICodec) -> HttpStream:
+        secure = tls_for(url, self.plan.tls)
+        context = secure.ssl_context() if secure is not None else None
+        return HttpStream(url, context, self.plan.max_in_flight, codec)
+
+    async def run(self) -> None:
+        try:
+            await super().run()
+        finally:
+            await self._close_transport()
+
+    async def _close_transport(self) -> None:
+        transport, self._transport = self._transport, None
+        if transport is None:
+            return
+        try:
+            async with asyncio.timeout(CLOSE_SECONDS):
+                await transport.close()
+        except Exception as error:  # closing must never block shutdown
+            _log.debug("canary_stream_close_failed", error=str(error))
+
+    async def _send(self, intended: float, woke: float) -> None:
+        plan, transport = self.plan, self._transport
+        assert transport is not None, "prepare() builds the transport before any send"
+        timeout = plan.stream.timeout
+        clock = StreamClock(max(intended, woke))
+        prompt, max_tokens = self._sampler.sample()
+        end: float | None = None
+        failure: Outcome | None = None
+        text = ""
+        entry: Failure | None = None
+        try:
+            async with asyncio.timeout_at(intended + timeout):
+                async with self._slots:
+                    end = await transport.send(prompt, max_tokens, clock)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # every failure is an outcome, never a crash
+            failure = classify_error(error, plan.protocol)
+            text = error_text(error, timeout=timeout)
+            entry = self.failure_of(error, failure, text)
+        self._record_stream(intended, clock, end=end, failure=failure, text=text, entry=entry)
+
+    def _record_stream(
+        self,
+        intended: float,
+        clock: StreamClock,
+        *,
+        end: float | None,
+        failure: Outcome | None,
+        text: str,
+        entry: Failure | None,
+    ) -> None:
+        plan = self.plan
+        result = clock.result(
+            target=plan.target, model=plan.model, protocol=plan.protocol, at=self._clock(),
+            end=end, failure=failure, error=text,
+            send_lateness_seconds=clock.origin - intended,
+        )  # fmt: skip
+        if failure is None and result.outcome != Outcome.SUCCESS:
+            entry = Failure(result.outcome, result.error, None)  # in-band error, no output
+        self.account(result.outcome, entry)
+        self._stream_stats.record(result)
+        self._stats.record(_as_request(result, plan.stream.timeout).as_canary_result())
+
+
+def _as_request(result: StreamResult, timeout: float) -> StreamResult:
+    """The whole-stream latency as the plain canary counts a request's: the timeout for
+    a timeout, nothing for a failure that says nothing about time."""
+    if result.outcome == Outcome.TIMEOUT:
+        return replace(result, total_seconds=timeout)
+    if result.outcome not in (Outcome.SUCCESS, Outcome.BAD_RESPONSE):
+        return replace(result, total_seconds=None)
+    return result
