@@ -61,6 +61,8 @@ NO_DATA: dict[tuple[str, str], str] = {
     ("tritonwatch-latency", "Time to first token"): _NO_STREAM,
     ("tritonwatch-latency", "Inter-token latency"): _NO_STREAM,
     ("tritonwatch-latency", "Output tokens per second"): _NO_STREAM,
+    ("tritonwatch-slo", "TTFT and ITL burn rate (1h and 5m)"): _NO_STREAM,
+    ("tritonwatch-slo", "TTFT and ITL error budget remaining"): _NO_STREAM,
 }
 """Panels (dashboard uid, title) that have no data in this test's scenario — the
 daemon watching one healthy simulated model, no NVML on the host, a Prometheus that
