@@ -23,7 +23,15 @@ between them) under the names ``batching_00`` … ``batching_19``. The simulator
 is the one whose /metrics, statistics and config the daemon parses in production.
 ``--rss-after-import`` also reports what ``import tritonwatch.cli`` alone costs.
 
+``--streams N`` (simulator only) adds N vLLM-flavoured LLM models (``llm_00`` …,
+decoupled, continuous batching at the simulator's default costs: about 8 ms a token)
+beside the 20 plain ones. The daemon finds them decoupled and streams from each at the
+same default 1/s with the default ``canary.stream`` (32-word prompts, 64 tokens): each
+stream is 64 reads, TTFT and 63 gaps timed, three more histograms and a quantile window
+per model. Run once with and once without to see what the streaming canaries cost.
+
     python benchmarks/footprint.py [--target sim|triton] [--duration 300] [--quick]
+                                   [--streams 5]
 """
 
 from __future__ import annotations
@@ -59,13 +67,17 @@ NODE_EXPORTER = "prometheus-node-exporter"
 SCRAPE_INTERVAL_S = 15.0
 MODELS = 20
 GPUS = 4
+STREAMS = 5
+"""LLM models (streaming canaries) of the ``--streams`` variant, beside the 20 plain ones."""
+LLM_MODEL = {"max_batch_size": 0, "llm": {"backend": "vllm"}}
+"""A vLLM-flavoured decoupled model at the simulator's default LLM costs."""
 TRITON_MODEL = "batching"
 """The real-Triton mode's model: FP32 [16], 2 ms + 0.2 ms per row (the "2–5 ms model")."""
 
 
-def model_set(count: int = MODELS) -> ModelSet:
+def model_set(count: int = MODELS, streams: int = 0) -> ModelSet:
     """``count`` models alternating between the built-in ``simple`` and ``resnet50``,
-    spread over four simulated GPUs."""
+    then ``streams`` LLM models ``llm_NN``, spread over four simulated GPUs."""
     builtin = {model["name"]: model for model in BUILTIN_MODEL_SET["models"]}
     models: list[dict[str, Any]] = []
     for index in range(count):
@@ -74,6 +86,11 @@ def model_set(count: int = MODELS) -> ModelSet:
         model["name"] = f"{base}_{index:02d}"
         model["instance_group"] = {**model["instance_group"], "gpus": [index % GPUS]}
         models.append(model)
+    for index in range(streams):
+        group = {"count": 1, "kind": "KIND_GPU", "gpus": [(count + index) % GPUS]}
+        models.append(
+            {**copy.deepcopy(LLM_MODEL), "name": f"llm_{index:02d}", "instance_group": group}
+        )
     gpus = [{"uuid": f"GPU-51a7c0de-0000-4000-8000-0000000000{i:02x}"} for i in range(GPUS)]
     return parse_model_set({"gpus": gpus, "models": models}, source="<footprint>")
 
@@ -98,9 +115,11 @@ def triton_repository(root: Path, count: int = MODELS) -> list[str]:
 
 
 @contextlib.contextmanager
-def target_server(kind: str, tmp: Path) -> Iterator[tuple[str, str, list[str]]]:
+def target_server(kind: str, tmp: Path, streams: int = 0) -> Iterator[tuple[str, str, list[str]]]:
     """(HTTP URL, metrics URL, model names) of a running simulator or real Triton."""
     if kind == "triton":
+        if streams:
+            raise ValueError("--streams is a simulator variant: use --target sim")
         names = triton_repository(tmp / "models")
         server = RealTriton(names, repository=tmp / "models", log_path=tmp / "triton.log")
         server.start_timeout_seconds = 180.0  # 20 Python-backend stubs start one by one
@@ -110,7 +129,7 @@ def target_server(kind: str, tmp: Path) -> Iterator[tuple[str, str, list[str]]]:
         finally:
             server.stop()
         return
-    sets = model_set()
+    sets = model_set(streams=streams)
     with SimProcess(models=sets) as sim:
         yield sim.http_url, sim.metrics_url, [model.name for model in sets.models]
 
@@ -186,10 +205,14 @@ class FootprintResult:
     scrapes: int
     canary_successes: float
     canary_failures: float
+    streams: float = 0.0
+    """Streams the daemon timed (TTFT observations), all models together."""
+    stream_tokens: float = 0.0
+    """Output tokens those streams carried."""
 
 
 def _canary_outcomes(metrics: str) -> tuple[float, float]:
-    """(successful, other) canary requests the daemon counted."""
+    """(successful, other) canary requests the daemon counted (streams among them)."""
     from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
 
     ok = other = 0.0
@@ -204,21 +227,37 @@ def _canary_outcomes(metrics: str) -> tuple[float, float]:
     return ok, other
 
 
+def stream_totals(metrics: str) -> tuple[float, float]:
+    """(streams timed, output tokens) the daemon's streaming canaries counted."""
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    totals = {"tritonwatch_canary_time_to_first_token_seconds_count": 0.0,
+              "tritonwatch_canary_output_tokens_total": 0.0}  # fmt: skip
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name in totals:
+                totals[sample.name] += sample.value
+    streams, tokens = totals.values()
+    return streams, tokens
+
+
 def measure(
     duration: float = 300.0,
     warm_up: float = 15.0,
     sample_every: float = 2.0,
     target: str = "sim",
+    streams: int = 0,
 ) -> FootprintResult:
     """Runs both side by side for ``warm_up`` + ``duration`` seconds; see the module doc.
 
     ``target``: ``sim`` (the simulator, 20 models) or ``triton`` (real tritonserver,
-    20 copies of the batching model)."""
+    20 copies of the batching model). ``streams``: LLM models with streaming canaries
+    beside them (simulator only)."""
     if shutil.which(NODE_EXPORTER) is None:
         raise RuntimeError(f"{NODE_EXPORTER} is missing: apt-get install {NODE_EXPORTER}")
     with (
         tempfile.TemporaryDirectory() as tmp,
-        target_server(target, Path(tmp)) as (http_url, metrics_url, names),
+        target_server(target, Path(tmp), streams) as (http_url, metrics_url, names),
     ):
         config = Path(tmp) / "footprint.yaml"
         config.write_text(daemon_config(http_url, metrics_url, names))
@@ -244,7 +283,9 @@ def measure(
                 if time.monotonic() >= end:
                     break
                 time.sleep(min(sample_every, max(0.0, end - time.monotonic())))
-            ok, bad = _canary_outcomes(daemon.metrics())
+            text = daemon.metrics()
+            ok, bad = _canary_outcomes(text)
+            timed, tokens = stream_totals(text)
             return FootprintResult(
                 daemon=footprint(samples["daemon"]),
                 exporter=footprint(samples["exporter"]),
@@ -253,6 +294,8 @@ def measure(
                 scrapes=min(scraper.scrapes.values()),
                 canary_successes=ok,
                 canary_failures=bad,
+                streams=timed,
+                stream_tokens=tokens,
             )
         finally:
             if scraper is not None:
@@ -281,13 +324,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="30 s instead of --duration")
     parser.add_argument("--warm-up", type=float, default=15.0)
     parser.add_argument("--sample-every", type=float, default=2.0)
+    parser.add_argument(
+        "--streams", type=int, default=0, metavar="N",
+        help=f"add N LLM models with streaming canaries (sim only; e.g. {STREAMS})",
+    )  # fmt: skip
     args = parser.parse_args()
     print(f"RSS after `import tritonwatch.cli`: {rss_after_import() / 2**20:.1f} MiB")
-    result = measure(
-        30.0 if args.quick else args.duration, args.warm_up, args.sample_every, args.target
-    )
+    duration = 30.0 if args.quick else args.duration
+    result = measure(duration, args.warm_up, args.sample_every, args.target, args.streams)
+    streaming = f" + {args.streams} LLM models with streaming canaries" if args.streams else ""
     print(
-        f"{MODELS} models on {args.target}, default intervals, "
+        f"{MODELS} models{streaming} on {args.target}, default intervals, "
         f"{result.daemon.seconds:.0f} s measured"
     )
     print("process | CPU % of one core | RSS median MiB | RSS max MiB | /metrics bytes")
@@ -303,6 +350,8 @@ def main() -> None:
         f"canary requests: {result.canary_successes:.0f} succeeded, "
         f"{result.canary_failures:.0f} other; {result.scrapes} scrapes each"
     )
+    if args.streams:
+        print(f"streams timed: {result.streams:.0f}, {result.stream_tokens:.0f} output tokens")
 
 
 if __name__ == "__main__":

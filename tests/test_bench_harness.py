@@ -194,3 +194,46 @@ def test_a_partial_run_merges_into_the_kept_tables_in_the_harness_order() -> Non
     assert result[1].rows[0].ours == [3.0] and result[1].measured == "day 2"
     assert result[0].rows[0].ours == [1.0] and result[0].measured == "day 1"
     assert "* measured day 2" in harness.render_table(result[1])
+
+
+# --- the footprint's streaming variant (benchmarks/footprint.py --streams) -----------------
+
+
+def test_the_streaming_footprint_adds_llm_models_beside_the_plain_twenty() -> None:
+    """Breaks if ``--streams`` adds no decoupled LLM models, changes the 20 plain ones, or
+    the daemon's config leaves the LLM models out (no streaming canary would run)."""
+    import footprint
+
+    from tritonwatch.config import parse_config
+
+    plain = footprint.model_set()
+    streaming = footprint.model_set(streams=footprint.STREAMS)
+    assert streaming.models[: footprint.MODELS] == plain.models
+    assert all(model.llm is None for model in plain.models)
+    llms = streaming.models[footprint.MODELS :]
+    assert [model.name for model in llms] == [f"llm_0{i}" for i in range(5)]
+    assert {model.llm.backend for model in llms if model.llm is not None} == {"vllm"}
+    assert {model.instance_group.gpus[0] for model in llms} == {0, 1, 2, 3}
+    names = [model.name for model in streaming.models]
+    text = footprint.daemon_config("http://127.0.0.1:1", "http://127.0.0.1:2/metrics", names)
+    config = parse_config(text, "footprint.yaml")
+    assert [model.name for model in config.targets[0].models] == names
+
+
+def test_the_footprint_counts_streams_and_tokens_over_every_model() -> None:
+    """Breaks if the footprint's stream figures miss a model or read another family."""
+    import footprint
+
+    page = """\
+# TYPE tritonwatch_canary_time_to_first_token_seconds histogram
+tritonwatch_canary_time_to_first_token_seconds_count{model="llm_00"} 30
+tritonwatch_canary_time_to_first_token_seconds_sum{model="llm_00"} 0.9
+tritonwatch_canary_time_to_first_token_seconds_count{model="llm_01"} 29
+tritonwatch_canary_time_to_first_token_seconds_sum{model="llm_01"} 0.8
+# TYPE tritonwatch_canary_output_tokens counter
+tritonwatch_canary_output_tokens_total{model="llm_00"} 1920
+tritonwatch_canary_output_tokens_total{model="llm_01"} 1856
+# TYPE tritonwatch_canary_requests counter
+tritonwatch_canary_requests_total{model="llm_00",outcome="success"} 31
+"""
+    assert footprint.stream_totals(page) == (59.0, 3776.0)

@@ -20,7 +20,7 @@ from sim_process import SimProcess
 from support import TRITONWATCH, fixtures_dir, wait_until
 from tritonwatch.config import load_config
 from tritonwatch.daemon import Daemon
-from tritonwatch.demo import DEMO_SCENARIOS, demo_config
+from tritonwatch.demo import DEMO_SCENARIOS, demo_config, demo_model_set
 from tritonwatch.demo_view import demo_screen, status_lines
 from tritonwatch.export.status_page import StatusSnapshot
 from tritonwatch.sim.server import Simulator
@@ -177,7 +177,7 @@ def test_rules_summary_fits_the_terminal_and_counts_what_it_wrote(tmp_path: Path
 def demo_snapshot() -> Iterator[StatusSnapshot]:
     """The demo's daemon and simulator, as `tritonwatch demo` runs them, once every model
     has canary quantiles and Triton's breakdown."""
-    with Simulator(seed=0) as sim, tempfile.TemporaryDirectory() as folder:
+    with Simulator(demo_model_set(), seed=0) as sim, tempfile.TemporaryDirectory() as folder:
         for model, scenario in DEMO_SCENARIOS.items():
             sim.set_scenario(scenario, model)
         path = demo_config(sim, Path(folder), "127.0.0.1:0")
@@ -188,7 +188,7 @@ def demo_snapshot() -> Iterator[StatusSnapshot]:
             def complete() -> StatusSnapshot | None:
                 snapshot = daemon.status_snapshot()
                 ready = all(m.quantiles.get("p95") and m.breakdown for m in snapshot.models)
-                return snapshot if ready and len(snapshot.models) == 3 else None
+                return snapshot if ready and len(snapshot.models) == len(DEMO_SCENARIOS) else None
 
             yield wait_until(complete, 40, "quantiles and breakdown for all demo models", 0.5)
         finally:

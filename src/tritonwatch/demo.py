@@ -1,9 +1,13 @@
 """``tritonwatch demo``: the simulator and the daemon together, on loopback, one command.
 
-Three models in three states — ``simple`` healthy, ``resnet50`` with a queue delay
-that breaks a 50 ms budget, ``text_identity`` on an underused GPU — so that every
-part of tritonwatch has something to show. The simulator runs in this process; the
-daemon is the same :class:`Daemon` that ``tritonwatch run`` starts.
+Four models in four states — ``simple`` healthy, ``resnet50`` with a queue delay
+that breaks a 50 ms budget, ``text_identity`` on an underused GPU, and ``llm``, a
+vLLM-flavoured decoupled model whose streaming canary times TTFT and ITL against their
+SLOs while the vLLM metric families feed the LLM readings — so that every part of
+tritonwatch has something to show. The simulator runs in this process (the built-in
+model set plus ``llm``, which stays out of the built-in set so that ``tritonwatch
+simulate`` and the tests keep their three plain models); the daemon is the same
+:class:`Daemon` that ``tritonwatch run`` starts.
 """
 
 from __future__ import annotations
@@ -20,13 +24,32 @@ from tritonwatch.config import load_config
 from tritonwatch.daemon import Daemon
 from tritonwatch.demo_view import demo_screen
 from tritonwatch.logs import configure_logging, get_logger
+from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
+from tritonwatch.sim.models import ModelSet, parse_model_set
 from tritonwatch.sim.server import Simulator
 
 DEMO_SCENARIOS = {
     "simple": "healthy",
     "resnet50": "queue-delay-too-high",
     "text_identity": "gpu-underused",
+    "llm": "healthy",
 }
+DEMO_LLM = {
+    "name": "llm",
+    "max_batch_size": 0,
+    "instance_group": {"count": 1, "kind": "KIND_GPU", "gpus": [3]},
+    "llm": {"backend": "vllm"},
+    "memory_per_instance": "6GiB",
+}
+"""A vLLM model at the simulator's default costs (about 8 ms a token), on a GPU of its own."""
+DEMO_LLM_GPU = {"uuid": "GPU-51a7c0de-0000-4000-8000-000000000003"}
+
+
+def demo_model_set() -> ModelSet:
+    """The built-in three models and :data:`DEMO_LLM` on a fourth GPU."""
+    gpus = [*BUILTIN_MODEL_SET["gpus"], DEMO_LLM_GPU]
+    models = [*BUILTIN_MODEL_SET["models"], DEMO_LLM]
+    return parse_model_set({"gpus": gpus, "models": models}, source="<demo model set>")
 
 
 def demo_config(sim: Simulator, folder: Path, listen: str) -> Path:
@@ -47,6 +70,12 @@ targets:
         canary: {{protocol: grpc}}
       - name: text_identity
         canary: {{inputs: {{INPUT0: {{file: {sample}}}}}}}
+      - name: llm
+        canary: {{rate: 2/s, stream: {{max_tokens: 32}}}}
+        slo:
+          latency: {{threshold: 1s}}
+          ttft: {{threshold: 200ms, objective: 0.95}}
+          itl: {{threshold: 50ms, objective: 0.95}}
 slo: {{latency: {{threshold: 50ms, objective: 0.95}}}}
 canary: {{rate: 5/s}}
 scrape: {{interval: 5s, timeout: 2s}}
@@ -66,7 +95,10 @@ def run_demo(listen: str, live: bool) -> int:
     commands: queue.SimpleQueue[str] = queue.SimpleQueue()
     signal.signal(signal.SIGTERM, lambda *_: commands.put("stop"))
     signal.signal(signal.SIGINT, lambda *_: commands.put("stop"))
-    with Simulator(seed=0) as sim, tempfile.TemporaryDirectory(prefix="tritonwatch-demo-") as tmp:
+    with (
+        Simulator(demo_model_set(), seed=0) as sim,
+        tempfile.TemporaryDirectory(prefix="tritonwatch-demo-") as tmp,
+    ):
         for model, scenario in DEMO_SCENARIOS.items():
             sim.set_scenario(scenario, model)
         path = demo_config(sim, Path(tmp), listen)

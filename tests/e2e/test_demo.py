@@ -14,8 +14,9 @@ from support import TRITONWATCH, http_get, sample_value, wait_until
 pytestmark = pytest.mark.e2e
 
 
-def test_demo_runs_three_models_against_the_simulator_and_stops_on_ctrl_c() -> None:
-    """`demo` canaries its three scenario models on the simulator and exits 0 on Ctrl-C."""
+def test_demo_runs_its_models_against_the_simulator_and_stops_on_ctrl_c() -> None:
+    """`demo` canaries its four scenario models on the simulator, streams from the LLM one
+    (TTFT/ITL quantiles, tokens, its KV-cache gauge) and exits 0 on Ctrl-C."""
     process = subprocess.Popen(
         [TRITONWATCH, "demo", "--listen", "127.0.0.1:0", "--log-format", "json"],
         stdout=subprocess.PIPE,
@@ -35,6 +36,7 @@ def test_demo_runs_three_models_against_the_simulator_and_stops_on_ctrl_c() -> N
             "simple": "healthy",
             "resnet50": "queue-delay-too-high",
             "text_identity": "gpu-underused",
+            "llm": "healthy",
         }
 
         def all_models_answered() -> bool:
@@ -42,10 +44,27 @@ def test_demo_runs_three_models_against_the_simulator_and_stops_on_ctrl_c() -> N
             return all(
                 (sample_value(text, "tritonwatch_canary_requests_total",
                               [("model", m), ("outcome", "success")]) or 0) >= 2
-                for m in ("simple", "resnet50", "text_identity")
+                for m in ("simple", "resnet50", "text_identity", "llm")
             )  # fmt: skip
 
-        wait_until(all_models_answered, 20, "canary successes on all three demo models")
+        wait_until(all_models_answered, 20, "canary successes on all four demo models")
+
+        def llm_shown() -> str | None:
+            """The page once the LLM's streams and the server's vLLM page were read."""
+            text = http_get(running["exporter"])[1]
+            kv = sample_value(text, "tritonwatch_llm_kv_cache_usage_ratio", [("model", "llm")])
+            return text if kv is not None else None
+
+        text = wait_until(llm_shown, 20, "the demo LLM's KV-cache usage at the daemon")
+        for measure in ("ttft", "itl"):
+            median = sample_value(text, "tritonwatch_canary_stream_quantile_seconds",
+                                  [("model", "llm"), ("measure", measure), ("quantile", "0.5")])  # fmt: skip
+            # about 8 ms a simulated token: no first token or gap comes sooner
+            assert median is not None and median >= 0.007, (measure, median)
+        tokens = sample_value(text, "tritonwatch_canary_output_tokens_total", [("model", "llm")])
+        streams = sample_value(text, "tritonwatch_canary_time_to_first_token_seconds_count",
+                               [("model", "llm")])  # fmt: skip
+        assert streams and tokens == 32 * streams, (streams, tokens)  # the config's max_tokens
         assert http_get(running["health"])[0] == 200
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=10) == 0

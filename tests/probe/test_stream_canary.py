@@ -1,8 +1,8 @@
 """The streaming canary's transports against a scripted loopback server (no Triton).
 
 What a real server does not do on demand: send an OpenAI stream (no vLLM on a CPU
-host, and the simulator has no OpenAI routes yet), split its bytes at chosen places,
-refuse a stream with an SSE error body, or break a gRPC call. The real-server side is
+host; the simulator's OpenAI routes are tests/e2e/test_openai_sim_e2e.py's), split its
+bytes at chosen places, refuse a stream with an SSE error body, or break a gRPC call. The real-server side is
 tests/probe/test_stream_canary_real.py.
 """
 
@@ -169,10 +169,15 @@ def _chat(content: str | None, role: bool = False) -> str:
     )
 
 
-@_in_loop
-async def test_an_openai_canary_times_content_chunks_and_takes_the_usage_count() -> None:
+@pytest.mark.parametrize("root", ["", "/v1", "/v1/"])
+def test_an_openai_canary_times_content_chunks_and_takes_the_usage_count(root: str) -> None:
     """Breaks if the OpenAI canary counts the role-only chunk as the first token, times
-    gaps other than between content chunks, or ignores the usage chunk's token count."""
+    gaps other than between content chunks, ignores the usage chunk's token count, or
+    posts to /v1/v1/… when openai_url is given as OpenAI clients take it (…/v1)."""
+    asyncio.run(asyncio.wait_for(_openai_canary_against_a_script(root), TEST_TIMEOUT_S))
+
+
+async def _openai_canary_against_a_script(root: str) -> None:
     usage = json.dumps({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 7}})
     answer = _sse_answer([
         (0.0, _chat(None, role=True)), (0.04, _chat("Hi")), (0.01, _chat(" there")),
@@ -184,7 +189,7 @@ async def test_an_openai_canary_times_content_chunks_and_takes_the_usage_count()
             http_url="http://127.0.0.1:1", grpc_url="grpc://127.0.0.1:1", rate=50.0,
             poisson=False, timeout=2.0, max_in_flight=1, data="random",
             stream=StreamConfig(max_tokens=5, prompt="say hi"),
-            openai_url=f"http://127.0.0.1:{server.port}", served_name="meta/llama",
+            openai_url=f"http://127.0.0.1:{server.port}{root}", served_name="meta/llama",
         )  # fmt: skip
         stats, streams = CanaryStats(), RecordingStreamStats()
         stats.declare([plan.key])

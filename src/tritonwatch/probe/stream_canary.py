@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from tritonwatch.canary_series import CanaryStats
 from tritonwatch.client_tls import tls_for
@@ -61,6 +61,17 @@ _log = get_logger("canary")
 CLOSE_SECONDS = 1.0
 """How long closing a transport may take when the canary stops (bounded shutdown)."""
 NO_OPENAI_URL = "protocol openai needs targets[].openai_url"
+
+
+def openai_root(url: str) -> str:
+    """Where the OpenAI routes hang: ``url`` without a trailing ``/v1``.
+
+    Users copy the server's URL as OpenAI clients take it (``http://host:8000/v1``, the
+    ``base_url`` of the openai package and of vLLM's docs), or without it; the codec's
+    paths carry ``/v1`` already, so kept it would ask for ``/v1/v1/chat/completions``."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/").removesuffix("/v1")
+    return urlunsplit(parts._replace(path=path))
 
 
 class StreamTransport(Protocol):
@@ -206,7 +217,7 @@ class StreamingCanary(ModelCanary):
                 raise PayloadError(plan.model, "openai_url", NO_OPENAI_URL)
             api, usage = plan.stream.openai_api, plan.stream.include_usage
             codec = OpenAICodec(plan.model, fields, api=api, include_usage=usage)
-            return self._http(plan.openai_url, codec)
+            return self._http(openai_root(plan.openai_url), codec)
         metadata, config = await self._model_info()
         specs = input_specs(plan.model, metadata, config)
         fallback = []

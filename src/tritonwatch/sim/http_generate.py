@@ -179,7 +179,9 @@ class GenerateApi:
                     try:
                         await answer.write(event(parsed.reply(stream, response)))
                     except ConnectionError:
-                        break  # the client left; closing the responses cancels the request
+                        # The client left: closing the responses cancels the request,
+                        # and there is no one to write the terminal chunk to.
+                        return answer
         if answer is None:
             answer = await start_events(request, 200)
         await answer.write_eof()
