@@ -116,31 +116,43 @@ def _compare(sides: dict[str, Any]) -> dict[str, float]:
     }  # fmt: skip
 
 
-def _assert_agree(figures: dict[str, float]) -> None:
-    ms = {name: round(value * 1000, 3) for name, value in figures.items()}
+def _missed(figures: dict[str, float]) -> list[str]:
+    """The bounds of issue 18 that ``figures`` miss (none: the two sides agree)."""
     p50_c, p50_r = figures["ttft_p50_canary"], figures["ttft_p50_reference"]
-    assert abs(p50_c - p50_r) <= max(1e-3, 0.05 * p50_r), ms
     p95_c, p95_r = figures["ttft_p95_canary"], figures["ttft_p95_reference"]
-    assert abs(p95_c - p95_r) <= 0.10 * p95_r, ms
-    assert abs(figures["itl_p50_canary"] - figures["itl_p50_reference"]) <= 0.5e-3, ms
+    itl_c, itl_r = figures["itl_p50_canary"], figures["itl_p50_reference"]
+    checks = {
+        "TTFT p50 within max(1 ms, 5 %)": abs(p50_c - p50_r) <= max(1e-3, 0.05 * p50_r),
+        "TTFT p95 within 10 %": abs(p95_c - p95_r) <= 0.10 * p95_r,
+        "ITL p50 within 0.5 ms": abs(itl_c - itl_r) <= 0.5e-3,
+    }
+    return [name for name, met in checks.items() if not met]
+
+
+def _agree_side_by_side(server: RealTriton, protocol: str, reference: Any) -> None:
+    """Measures, and once more if a bound was missed: a host busy with other work can
+    push one run's tail apart (the sides take turns, not the same instants); a canary
+    that really drifts misses both. Fails with every run's figures."""
+    runs = []
+    for _ in range(2):
+        figures = _compare(_side_by_side(server, protocol, reference()))
+        runs.append({k: round(v * 1000, 3) for k, v in figures.items()})
+        print(f"{protocol} stream canary vs reference (ms):", runs[-1])
+        if not (missed := _missed(figures)):
+            return
+    raise AssertionError(f"{protocol}: missed {missed} in both runs (ms): {runs}")
 
 
 def test_http_stream_canary_agrees_with_a_raw_socket_client(fast_stream: RealTriton) -> None:
     """Breaks if the HTTP streaming canary's TTFT/ITL drift from a hand-written client's,
     or if it miscounts the tokens the model sent."""
-    sides = _side_by_side(fast_stream, "http", HttpReference(fast_stream.http_port, MODEL))
-    figures = _compare(sides)
-    print("http stream canary vs reference (ms):", {k: v * 1000 for k, v in figures.items()})
-    _assert_agree(figures)
+    _agree_side_by_side(fast_stream, "http", lambda: HttpReference(fast_stream.http_port, MODEL))
 
 
 def test_grpc_stream_canary_agrees_with_tritonclients_stream(fast_stream: RealTriton) -> None:
     """Breaks if the gRPC streaming canary's TTFT/ITL drift from tritonclient's own
     stream's, or if it miscounts the tokens the model sent."""
-    sides = _side_by_side(fast_stream, "grpc", GrpcReference(fast_stream.grpc_address, MODEL))
-    figures = _compare(sides)
-    print("grpc stream canary vs reference (ms):", {k: v * 1000 for k, v in figures.items()})
-    _assert_agree(figures)
+    _agree_side_by_side(fast_stream, "grpc", lambda: GrpcReference(fast_stream.grpc_address, MODEL))
 
 
 def test_streaming_off_skips_a_decoupled_model_instead_of_failing_it(
