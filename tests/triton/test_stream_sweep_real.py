@@ -50,7 +50,7 @@ def _assert_levels(data: dict[str, Any], levels: list[int]) -> None:
         ratio = step["output_tokens_per_second"] / (step["requests_per_second"] * MAX_TOKENS)
         assert 0.5 <= ratio <= 2.0, step
         assert step["ttft"]["p50"] >= FIRST_TOKEN_S, step["ttft"]
-        assert step["itl"]["p50"] >= TOKEN_GAP_S * 0.9, step["itl"]
+        assert step["itl"]["p50"] >= TOKEN_GAP_S * 0.5, step["itl"]  # reads can coalesce
         assert step["ttft"]["p50"] <= step["latency"]["p50"]
         assert step["server"] is not None and step["server"]["requests"] > 0
 
