@@ -16,3 +16,22 @@ def judged(
 ) -> SweepResult:
     """What ``judge_sweep`` concludes from these steps, as if a runner had measured them."""
     return judge_sweep(SweepSteps(settings, tuple(steps), stopped_at_budget, tuple(warnings)))
+
+
+def quantiles(p95: float) -> dict[str, float]:
+    """A step's quantiles around ``p95`` (p50 half of it, p99 a fifth over)."""
+    return {"p50": p95 / 2, "p90": p95 * 0.9, "p95": p95, "p99": p95 * 1.2, "avg": p95 / 2}
+
+
+def stream_step(level: float, *, tokens_per_second: float, requests_per_second: float,
+                ttft_p95: float, itl_p95: float, latency_p95: float = 1.0) -> StepResult:  # fmt: skip
+    """A streaming sweep's step, as :class:`~tritonwatch.probe.stream_sweep.StreamSweepRunner`
+    fills one: 100 streams, TTFT/ITL (and the per-request ITL, equal to ITL) around their p95."""
+    return StepResult(
+        level=level, requests_per_second=requests_per_second,
+        inferences_per_second=requests_per_second, latency=quantiles(latency_p95),
+        requests=100, errors=0, error_rate=0.0, stable=True, windows=3, processes=1,
+        client_cpu_per_request=0.0001, client_latency_share=0.01, generator_utilisation=0.2,
+        generator_bound=False, server=None, ttft=quantiles(ttft_p95), itl=quantiles(itl_p95),
+        itl_per_request=quantiles(itl_p95), output_tokens_per_second=tokens_per_second,
+    )  # fmt: skip

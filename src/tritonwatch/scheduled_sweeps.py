@@ -5,6 +5,11 @@ decides which models, how, and caps the levels), so the model's canary pauses wh
 runs: the canary's SLI is not polluted by the sweep's queueing. The measured steps are
 judged (:func:`~tritonwatch.analysis.sweep_verdict.judge_sweep`) and the result goes on
 the :class:`~tritonwatch.sweep_records.SweepBoard` the exporter and the status page read.
+
+A decoupled (generative) model is skipped with one ``sweep_skipped_streaming`` line: a
+scheduled sweep sends plain infers, which such a model refuses, and judges them on the
+latency SLO, which says nothing of TTFT or ITL. ``tritonwatch sweep`` streams from it
+(:class:`~tritonwatch.probe.stream_sweep.StreamSweepRunner`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Callable
 
 from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.logs import get_logger
+from tritonwatch.probe.stream_sweep import is_streaming
 from tritonwatch.probe.sweep import SweepRunner
 from tritonwatch.probe.sweep_schedule import SweepPlan
 from tritonwatch.sweep_records import SweepBoard
@@ -21,6 +27,10 @@ from tritonwatch.sweep_records import SweepBoard
 _log = get_logger("sweep")
 PauseCanary = Callable[[str, str, bool], None]
 """(target, model, paused)."""
+STREAMING_SKIPPED = (
+    "decoupled model: scheduled sweeps send plain infers; "
+    "run `tritonwatch sweep` for its TTFT, ITL and tokens/s"
+)
 
 
 def run_scheduled_sweep(
@@ -31,6 +41,15 @@ def run_scheduled_sweep(
     wall_clock: Callable[[], float],
 ) -> None:
     """Runs one plan with the model's canary paused; never raises (a job must not die)."""
+    try:
+        streams = is_streaming(plan.settings)
+    except Exception as error:  # an unreachable server or odd model: log, keep the daemon
+        _log.warning("sweep_failed", target=plan.target, model=plan.model, error=str(error)[:300])
+        return
+    if streams:
+        _log.warning("sweep_skipped_streaming", target=plan.target, model=plan.model,
+                     reason=STREAMING_SKIPPED)  # fmt: skip
+        return
     pause_canary(plan.target, plan.model, True)
     _log.info(
         "sweep_started", target=plan.target, model=plan.model, levels=list(plan.settings.levels)

@@ -1,6 +1,10 @@
 """``tritonwatch sweep``: perf_analyzer's concurrency sweep, with the knee and the
 operating point computed, a progress bar while measuring and, at the end, a table that
-fits the terminal (``probe/sweep_report.to_text``)."""
+fits the terminal (``probe/sweep_report.to_text``).
+
+A decoupled model (its config read before the sweep) or ``--protocol openai`` is swept
+by :class:`~tritonwatch.probe.stream_sweep.StreamSweepRunner` instead: streams on the
+streaming canary's transports, judged on ``--measure ttft|itl`` and output tokens/s."""
 
 from __future__ import annotations
 
@@ -8,21 +12,34 @@ import argparse
 import json
 import signal
 import threading
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
 from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.cli_flags import add_flag
-from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, MAX_STRING_LENGTH, InputOverride
+from tritonwatch.config.schema import (
+    DEFAULT_STRING_LENGTH,
+    MAX_STRING_LENGTH,
+    InputOverride,
+    StreamConfig,
+)
 from tritonwatch.config.units import parse_duration
-from tritonwatch.export.sweep_report import to_csv, to_json, to_text, write_plot
+from tritonwatch.export.sweep_report import (
+    judged_on,
+    throughput_unit,
+    to_csv,
+    to_json,
+    to_text,
+    write_plot,
+)
 from tritonwatch.probe.payload import PayloadError
+from tritonwatch.probe.stream_sweep import StreamSweepRunner, is_streaming
 from tritonwatch.probe.sweep import SweepRunner
 from tritonwatch.production_guard import add_production_flags, production_refusal
-from tritonwatch.sweep_records import SweepSettings
+from tritonwatch.sweep_records import MEASURE_NAMES, SweepProtocol, SweepResult, SweepSettings
 from tritonwatch.tls_flags import add_tls_flags, tls_from, tls_problem
 
 EXIT_USAGE = 2
@@ -100,6 +117,31 @@ def add_string_flags(parser: argparse.ArgumentParser) -> None:
              help="BYTES inputs: send S in every element instead of random strings")  # fmt: skip
 
 
+def positive_int_flag(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got: {text!r}")
+    return value
+
+
+def add_stream_flags(parser: argparse.ArgumentParser) -> None:
+    """What a streaming sweep sends and judges (a decoupled model, ``--protocol openai``)."""
+    add_flag(parser, "--measure", choices=["ttft", "itl"], default=None,
+             help="streaming: judge stability, budget and operating point on time to first "
+                  "token or inter-token latency (default ttft)")  # fmt: skip
+    add_flag(parser, "--max-tokens", type=positive_int_flag, default=64, metavar="N",
+             help="streaming: tokens asked for per request (default 64)")  # fmt: skip
+    add_flag(parser, "--prompt-words", type=positive_int_flag, default=32, metavar="N",
+             help="streaming: random words per prompt (default 32)")  # fmt: skip
+    add_flag(parser, "--openai-api", choices=["chat", "completions"], default="chat",
+             help="--protocol openai: /v1/chat/completions or /v1/completions")  # fmt: skip
+    add_flag(parser, "--served-name", default=None,
+             help="--protocol openai: the request's model field, if not --model")  # fmt: skip
+
+
 def _shape(text: str) -> tuple[str, tuple[int, ...]]:
     name, _, dims = text.partition("=")
     try:
@@ -111,16 +153,20 @@ def _shape(text: str) -> tuple[str, tuple[int, ...]]:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``sweep`` to the top-level parser."""
     sweep = subparsers.add_parser("sweep", help="measure throughput and latency by concurrency")
-    add_flag(sweep, "--url", required=True, help="http://host:8000 or grpc://host:8001")
+    add_flag(sweep, "--url", required=True,
+             help="http://host:8000, grpc://host:8001 or an OpenAI server's URL")  # fmt: skip
     add_flag(sweep, "--model", required=True, help="model name")
     add_flag(sweep, "--model-version", default="", help="model version (default: server's choice)")
-    add_flag(
-        sweep, "--protocol", choices=["http", "grpc"], default=None, help="default: from --url"
-    )
+    add_flag(sweep, "--protocol", choices=["http", "grpc", "openai"], default=None,
+             help="default: from --url; openai: an OpenAI-compatible server")  # fmt: skip
     add_flag(sweep, "--concurrency", default="1:64", help="1,2,4,8 | 1:64 (doubling) | 1:16:2")
     add_flag(sweep, "--request-rate", default=None, help="open-loop rates instead, e.g. 50:400:50")
     add_flag(
-        sweep, "--budget-p95", type=seconds_flag, default=None, help="stop past this p95, e.g. 50ms"
+        sweep,
+        "--budget-p95",
+        type=seconds_flag,
+        default=None,
+        help="stop past this p95 (of --measure when streaming), e.g. 50ms",
     )
     add_flag(sweep, "--percentile", type=float, default=95.0, help="percentile for stability")
     add_flag(sweep, "--measurement-interval", type=seconds_flag, default=5.0, help="window length")
@@ -129,6 +175,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_flag(sweep, "--max-processes", type=int, default=None, help="load worker processes at most")
     add_flag(sweep, "--shape", type=_shape, action="append", default=[], help="INPUT=1,3,224,224")
     add_string_flags(sweep)
+    add_stream_flags(sweep)
     add_flag(sweep, "--json", type=Path, default=None, help="write every number as JSON")
     add_flag(sweep, "--csv", type=Path, default=None, help="write perf_analyzer's CSV")
     add_flag(sweep, "--plot", type=Path, default=None, help="write a plot (.svg, or .png)")
@@ -138,9 +185,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def settings_from(args: argparse.Namespace) -> SweepSettings:
-    protocol: Literal["http", "grpc"] = args.protocol or (
-        "grpc" if args.url.startswith("grpc") else "http"
-    )
+    protocol: SweepProtocol = args.protocol or ("grpc" if args.url.startswith("grpc") else "http")
     rate_mode = args.request_rate is not None
     levels = parse_levels(
         args.request_rate if rate_mode else args.concurrency, integers=not rate_mode
@@ -162,8 +207,31 @@ def settings_from(args: argparse.Namespace) -> SweepSettings:
         string_length=args.string_length,
         string_data=args.string_data,
         tls=tls_from(args),
+        stream=StreamConfig(
+            max_tokens=args.max_tokens, prompt_words=args.prompt_words, openai_api=args.openai_api
+        ),
+        served_name=args.served_name,
         **extra,
     )
+
+
+def streaming_settings(
+    args: argparse.Namespace, settings: SweepSettings
+) -> tuple[SweepSettings | None, str | None]:
+    """The settings with the measure the sweep is judged on, or why they cannot be run.
+
+    A streaming model (decoupled, or ``--protocol openai``) is judged on ``--measure``
+    (TTFT by default); a plain one on latency, and ``--measure`` is a mistake there.
+    """
+    if is_streaming(settings):
+        if settings.mode == "rate":
+            return None, "a streaming model is swept by --concurrency, not --request-rate"
+        return replace(settings, measure=args.measure or "ttft"), None
+    if args.measure is not None:
+        return None, (
+            f"--measure {args.measure} needs a streaming model (decoupled, or --protocol openai)"
+        )
+    return settings, None
 
 
 def run_sweep_command(args: argparse.Namespace) -> int:
@@ -172,11 +240,19 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     if refusal is not None:
         console.print(f"[red]sweep: {refusal}[/red]")
         return EXIT_USAGE
-    settings = settings_from(args)
+    chosen, refusal = streaming_settings(args, settings_from(args))
+    if chosen is None:
+        console.print(f"[red]sweep: {refusal}[/red]")
+        return EXIT_USAGE
+    settings = chosen
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    runner = SweepRunner(settings, stop)
+    runner: SweepRunner | StreamSweepRunner = (
+        SweepRunner(settings, stop)
+        if settings.measure == "latency"
+        else StreamSweepRunner(settings, stop)
+    )
     # Redrawn once per window, not by rich's 10 Hz refresh thread: that thread holds
     # the GIL the in-process load worker needs, and showed up in its latency tail.
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[state]}"),
@@ -199,17 +275,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             console.print(f"[red]cannot build requests: {error}[/red]")
             return EXIT_USAGE
     console.out("\n".join(to_text(result)), highlight=False)
-    if result.knee:
-        reached = "" if result.knee.reached else " (not reached: throughput still growing)"
-        console.print(f"knee: {result.knee.concurrency:g}{reached}")
-    if settings.budget_p95 is not None:
-        point = result.operating_point
-        console.print(
-            f"operating point: {point.level:g} ({point.inferences_per_second:.1f} infer/s, "
-            f"p95 {point.p95 * 1e3:.2f} ms)"
-            if point
-            else "operating point: none within the budget"
-        )
+    for line in verdict_lines(result):
+        console.print(line)
     for warning in result.warnings:
         console.print(f"[yellow]warning: {warning}[/yellow]")
     if args.json:
@@ -223,3 +290,23 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             console.print(f"[red]sweep: {error}[/red]")
             return EXIT_USAGE
     return 0
+
+
+def verdict_lines(result: SweepResult) -> list[str]:
+    """The knee and (with a budget) the operating point, in the units they were judged in."""
+    settings, lines = result.settings, []
+    unit = throughput_unit(result)
+    if result.knee:
+        reached = "" if result.knee.reached else " (not reached: throughput still growing)"
+        judged = "" if settings.measure == "latency" else f"; {judged_on(result)}"
+        lines.append(f"knee: {result.knee.concurrency:g}{reached}{judged}")
+    if settings.budget_p95 is not None:
+        point = result.operating_point
+        name = "p95" if settings.measure == "latency" else f"{MEASURE_NAMES[settings.measure]} p95"
+        lines.append(
+            f"operating point: {point.level:g} ({point.throughput:.1f} {unit}, "
+            f"{name} {point.quantiles(settings.measure)['p95'] * 1e3:.2f} ms)"
+            if point
+            else "operating point: none within the budget"
+        )
+    return lines

@@ -4,6 +4,11 @@
 :class:`SweepResult` adds the judgement's knee and operating point
 (:func:`~tritonwatch.analysis.sweep_verdict.judge_sweep`), and is what the reports,
 the exporter and the tuner read.
+
+A streaming sweep (a decoupled model, or an OpenAI-compatible server:
+:class:`~tritonwatch.probe.stream_sweep.StreamSweepRunner`) fills the same records plus
+each step's TTFT, ITL and output tokens/s, and is judged on ``settings.measure`` with
+output tokens/s as its throughput.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tritonwatch.client_tls import ClientTLS
-from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, InputOverride
+from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, InputOverride, StreamConfig
 
 LoadMode = Literal["concurrency", "rate"]
 """A sweep's levels are concurrencies (closed loop) or request rates (open loop)."""
@@ -23,14 +28,22 @@ MAX_WINDOWS = 10
 """perf_analyzer's default: a step that has not settled after 10 windows is unstable."""
 SERVER_STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
 """Triton's statistics API stages a step's server breakdown reports."""
+SweepProtocol = Literal["http", "grpc", "openai"]
+"""``openai`` only streams (an OpenAI-compatible server has no KServe v2 API)."""
+Measure = Literal["latency", "ttft", "itl"]
+"""What a sweep's stability, budget and operating point are judged on: the whole
+request's latency (a plain sweep), or a streaming sweep's time to first token or
+inter-token latency (every gap between content-bearing responses, docs/design.md §5)."""
+MEASURE_NAMES: dict[Measure, str] = {"latency": "latency", "ttft": "TTFT", "itl": "ITL"}
 
 
 @dataclass(frozen=True, slots=True)
 class CurvePoint:
     concurrency: float
     throughput: float
-    """Inferences per second."""
+    """Inferences per second (a streaming sweep: output tokens per second)."""
     p95_seconds: float
+    """The p95 of the sweep's measure (latency, TTFT or ITL)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +70,12 @@ class SweepSettings:
     model: str
     levels: tuple[float, ...]
     """Concurrencies (``mode="concurrency"``) or request rates per second (``"rate"``)."""
-    protocol: Literal["http", "grpc"] = "http"
+    protocol: SweepProtocol = "http"
     version: str = ""
     mode: LoadMode = "concurrency"
     budget_p95: float | None = None
+    """The p95 of :attr:`measure` past which the sweep stops (seconds)."""
+    measure: Measure = "latency"
     percentile: float = 95.0
     window_seconds: float = 5.0
     window_requests: int | None = None
@@ -77,6 +92,11 @@ class SweepSettings:
     (perf_analyzer's ``--string-length`` and ``--string-data``)."""
     tls: ClientTLS | None = None
     """CA and client certificate for ``https://``/``grpcs://`` URLs."""
+    stream: StreamConfig = field(default_factory=StreamConfig)
+    """A streaming sweep's prompts, token counts, field names and OpenAI API; its
+    ``timeout`` is not used (``timeout`` above bounds each stream)."""
+    served_name: str | None = None
+    """The OpenAI ``model`` field, when the server knows the model by another name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +120,43 @@ class StepResult:
     gpu_utilization: float | None = None
     """The model's GPU utilisation at the end of the step, when a probe was given."""
     window_throughputs: tuple[float, ...] = ()
-    """Inferences/s of each window the step's numbers come from (for comparisons)."""
+    """Inferences/s (a streaming step: output tokens/s) of each window the step's
+    numbers come from (for comparisons)."""
     latency_samples: tuple[float, ...] = field(default=(), repr=False)
     """Every request latency of those windows (for bootstrap comparisons; not in JSON)."""
+    ttft: dict[str, float] | None = None
+    """A streaming step's time to first token, keyed as :attr:`latency` (seconds)."""
+    itl: dict[str, float] | None = None
+    """A streaming step's inter-token latency over every gap, keyed as :attr:`latency`."""
+    itl_per_request: dict[str, float] | None = None
+    """genai-perf's ITL (vLLM's TPOT): one ``(last - first) / (tokens - 1)`` per stream."""
+    output_tokens_per_second: float | None = None
+    """A streaming step's output tokens per second (the server's count where it gives one)."""
 
     @property
     def p95(self) -> float:
         return self.latency["p95"]
+
+    @property
+    def streaming(self) -> bool:
+        return self.output_tokens_per_second is not None
+
+    @property
+    def throughput(self) -> float:
+        """What the knee is found on: output tokens/s when streaming, else inferences/s."""
+        tokens = self.output_tokens_per_second
+        return self.inferences_per_second if tokens is None else tokens
+
+    def quantiles(self, measure: Measure) -> dict[str, float]:
+        """The step's quantiles of ``measure``.
+
+        Raises:
+            ValueError: TTFT or ITL of a step that did not stream.
+        """
+        values = {"latency": self.latency, "ttft": self.ttft, "itl": self.itl}[measure]
+        if values is None:
+            raise ValueError(f"a step that did not stream has no {MEASURE_NAMES[measure]}")
+        return values
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,11 +133,13 @@ def test_sweep_stops_at_the_budget_and_reports_its_operating_point(sim: SimProce
         "settings",
         "steps",
         "knee",
+        "judged_on",
         "operating_point",
         "stopped_at_budget",
         "warnings",
     }
     assert data["stopped_at_budget"] is True
+    assert data["judged_on"] == "judged on inferences/s and p95 latency"
     assert len(data["steps"]) == len(result.steps)
     assert {
         "level",

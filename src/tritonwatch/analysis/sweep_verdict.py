@@ -1,22 +1,33 @@
 """A sweep's conclusions: the knee, the operating point under the budget, and the
 caveat when the knee lies where the load generator itself was saturated.
 
-The runner (:mod:`tritonwatch.probe.sweep`) only measures; whoever ran it (``tritonwatch
-sweep``, the tuner, the daemon's scheduled sweeps) judges the steps here.
+The runner (:mod:`tritonwatch.probe.sweep`, or :mod:`tritonwatch.probe.stream_sweep`
+for a streaming model) only measures; whoever ran it (``tritonwatch sweep``, the tuner,
+the daemon's scheduled sweeps) judges the steps here. A plain sweep is judged on
+inferences/s and the latency p95; a streaming one on output tokens/s (what a generative
+server serves) and the p95 of ``settings.measure`` (TTFT or ITL), since a stream's
+whole-request latency grows with the tokens asked for, not with the load alone.
 """
 
 from __future__ import annotations
 
 from tritonwatch.analysis.knee import find_knee, operating_point
-from tritonwatch.sweep_records import CurvePoint, SweepResult, SweepSteps
+from tritonwatch.sweep_records import CurvePoint, Measure, StepResult, SweepResult, SweepSteps
+
+
+def curve_point(step: StepResult, measure: Measure) -> CurvePoint:
+    """The step as the knee and the operating point read it: its throughput (output
+    tokens/s when it streamed) and the p95 of ``measure``."""
+    return CurvePoint(step.level, step.throughput, step.quantiles(measure)["p95"])
 
 
 def judge_sweep(measured: SweepSteps) -> SweepResult:
     """The knee of the steps that completed requests, the operating point when the
-    settings have a p95 budget, and the measured warnings plus a saturation caveat."""
+    settings have a p95 budget (on ``settings.measure``), and the measured warnings
+    plus a saturation caveat."""
     settings, steps = measured.settings, measured.steps
     warnings = list(measured.warnings)
-    points = [CurvePoint(s.level, s.inferences_per_second, s.p95) for s in steps if s.requests]
+    points = [curve_point(s, settings.measure) for s in steps if s.requests]
     knee = find_knee(points) if points else None
     best = None
     if settings.budget_p95 is not None and points:

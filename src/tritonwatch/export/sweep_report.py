@@ -2,7 +2,13 @@
 CSV (perf_analyzer's columns and units, so existing spreadsheets and scripts read it),
 JSON (everything), and a plot of throughput and p95 against the load level with the
 budget, knee and operating point marked (SVG written here; PNG through matplotlib when
-it is installed)."""
+it is installed).
+
+A streaming sweep (``settings.measure`` TTFT or ITL) has no perf_analyzer columns to
+match: its table and CSV hold output tokens/s, requests/s and the TTFT, ITL and
+per-request ITL (genai-perf's ITL, vLLM's TPOT) quantiles, its plot output tokens/s with
+TTFT and ITL p95 against concurrency, the budget drawn on the measure it was judged on.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +19,23 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tritonwatch.sweep_records import SERVER_STAGES, StepResult, SweepResult
+from tritonwatch.sweep_records import (
+    MEASURE_NAMES,
+    SERVER_STAGES,
+    Measure,
+    StepResult,
+    SweepResult,
+)
 from tritonwatch.terminal_table import Column, render_table
 
+STREAM_CSV_COLUMNS = (
+    "Concurrency", "Output Tokens/Second", "Requests/Second", "Error Rate",
+    "TTFT p50", "TTFT p90", "TTFT p95", "TTFT p99",
+    "ITL p50", "ITL p90", "ITL p95", "ITL p99",
+    "TPOT p50", "TPOT p95", "Latency p50", "Latency p95",
+)  # fmt: skip
+"""A streaming sweep's CSV: latencies in microseconds, as perf_analyzer's; TPOT is the
+per-request ITL (genai-perf's ITL)."""
 PERF_ANALYZER_COLUMNS = (
     "Inferences/Second", "Client Send", "Network+Server Send/Recv", "Server Queue",
     "Server Compute Input", "Server Compute Infer", "Server Compute Output", "Client Recv",
@@ -58,6 +78,32 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f}"
 
 
+def streaming(result: SweepResult) -> bool:
+    """Judged on TTFT or ITL: the sweep streamed."""
+    return result.settings.measure != "latency"
+
+
+def throughput_unit(result: SweepResult) -> str:
+    """What the knee and the operating point's throughput count."""
+    return "output tokens/s" if streaming(result) else "infer/s"
+
+
+def judged_on(result: SweepResult) -> str:
+    """The throughput and the latency the knee, budget and operating point were judged on."""
+    measure = result.settings.measure
+    if measure == "latency":
+        return "judged on inferences/s and p95 latency"
+    return f"judged on output tokens/s and {MEASURE_NAMES[measure]} p95"
+
+
+def _stream_quantiles(
+    step: StepResult,
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """TTFT, ITL and per-request ITL of a streaming step (zeros where absent)."""
+    empty = dict.fromkeys(("p50", "p90", "p95", "p99", "avg"), 0.0)
+    return step.ttft or empty, step.itl or empty, step.itl_per_request or empty
+
+
 def _notes(result: SweepResult, step: StepResult) -> str:
     notes = []
     if result.knee and step.level == result.knee.concurrency:
@@ -78,6 +124,8 @@ def to_text(result: SweepResult, width: int | None = None) -> list[str]:
     means, p90 and the request count; the notes (knee, operating point, client-bound)
     go under their row when they do not fit in it.
     """
+    if streaming(result):
+        return _stream_text(result, width)
     first = "rate/s" if result.settings.mode == "rate" else "concurrency"
     columns = (
         Column(first), Column("infer/s"), Column("p50 ms", 3), Column("p90 ms", 6),
@@ -103,6 +151,50 @@ def to_text(result: SweepResult, width: int | None = None) -> list[str]:
     return render_table(columns, rows, width, title)
 
 
+def _stream_text(result: SweepResult, width: int | None) -> list[str]:
+    """A streaming sweep's rows: at 80 columns concurrency, tokens/s, TTFT p50/p95, ITL
+    p50/p95 and errors; wider terminals add stability, TPOT p50 (genai-perf's ITL),
+    requests/s, the p99s and the request count."""
+    columns = (
+        Column("concurrency"), Column("tok/s"), Column("req/s", 3), Column("TTFT p50 ms"),
+        Column("TTFT p95 ms"), Column("TTFT p99 ms", 4), Column("ITL p50 ms"),
+        Column("ITL p95 ms"), Column("ITL p99 ms", 5), Column("TPOT p50 ms", 2),
+        Column("err %"), Column("stable", 1), Column("requests", 6),
+        Column("note", align="left", note=True),
+    )  # fmt: skip
+    rows = []
+    for step in result.steps:
+        ttft, itl, tpot = _stream_quantiles(step)
+        rows.append((
+            f"{step.level:g}", f"{step.throughput:.1f}", f"{step.requests_per_second:.1f}",
+            _ms(ttft["p50"]), _ms(ttft["p95"]), _ms(ttft["p99"]),
+            _ms(itl["p50"]), _ms(itl["p95"]), _ms(itl["p99"]), _ms(tpot["p50"]),
+            f"{step.error_rate * 100:.1f}", "yes" if step.stable else "NO",
+            str(step.requests), _notes(result, step),
+        ))  # fmt: skip
+    settings = result.settings
+    title = f"{settings.model} over {settings.protocol}, streaming ({judged_on(result)})"
+    return render_table(columns, rows, width, title)
+
+
+def _stream_csv(result: SweepResult) -> str:
+    """:data:`STREAM_CSV_COLUMNS`, one row per step by increasing concurrency."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(STREAM_CSV_COLUMNS)
+    for step in sorted(result.steps, key=lambda s: s.level):
+        ttft, itl, tpot = _stream_quantiles(step)
+        writer.writerow(
+            (f"{step.level:g}", f"{step.throughput:.6g}", f"{step.requests_per_second:.6g}",
+             f"{step.error_rate:.6g}",
+             *(_us(_ns(ttft[p])) for p in ("p50", "p90", "p95", "p99")),
+             *(_us(_ns(itl[p])) for p in ("p50", "p90", "p95", "p99")),
+             *(_us(_ns(tpot[p])) for p in ("p50", "p95")),
+             *(_us(_ns(step.latency[p])) for p in ("p50", "p95")))
+        )  # fmt: skip
+    return out.getvalue()
+
+
 def to_csv(result: SweepResult) -> str:
     """perf_analyzer's ``-f`` format, column for column and as it computes them.
 
@@ -115,6 +207,8 @@ def to_csv(result: SweepResult) -> str:
     Client Recv are 0 (perf_analyzer measures its (un)marshalling there, about 10 µs
     each on gRPC) and that time lands in Network+Server Send/Recv.
     """
+    if streaming(result):
+        return _stream_csv(result)
     first = "Request Rate" if result.settings.mode == "rate" else "Concurrency"
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -135,10 +229,12 @@ def to_json(result: SweepResult) -> dict[str, Any]:
     """Every number the sweep has, in base units (seconds, per second)."""
     settings = asdict(result.settings)
     settings["inputs"] = {k: v.model_dump(mode="json") for k, v in result.settings.inputs.items()}
+    settings["stream"] = result.settings.stream.model_dump(mode="json")
     return {
         "settings": settings,
         "steps": [_step_json(step) for step in result.steps],
         "knee": asdict(result.knee) if result.knee else None,
+        "judged_on": judged_on(result),
         "operating_point": result.operating_point.level if result.operating_point else None,
         "stopped_at_budget": result.stopped_at_budget,
         "warnings": list(result.warnings),
@@ -173,15 +269,40 @@ def _x_scale(levels: list[float]) -> Any:
     return scale
 
 
+LATENCY_COLOURS = ("firebrick", "darkorange")
+
+
+def _latency_series(result: SweepResult, steps: list[StepResult]) -> list[tuple[str, list[float]]]:
+    """The plot's latency lines (seconds), the one the sweep was judged on first: p95, or
+    a streaming sweep's TTFT and ITL p95."""
+    if not streaming(result):
+        return [("p95", [s.p95 for s in steps])]
+    order: tuple[Measure, Measure] = (
+        ("ttft", "itl") if result.settings.measure == "ttft" else ("itl", "ttft")
+    )
+    return [
+        (f"{MEASURE_NAMES[measure]} p95", [s.quantiles(measure)["p95"] for s in steps])
+        for measure in order
+    ]
+
+
+def _throughput_label(result: SweepResult) -> str:
+    return "output tokens/s" if streaming(result) else "inferences/s"
+
+
 def render_svg(result: SweepResult) -> str:
-    """Throughput (left axis) and p95 (right axis) against the load level."""
+    """Throughput (left axis) and p95 (right axis) against the load level; for a
+    streaming sweep output tokens/s, and TTFT and ITL p95."""
     steps = [s for s in result.steps if s.requests]
     if not steps:
         return f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="60"><text x="10" y="30">no data</text></svg>'
     x = _x_scale([s.level for s in steps])
-    top_x = max(s.inferences_per_second for s in steps) * 1.1 or 1.0
+    top_x = max(s.throughput for s in steps) * 1.1 or 1.0
     budget = result.settings.budget_p95
-    top_p95 = max([s.p95 for s in steps] + ([budget] if budget else [])) * 1.1 or 1.0
+    series = _latency_series(result, steps)
+    judged_label, judged = series[0]
+    every = [v for _, values in series for v in values]
+    top_p95 = max(every + ([budget] if budget else [])) * 1.1 or 1.0
     plot_height = _HEIGHT - _TOP - _BOTTOM
 
     def y_throughput(value: float) -> float:
@@ -190,27 +311,38 @@ def render_svg(result: SweepResult) -> str:
     def y_latency(value: float) -> float:
         return _TOP + plot_height * (1 - value / top_p95)
 
-    def polyline(points: list[tuple[float, float]], colour: str) -> str:
+    def polyline(points: list[tuple[float, float]], colour: str, css: str) -> str:
         text = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
-        return f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{text}"/>'
+        return f'<polyline class="{css}" fill="none" stroke="{colour}" stroke-width="2" points="{text}"/>'
 
     label = "request rate (/s)" if result.settings.mode == "rate" else "concurrency"
+    names = " and ".join(name for name, _ in series)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{_HEIGHT}" font-family="sans-serif" font-size="12">',
-        f'<text x="{_WIDTH / 2}" y="20" text-anchor="middle" font-size="14">{result.settings.model}: throughput and p95 by {label}</text>',
+        f'<text x="{_WIDTH / 2}" y="20" text-anchor="middle" font-size="14">{result.settings.model}: throughput and {names} by {label}</text>',
         f'<line x1="{_LEFT}" y1="{_HEIGHT - _BOTTOM}" x2="{_WIDTH - _RIGHT}" y2="{_HEIGHT - _BOTTOM}" stroke="black"/>',
         f'<text x="{_WIDTH / 2}" y="{_HEIGHT - 10}" text-anchor="middle">{label}</text>',
-        f'<text x="15" y="{_TOP - 10}" fill="steelblue">inferences/s (max {top_x / 1.1:.0f})</text>',
-        f'<text x="{_WIDTH - 15}" y="{_TOP - 10}" text-anchor="end" fill="firebrick">p95 ms (max {top_p95 / 1.1 * 1e3:.1f})</text>',
-        polyline([(x(s.level), y_throughput(s.inferences_per_second)) for s in steps], "steelblue"),
-        polyline([(x(s.level), y_latency(s.p95)) for s in steps], "firebrick"),
+        f'<text x="15" y="{_TOP - 10}" fill="steelblue">{_throughput_label(result)} (max {top_x / 1.1:.0f})</text>',
+        f'<text x="{_WIDTH - 15}" y="{_TOP - 10}" text-anchor="end" fill="firebrick">{names} ms (max {top_p95 / 1.1 * 1e3:.1f})</text>',
+        polyline(
+            [(x(s.level), y_throughput(s.throughput)) for s in steps], "steelblue", "throughput"
+        ),
     ]
-    for step in steps:
+    for (name, values), colour in zip(series, LATENCY_COLOURS, strict=False):
+        css = "latency " + name.split()[0].lower()
+        parts.append(
+            polyline(
+                [(x(s.level), y_latency(v)) for s, v in zip(steps, values, strict=True)],
+                colour,
+                css,
+            )
+        )
+    for step, value in zip(steps, judged, strict=True):
         parts.append(
             f'<text x="{x(step.level):.1f}" y="{_HEIGHT - _BOTTOM + 15}" text-anchor="middle">{step.level:g}</text>'
         )
         parts.append(
-            f'<circle class="step" cx="{x(step.level):.1f}" cy="{y_latency(step.p95):.1f}" r="4" '
+            f'<circle class="step" cx="{x(step.level):.1f}" cy="{y_latency(value):.1f}" r="4" '
             f'fill="firebrick"><title>{_step_tooltip(step)}</title></circle>'
         )
     if budget:
@@ -219,7 +351,7 @@ def render_svg(result: SweepResult) -> str:
             f'<line class="budget" x1="{_LEFT}" y1="{yb:.1f}" x2="{_WIDTH - _RIGHT}" y2="{yb:.1f}" stroke="firebrick" stroke-dasharray="6,4"/>'
         )
         parts.append(
-            f'<text x="{_WIDTH - _RIGHT}" y="{yb - 4:.1f}" text-anchor="end" fill="firebrick">budget p95 {budget * 1e3:g} ms</text>'
+            f'<text x="{_WIDTH - _RIGHT}" y="{yb - 4:.1f}" text-anchor="end" fill="firebrick">budget {judged_label} {budget * 1e3:g} ms</text>'
         )
     if result.knee:
         kx = x(result.knee.concurrency)
@@ -232,10 +364,10 @@ def render_svg(result: SweepResult) -> str:
     if result.operating_point:
         op = result.operating_point
         parts.append(
-            f'<rect class="operating-point" x="{x(op.level) - 5:.1f}" y="{y_throughput(op.inferences_per_second) - 5:.1f}" width="10" height="10" fill="seagreen"/>'
+            f'<rect class="operating-point" x="{x(op.level) - 5:.1f}" y="{y_throughput(op.throughput) - 5:.1f}" width="10" height="10" fill="seagreen"/>'
         )
         parts.append(
-            f'<text x="{x(op.level) + 8:.1f}" y="{y_throughput(op.inferences_per_second) - 8:.1f}" fill="seagreen">operating point</text>'
+            f'<text x="{x(op.level) + 8:.1f}" y="{y_throughput(op.throughput) - 8:.1f}" fill="seagreen">operating point</text>'
         )
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
@@ -243,6 +375,13 @@ def render_svg(result: SweepResult) -> str:
 
 def _step_tooltip(step: StepResult) -> str:
     """What a point says on hover: the step's numbers and what the client adds."""
+    if step.streaming:
+        ttft, itl, tpot = _stream_quantiles(step)
+        return (
+            f"{step.level:g}: {step.throughput:.1f} output tokens/s, "
+            f"{step.requests_per_second:.1f} req/s, TTFT p95 {ttft['p95'] * 1e3:.2f} ms, "
+            f"ITL p95 {itl['p95'] * 1e3:.2f} ms, TPOT p50 {tpot['p50'] * 1e3:.2f} ms"
+        )
     text = (
         f"{step.level:g}: {step.inferences_per_second:.1f} infer/s, p95 {step.p95 * 1e3:.2f} ms, "
         f"mean {step.latency['avg'] * 1e3:.2f} ms"
@@ -282,8 +421,10 @@ def _png(result: SweepResult, path: Path, plt: Any) -> None:
     figure, throughput_axis = plt.subplots(figsize=(7.2, 4.2))
     latency_axis = throughput_axis.twinx()
     levels = [s.level for s in steps]
-    throughput_axis.plot(levels, [s.inferences_per_second for s in steps], "o-", color="steelblue")
-    latency_axis.plot(levels, [s.p95 * 1e3 for s in steps], "s-", color="firebrick")
+    throughput_axis.plot(levels, [s.throughput for s in steps], "o-", color="steelblue")
+    series = _latency_series(result, steps)
+    for (name, values), colour in zip(series, LATENCY_COLOURS, strict=False):
+        latency_axis.plot(levels, [v * 1e3 for v in values], "s-", color=colour, label=name)
     if result.settings.budget_p95:
         latency_axis.axhline(result.settings.budget_p95 * 1e3, color="firebrick", linestyle="--")
     if result.knee:
@@ -296,18 +437,19 @@ def _png(result: SweepResult, path: Path, plt: Any) -> None:
         )
     if result.operating_point:
         op = result.operating_point
-        throughput_axis.plot(
-            [op.level], [op.inferences_per_second], "s", color="seagreen", markersize=10
-        )
+        throughput_axis.plot([op.level], [op.throughput], "s", color="seagreen", markersize=10)
     throughput_axis.set_xscale("log", base=2) if len(levels) > 2 and max(levels) / min(
         levels
     ) >= 8 else None
     throughput_axis.set_xlabel(
         "request rate (/s)" if result.settings.mode == "rate" else "concurrency"
     )
-    throughput_axis.set_ylabel("inferences/s", color="steelblue")
-    latency_axis.set_ylabel("p95 (ms)", color="firebrick")
-    throughput_axis.set_title(f"{result.settings.model}: throughput and p95")
+    names = " and ".join(name for name, _ in series)
+    throughput_axis.set_ylabel(_throughput_label(result), color="steelblue")
+    latency_axis.set_ylabel(f"{names} (ms)", color="firebrick")
+    if len(series) > 1:
+        latency_axis.legend(loc="upper left")
+    throughput_axis.set_title(f"{result.settings.model}: throughput and {names}")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -84,6 +84,9 @@ class GrpcStreamSession:
         self._reader: asyncio.Task[None] | None = None
         self._waiting: dict[str, asyncio.Queue[Response | BaseException]] = {}
         self._sent = 0
+        self._writing = asyncio.Lock()
+        """grpc.aio allows one write in flight per call; a second one fails the call with
+        GRPC_CALL_ERROR_TOO_MANY_OPERATIONS, so concurrent requests write in turn."""
         self._backoff = 0.0
         self._open_after = 0.0
         self.opened = 0
@@ -103,7 +106,8 @@ class GrpcStreamSession:
         responses: asyncio.Queue[Response | BaseException] = asyncio.Queue()
         self._waiting[request_id] = responses
         try:
-            await call.write(self._codec.encode(prompt, max_tokens, request_id))
+            async with self._writing:
+                await call.write(self._codec.encode(prompt, max_tokens, request_id))
         except asyncio.CancelledError:
             self.done(request_id)
             raise

@@ -30,12 +30,12 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from tritonwatch.canary_series import CanaryStats
-from tritonwatch.client_tls import tls_for
-from tritonwatch.config.schema import Range, StreamConfig
+from tritonwatch.client_tls import ClientTLS, tls_for
+from tritonwatch.config.schema import InputOverride, Range, StreamConfig
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import Outcome, StreamResult
 from tritonwatch.probe.canary import DYNAMIC_DIM, CanaryPlan, ModelCanary
@@ -157,6 +157,81 @@ def _length(value: int | Range) -> int | tuple[int, int]:
     return (value.min, value.max) if isinstance(value, Range) else value
 
 
+def prompt_sampler(seed: int, stream: StreamConfig) -> PromptSampler:
+    """The prompts and token counts ``canary.stream`` asks for."""
+    return PromptSampler(seed, prompt=stream.prompt, prompt_words=_length(stream.prompt_words),
+                         max_tokens=_length(stream.max_tokens))  # fmt: skip
+
+
+class StreamSource(Protocol):
+    """What the codecs need to know of who streams: a canary's plan, or a sweep's
+    settings (the model, its inputs for a model without a text input, the stream)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def protocol(self) -> str: ...
+    @property
+    def stream(self) -> StreamConfig: ...
+    @property
+    def inputs(self) -> dict[str, InputOverride]: ...
+    @property
+    def data(self) -> str: ...
+    @property
+    def string_length(self) -> int: ...
+    @property
+    def string_data(self) -> str | None: ...
+
+
+def openai_codec(source: StreamSource, fields: StreamFields) -> OpenAICodec:
+    """The OpenAI codec ``source.stream`` asks for (chat or completions, usage or not)."""
+    api, usage = source.stream.openai_api, source.stream.include_usage
+    return OpenAICodec(source.model, fields, api=api, include_usage=usage)
+
+
+def kserve_codec(
+    source: StreamSource,
+    fields: StreamFields,
+    metadata: dict[str, Any],
+    config: dict[str, Any] | None,
+) -> GenerateCodec | GrpcStreamCodec:
+    """The generate_stream (HTTP) or ModelStreamInfer (gRPC) codec for the model's
+    metadata and config: its text input, or the plain canary's tensors when it has none.
+
+    Raises:
+        PayloadError: an input that cannot be built.
+    """
+    specs = input_specs(source.model, metadata, config)
+    fallback = []
+    if fields.text_input not in {spec.name for spec in specs}:
+        fallback = build_inputs(
+            source.model, specs, source.inputs, "zero" if source.data == "zero" else "random",
+            string_length=source.string_length, string_data=source.string_data,
+            dynamic_dim=DYNAMIC_DIM,
+        )  # fmt: skip
+    outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
+    kind = GrpcStreamCodec if source.protocol == "grpc" else GenerateCodec
+    return kind(source.model, source.version, fields, inputs=specs, outputs=outputs,
+                fallback=fallback)  # fmt: skip
+
+
+def open_transport(
+    url: str,
+    tls: ClientTLS | None,
+    limit: int,
+    codec: GenerateCodec | OpenAICodec | GrpcStreamCodec,
+) -> StreamTransport:
+    """The transport for ``codec``: one ModelStreamInfer call for gRPC (opened on first
+    use), else a keep-alive pool of at most ``limit`` HTTP/1.1 connections."""
+    if isinstance(codec, GrpcStreamCodec):
+        return GrpcStream(GrpcStreamSession(open_channel(url, tls), codec), codec)
+    secure = tls_for(url, tls)
+    context = secure.ssl_context() if secure is not None else None
+    return HttpStream(url, context, limit, codec)
+
+
 class StreamingCanary(ModelCanary):
     """Streams one model's canary until cancelled; results go to both statistics."""
 
@@ -172,13 +247,7 @@ class StreamingCanary(ModelCanary):
     ) -> None:
         super().__init__(plan, client, stats, seed=seed, clock=clock)
         self._stream_stats = stream_stats
-        stream = plan.stream
-        self._sampler = PromptSampler(
-            self._random.getrandbits(32),
-            prompt=stream.prompt,
-            prompt_words=_length(stream.prompt_words),
-            max_tokens=_length(stream.max_tokens),
-        )
+        self._sampler = prompt_sampler(self._random.getrandbits(32), plan.stream)
         self._transport: StreamTransport | None = None
 
     def hands_over(self) -> bool:
@@ -212,35 +281,16 @@ class StreamingCanary(ModelCanary):
     async def _new_transport(self) -> StreamTransport:
         plan = self.plan
         fields = stream_fields(plan.stream, plan.served_name)
+        limit = plan.max_in_flight
         if plan.protocol == "openai":
             if plan.openai_url is None:
                 raise PayloadError(plan.model, "openai_url", NO_OPENAI_URL)
-            api, usage = plan.stream.openai_api, plan.stream.include_usage
-            codec = OpenAICodec(plan.model, fields, api=api, include_usage=usage)
-            return self._http(openai_root(plan.openai_url), codec)
+            root = openai_root(plan.openai_url)
+            return open_transport(root, plan.tls, limit, openai_codec(plan, fields))
         metadata, config = await self._model_info()
-        specs = input_specs(plan.model, metadata, config)
-        fallback = []
-        if fields.text_input not in {spec.name for spec in specs}:
-            fallback = build_inputs(
-                plan.model, specs, plan.inputs, "zero" if plan.data == "zero" else "random",
-                string_length=plan.string_length, string_data=plan.string_data,
-                dynamic_dim=DYNAMIC_DIM,
-            )  # fmt: skip
-        outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
-        if plan.protocol == "grpc":
-            grpc_codec = GrpcStreamCodec(plan.model, plan.version, fields, inputs=specs,
-                                         outputs=outputs, fallback=fallback)  # fmt: skip
-            channel = open_channel(plan.grpc_url, plan.tls)
-            return GrpcStream(GrpcStreamSession(channel, grpc_codec), grpc_codec)
-        generate = GenerateCodec(plan.model, plan.version, fields, inputs=specs,
-                                 outputs=outputs, fallback=fallback)  # fmt: skip
-        return self._http(plan.http_url, generate)
-
-    def _http(self, url: str, codec: GenerateCodec | OpenAICodec) -> HttpStream:
-        secure = tls_for(url, self.plan.tls)
-        context = secure.ssl_context() if secure is not None else None
-        return HttpStream(url, context, self.plan.max_in_flight, codec)
+        codec = kserve_codec(plan, fields, metadata, config)
+        url = plan.grpc_url if plan.protocol == "grpc" else plan.http_url
+        return open_transport(url, plan.tls, limit, codec)
 
     async def run(self) -> None:
         try:

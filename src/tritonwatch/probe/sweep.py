@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from tritonwatch.probe.clients import normalise_grpc_json, sync_client
 from tritonwatch.probe.interfaces import Worker
@@ -37,20 +38,29 @@ ProgressCallback = Callable[[float, int, bool], None]
 """Called after every window: (level, windows so far, stable yet)."""
 
 
+def model_info(settings: SweepSettings) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The model's metadata and config, as the HTTP API writes them (gRPC's JSON
+    normalised), over the sweep's protocol."""
+    client = sync_client(settings.protocol, settings.url, settings.tls)
+    try:
+        if settings.protocol == "grpc":
+            metadata = normalise_grpc_json(
+                client.get_model_metadata(settings.model, settings.version, as_json=True)
+            )
+            config = normalise_grpc_json(
+                client.get_model_config(settings.model, settings.version, as_json=True)["config"]
+            )
+        else:
+            metadata = client.get_model_metadata(settings.model, settings.version)
+            config = client.get_model_config(settings.model, settings.version)
+    finally:
+        client.close()
+    return metadata, config
+
+
 def prepare_tensors(settings: SweepSettings) -> tuple[list[Tensor], int]:
     """The request tensors and the batch size each request carries."""
-    client = sync_client(settings.protocol, settings.url, settings.tls)
-    if settings.protocol == "grpc":
-        metadata = normalise_grpc_json(
-            client.get_model_metadata(settings.model, settings.version, as_json=True)
-        )
-        config = normalise_grpc_json(
-            client.get_model_config(settings.model, settings.version, as_json=True)["config"]
-        )
-    else:
-        metadata = client.get_model_metadata(settings.model, settings.version)
-        config = client.get_model_config(settings.model, settings.version)
-    client.close()
+    metadata, config = model_info(settings)
     tensors = build_inputs(
         settings.model,
         input_specs(settings.model, metadata, config),
@@ -62,6 +72,17 @@ def prepare_tensors(settings: SweepSettings) -> tuple[list[Tensor], int]:
     batching = int(config.get("max_batch_size", 0)) > 0
     batch = int(tensors[0].shape[0]) if batching and tensors[0].shape else 1
     return tensors, batch
+
+
+def quantile_summary(values: Sequence[float], percentile: float) -> dict[str, float]:
+    """p50, p90, p95, p99, ``percentile`` as ``pNN`` and ``avg`` of sorted ``values``
+    (all 0 when there are none): a step's :attr:`~tritonwatch.sweep_records.StepResult.latency`."""
+    levels = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, f"p{percentile:g}": percentile}
+    summary = {
+        name: nearest_rank(values, level / 100) if values else 0.0 for name, level in levels.items()
+    }
+    summary["avg"] = sum(values) / len(values) if values else 0.0
+    return summary
 
 
 def _spec(settings: SweepSettings, tensors: list[Tensor], level: float) -> LoadSpec:
@@ -195,19 +216,8 @@ def _step_result(level: float, batch: int, samples: list[WindowSamples],
     requests = len(latencies)
     failed = merged.errors + merged.timeouts
     cpu = sum(w.cpu_seconds for w in used)
-    mean = sum(latencies) / requests if requests else 0.0
-    quantile_levels = {
-        "p50": 50.0,
-        "p90": 90.0,
-        "p95": 95.0,
-        "p99": 99.0,
-        f"p{percentile:g}": percentile,
-    }
-    latency = {
-        name: nearest_rank(latencies, value / 100) if latencies else 0.0
-        for name, value in quantile_levels.items()
-    }
-    latency["avg"] = mean
+    latency = quantile_summary(latencies, percentile)
+    mean = latency["avg"]
     rate = requests / wall if wall > 0 else 0.0
     per_request_cpu = cpu / requests if requests else 0.0
     utilisation = cpu / (wall * processes) if wall > 0 else 0.0
