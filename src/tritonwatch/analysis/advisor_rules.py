@@ -50,11 +50,17 @@ def _percent(ratio: float) -> str:
 def requests_queue(m: AdvisorInput, t: AdvisorThresholds) -> bool:
     """Requests wait: enough of them pending, or queue time a real share of server time
     *and* of the latency budget — a fast model's sub-millisecond batching delay is a
-    large share of its server time without anyone waiting for an instance."""
+    large share of its server time without anyone waiting for an instance.
+
+    Only the queue time beyond ``max_queue_delay_microseconds`` counts against the
+    budget: the batcher holds a request that long by design (a 2 ms delay with
+    preferred batches reads as ~2 ms of queue on an idle model), and no instance
+    added would shorten that wait."""
     queue_share = m.share(m.queue_seconds)
+    batching_wait = (m.max_queue_delay_microseconds or 0) / 1e6 if m.dynamic_batching else 0.0
     long_enough = (
         m.queue_seconds is not None
-        and m.queue_seconds >= t.queue_budget_share * m.latency_budget_seconds
+        and m.queue_seconds - batching_wait >= t.queue_budget_share * m.latency_budget_seconds
     )
     return (m.pending_requests is not None and m.pending_requests >= t.queued_requests_min) or (
         queue_share is not None and queue_share >= t.queueing_share and long_enough
