@@ -145,6 +145,29 @@ class DaemonProcess:
         return code
 
 
+def exposition(*collectors: Any) -> str:
+    """The text format of ``collectors`` on a registry of their own, as a scrape sees it."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    for collector in collectors:
+        registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+def promtool_check_metrics(text: str) -> subprocess.CompletedProcess[str]:
+    """The real ``promtool check metrics`` run over exposition ``text``."""
+    return subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
+
+
+def assert_promtool_clean(text: str) -> None:
+    """Fails with promtool's own words unless ``text`` passes ``promtool check metrics``."""
+    checked = promtool_check_metrics(text)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 def sample_value(text: str, name: str, labels: Sequence[tuple[str, str]] = ()) -> float | None:
     """The value of series ``name{labels}`` in exposition ``text``, or None if absent."""
     from prometheus_client.parser import text_string_to_metric_families

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from types import MappingProxyType
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 
-from support import fixtures_dir, sample_value
+from support import assert_promtool_clean, exposition, fixtures_dir, sample_value
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector, gpu_index_label
 from tritonwatch.observations import GpuSample, NvmlState, TritonGpuRates
 from tritonwatch.scrape.nvml_fake import FakeNvml
@@ -46,24 +44,11 @@ def loaded_nvml() -> NvmlSampler:
     return collector
 
 
-def exposition(collector: GpuMetricsCollector) -> str:
-    registry = CollectorRegistry()
-    registry.register(collector)
-    return generate_latest(registry).decode()
-
-
-def promtool_check(text: str) -> None:
-    result = subprocess.run(
-        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
 def test_nvml_and_triton_gpus_pass_promtool(loaded_nvml: NvmlSampler) -> None:
     """NVML and Triton GPUs pass promtool with right values, a lost reading absent, no double."""
     triton = {H200: triton_gpu(H200, 0.97), REMOTE: triton_gpu(REMOTE, 0.25)}
     text = exposition(GpuMetricsCollector(loaded_nvml.state, lambda: triton))
-    promtool_check(text)
+    assert_promtool_clean(text)
 
     local = [("gpu", H200), ("gpu_index", "0")]
     assert (
@@ -113,7 +98,7 @@ def test_without_nvml_or_triton_the_exposition_is_empty_but_valid() -> None:
     disabled = NvmlState(enabled=False, samples=(), query_failures=MappingProxyType({}))
     for collector in (GpuMetricsCollector(lambda: disabled), GpuMetricsCollector()):
         text = exposition(collector)
-        promtool_check(text)
+        assert_promtool_clean(text)
         assert "gpu=" not in text
 
 
@@ -122,7 +107,7 @@ def test_unsupported_readings_are_left_out_not_zero() -> None:
     bare = GpuSample(at=0.0, uuid=H200, index=0, name="NVIDIA H200", utilization_ratio=0.5)
     state = NvmlState(enabled=True, samples=(bare,), query_failures=MappingProxyType({}))
     text = exposition(GpuMetricsCollector(lambda: state))
-    promtool_check(text)
+    assert_promtool_clean(text)
     assert "tritonwatch_gpu_fan_speed_ratio{" not in text
     assert "tritonwatch_gpu_clock_event_reasons{" not in text
     labels = [("gpu", H200), ("gpu_index", "0"), ("source", "nvml")]

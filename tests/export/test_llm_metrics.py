@@ -3,13 +3,11 @@ series for a number the server did not print."""
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import replace
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 
-from support import fixtures_dir, sample_value
+from support import assert_promtool_clean, exposition, fixtures_dir, sample_value
 from tritonwatch.export.llm_metrics import LlmCollector
 from tritonwatch.llm_records import LlmRates, LlmReadings
 from tritonwatch.observations import ModelKey
@@ -57,17 +55,8 @@ STATES = [
 ]
 
 
-def exposition(states: list[TargetState]) -> str:
-    registry = CollectorRegistry()
-    registry.register(LlmCollector(lambda: states))
-    return generate_latest(registry).decode()
-
-
-def promtool(text: str) -> None:
-    checked = subprocess.run(
-        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+def llm_exposition(states: list[TargetState]) -> str:
+    return exposition(LlmCollector(lambda: states))
 
 
 def value(text: str, name: str, **labels: str) -> float | None:
@@ -77,8 +66,8 @@ def value(text: str, name: str, **labels: str) -> float | None:
 
 def test_exposition_passes_promtool_with_the_readings_values() -> None:
     """Breaks if a family is renamed, mistyped for promtool, or shows the wrong reading."""
-    text = exposition(STATES)
-    promtool(text)
+    text = llm_exposition(STATES)
+    assert_promtool_clean(text)
     llama = {"target": "vllm-a", "model": "llama"}
     assert value(text, "tritonwatch_llm_kv_cache_usage_ratio", **llama) == 0.97
     assert value(text, "tritonwatch_llm_requests", state="running", **llama) == 14.0
@@ -94,7 +83,7 @@ def test_exposition_passes_promtool_with_the_readings_values() -> None:
 
 def test_numbers_the_server_did_not_print_have_no_series() -> None:
     """Breaks if an absent reading is exported as 0 (an empty cache, no preemptions)."""
-    text = exposition(STATES)
+    text = llm_exposition(STATES)
     ensemble = {"target": "triton-b", "model": "ensemble"}
     assert value(text, "tritonwatch_llm_preemptions_total", **ensemble) is None  # TRT-LLM
     assert value(text, "tritonwatch_llm_generation_tokens_per_second", **ensemble) is None
@@ -107,7 +96,7 @@ def test_numbers_the_server_did_not_print_have_no_series() -> None:
 def test_a_model_without_rates_yet_still_exports_its_gauges() -> None:
     """Breaks if the first scrape (readings, no rates) exports nothing."""
     first = replace(VLLM, llm=None)
-    text = exposition([target("vllm-a", llama=first)])
+    text = llm_exposition([target("vllm-a", llama=first)])
     llama = {"target": "vllm-a", "model": "llama"}
     assert value(text, "tritonwatch_llm_kv_cache_usage_ratio", **llama) == 0.97
     assert value(text, "tritonwatch_llm_generation_tokens_per_second", **llama) is None
@@ -117,7 +106,7 @@ def test_a_model_without_rates_yet_still_exports_its_gauges() -> None:
 def test_every_family_is_declared_without_series(states: list[TargetState]) -> None:
     """Breaks if a family vanishes from /metrics when no LLM is watched (the dashboard
     contract reads the daemon's # TYPE lines)."""
-    text = exposition(states)
-    promtool(text)
+    text = llm_exposition(states)
+    assert_promtool_clean(text)
     for family in FAMILIES:
         assert f"# TYPE {family}" in text

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 
-from support import sample_value
+from support import assert_promtool_clean, exposition, sample_value
 from tritonwatch.canary_series import latency_buckets
 from tritonwatch.export.stream_metrics import StreamCollector
 from tritonwatch.observations import Outcome, StreamResult
@@ -24,17 +21,8 @@ def result(
     return StreamResult(*LLM, at, outcome, ttft, gaps, tokens, 1.0, None)
 
 
-def exposition(stats: StreamStats) -> str:
-    registry = CollectorRegistry()
-    registry.register(StreamCollector(stats, clock=lambda: NOW))
-    return generate_latest(registry).decode()
-
-
-def promtool_check(text: str) -> None:
-    checked = subprocess.run(
-        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+def stream_exposition(stats: StreamStats) -> str:
+    return exposition(StreamCollector(stats, clock=lambda: NOW))
 
 
 @pytest.fixture
@@ -53,12 +41,12 @@ def stats() -> StreamStats:
 
 def test_exposition_passes_promtool(stats: StreamStats) -> None:
     """Histograms, counter and the quantile summary are valid exposition for promtool."""
-    promtool_check(exposition(stats))
+    assert_promtool_clean(stream_exposition(stats))
 
 
 def test_histograms_count_at_the_slo_thresholds(stats: StreamStats) -> None:
     """le="0.5" (TTFT) and le="0.04" (ITL) hold the SLI exactly; failed streams are out."""
-    text = exposition(stats)
+    text = stream_exposition(stats)
     key = [("target", "trtllm"), ("model", "ensemble"), ("protocol", "http")]
     ttft = "tritonwatch_canary_time_to_first_token_seconds"
     itl = "tritonwatch_canary_inter_token_latency_seconds"
@@ -75,7 +63,7 @@ def test_histograms_count_at_the_slo_thresholds(stats: StreamStats) -> None:
 
 def test_quantiles_are_a_summary_per_measure_and_window(stats: StreamStats) -> None:
     """measure × window × quantile series, with the histograms' _count/_sum per window."""
-    text = exposition(stats)
+    text = stream_exposition(stats)
     assert "# TYPE tritonwatch_canary_stream_quantile_seconds summary" in text
     name = "tritonwatch_canary_stream_quantile_seconds"
     key = [("target", "trtllm"), ("model", "ensemble"), ("protocol", "http")]
@@ -97,7 +85,7 @@ def test_quantiles_are_a_summary_per_measure_and_window(stats: StreamStats) -> N
 
 def test_an_idle_series_is_exported_at_zero_without_quantiles(stats: StreamStats) -> None:
     """A declared stream with no sample yet has zero counts and no quantile series."""
-    text = exposition(stats)
+    text = stream_exposition(stats)
     key = [("target", "vllm"), ("model", "llama"), ("protocol", "openai")]
     assert sample_value(text, "tritonwatch_canary_output_tokens_total", key) == 0
     assert sample_value(text, "tritonwatch_canary_time_to_first_token_seconds_count", key) == 0
@@ -108,6 +96,6 @@ def test_an_idle_series_is_exported_at_zero_without_quantiles(stats: StreamStats
 
 def test_no_stream_declared_is_still_valid_exposition() -> None:
     """Without streaming canaries the families print no series and promtool accepts that."""
-    text = exposition(StreamStats())
-    promtool_check(text)
+    text = stream_exposition(StreamStats())
+    assert_promtool_clean(text)
     assert sample_value(text, "tritonwatch_canary_output_tokens_total") is None

@@ -9,7 +9,6 @@ the whole daemon in this process with that fake NVML and a simulator target.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from structlog.testing import capture_logs
 
 import tritonwatch.daemon as daemon_module
-from support import fixtures_dir, http_get, sample_value, wait_until
+from support import assert_promtool_clean, fixtures_dir, http_get, sample_value, wait_until
 from tritonwatch.config import load_config
 from tritonwatch.daemon import Daemon
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector
@@ -62,10 +61,7 @@ class Exposition:
 
     def text(self) -> str:
         text = generate_latest(self.registry).decode()
-        checked = subprocess.run(
-            ["promtool", "check", "metrics"], input=text, capture_output=True, text=True
-        )
-        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert_promtool_clean(text)
         return text
 
 

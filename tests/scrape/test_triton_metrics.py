@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
 from collections.abc import Iterable, Iterator
 from types import MappingProxyType
 
@@ -13,7 +12,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from sim_traffic import infer, sim_target
 
-from support import sample_value
+from support import assert_promtool_clean, exposition, sample_value
 from tritonwatch.analysis.breakdown import find_bottleneck, latency_breakdown
 from tritonwatch.bottleneck_board import BottleneckBoard
 from tritonwatch.config.schema import Config
@@ -109,20 +108,6 @@ class ServerQuantiles(Collector):
         yield family
 
 
-def exposition(*collectors: Collector) -> str:
-    registry = CollectorRegistry()
-    for collector in collectors:
-        registry.register(collector)
-    return generate_latest(registry).decode()
-
-
-def promtool(text: str) -> None:
-    checked = subprocess.run(
-        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-
-
 def value(text: str, name: str, **labels: str) -> float | None:
     found: float | None = sample_value(text, name, list(labels.items()))
     return found
@@ -131,7 +116,7 @@ def value(text: str, name: str, **labels: str) -> float | None:
 def test_exposition_passes_promtool_with_the_right_values() -> None:
     """Every Triton model family passes promtool with the state's values, stats API winning."""
     text = exposition(TritonModelCollector(lambda: [STATE]), ServerQuantiles([STATE]))
-    promtool(text)
+    assert_promtool_clean(text)
     model = {"target": "prod-a", "model": "resnet50"}
     assert value(text, "tritonwatch_model_requests_per_second", **model) == 20.0
     assert value(text, "tritonwatch_model_throughput_inferences_per_second", **model) == 80.0
@@ -194,7 +179,7 @@ def test_an_idle_summary_stays_nan_and_passes_promtool() -> None:
     )
     state = TargetState("t", {}, 0, {"idle": idle}, {}, {})
     text = exposition(ServerQuantiles([state]))
-    promtool(text)
+    assert_promtool_clean(text)
     labels = {"target": "t", "model": "idle", "window": "1m", "source": "server"}
     nan = value(text, QUANTILE_FAMILY, quantile="0.5", **labels)
     assert nan is not None and math.isnan(nan)
@@ -222,7 +207,7 @@ def test_a_real_scrape_of_the_simulator_passes_promtool() -> None:
             )
         finally:
             scrapers.close()
-    promtool(text)
+    assert_promtool_clean(text)
     model = {"target": "sim", "model": "simple"}
     assert (value(text, "tritonwatch_model_requests_per_second", **model) or 0) > 0
     assert value(text, "tritonwatch_model_bottleneck", kind="balanced", **model) == 1.0

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Callable
 
 import pytest
 from llm_support import llm_model_set
 
+from support import promtool_check_metrics
 from tritonwatch.sim.load import stream_closed_loop
 from tritonwatch.sim.server import Simulator
 from tritonwatch.sim.testing import Scrape, scrape
@@ -41,9 +41,7 @@ def busy_llm_sim(start_sim: Callable[..., Simulator]) -> Simulator:
 def test_the_page_parses_and_promtool_finds_only_naming_advice(busy_llm_sim: Simulator) -> None:
     """Breaks if promtool finds a format error or any advice but the servers' own naming."""
     text = scrape(busy_llm_sim).text
-    checked = subprocess.run(
-        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
-    )
+    checked = promtool_check_metrics(text)
     assert checked.returncode in (0, 3), checked.stdout + checked.stderr
     complaints = (checked.stdout + checked.stderr).splitlines()
     assert [line for line in complaints if not NAMING_LINT.match(line)] == []

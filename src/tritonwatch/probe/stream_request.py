@@ -188,8 +188,9 @@ def _json_value(tensor: Tensor) -> Any:
     return values[0] if len(values) == 1 else values
 
 
-class GenerateCodec:
-    """Triton's ``generate_stream``: a JSON body, one JSON object per event."""
+class _KserveStreamCodec:
+    """What Triton's two streaming APIs share: the model named by name and version, and
+    the choice of inputs to fill, made once from its metadata."""
 
     def __init__(
         self,
@@ -207,8 +208,16 @@ class GenerateCodec:
         Raises:
             PayloadError: no text input and no fallback tensors.
         """
-        self.path = f"{model_path(model, version)}/generate_stream"
+        self._name, self._version = model, version
         self._model = _ModelFields(model, fields, inputs, outputs, fallback)
+
+
+class GenerateCodec(_KserveStreamCodec):
+    """Triton's ``generate_stream``: a JSON body, one JSON object per event."""
+
+    @property
+    def path(self) -> str:
+        return f"{model_path(self._name, self._version)}/generate_stream"
 
     def encode(self, prompt: str, max_tokens: int) -> bytes:
         model = self._model
@@ -278,27 +287,9 @@ class OpenAICodec:
         return Piece(_text_of(delta.get("content")) or _text_of(delta.get("reasoning_content")))
 
 
-class GrpcStreamCodec:
+class GrpcStreamCodec(_KserveStreamCodec):
     """Triton's ``ModelStreamInfer``: serialized ``ModelInferRequest`` in,
     ``ModelStreamInferResponse`` out."""
-
-    def __init__(
-        self,
-        model: str,
-        version: str,
-        fields: StreamFields,
-        *,
-        inputs: Sequence[TensorSpec],
-        outputs: Sequence[str] = (),
-        fallback: Sequence[Tensor] = (),
-    ) -> None:
-        """Arguments as :class:`GenerateCodec`'s.
-
-        Raises:
-            PayloadError: no text input and no fallback tensors.
-        """
-        self._name, self._version = model, version
-        self._model = _ModelFields(model, fields, inputs, outputs, fallback)
 
     def _tensor(self, spec: TensorSpec, value: JsonScalar) -> Tensor:
         """One element of ``value`` as input ``spec`` (a -1 dim, the batch one too, is 1)."""
