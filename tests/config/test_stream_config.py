@@ -40,7 +40,7 @@ def test_stream_defaults_are_the_trtllm_and_vllm_names() -> None:
     stream = config.canary_for(target, model).stream
     assert stream.mode == "auto"
     assert stream.timeout == 30.0
-    assert (stream.prompt, stream.prompt_words, stream.max_tokens) == (None, 32, 64)
+    assert (stream.prompt, stream.prompt_words, stream.max_tokens) == (None, 32, 16)
     assert (stream.text_input, stream.max_tokens_input) == ("text_input", "max_tokens")
     assert (stream.stream_input, stream.text_output) == ("stream", "text_output")
     assert stream.parameters == {}

@@ -405,7 +405,7 @@ class PromptSampler:
         seed: int,
         prompt: str | None = None,
         prompt_words: int | tuple[int, int] = 32,
-        max_tokens: int | tuple[int, int] = 64,
+        max_tokens: int | tuple[int, int] = 16,
     ) -> None:
         """Raises: ValueError: a length that is not positive, or a min over its max."""
         self._random = random.Random(seed)  # noqa: S311 - test traffic, not secrets
