@@ -152,6 +152,30 @@ def test_header_blocks_are_decoded_through_the_servers_dynamic_table() -> None:
     assert session.feed(unrelated + answer) == GrpcReply(0, "", b"two")
 
 
+def test_a_repeated_header_block_is_decoded_once_until_the_table_moves() -> None:
+    """Breaks if the same block bytes are decoded again while the dynamic table holds
+    (the CPU the memo saves), or a remembered block is reused after the table changed
+    (the same indexed reference then names another field)."""
+    server, session = Server(), _started()
+    ok = server.headers(1, [(":status", "200"), ("grpc-status", "0")], END_STREAM)
+    assert session.feed(SERVER_SETTINGS + ok) == GrpcReply(0, "", b"")
+    newest = bytes([0x88, 0x80 | 62])  # :status 200 (static 8), the newest dynamic entry
+    decodes = []
+    real_decode = session._decoder.decode
+    session._decoder.decode = lambda *a, **k: decodes.append(1) or real_decode(*a, **k)  # type: ignore[method-assign]
+    for stream in (3, 5):
+        _started(session)
+        block = frame_bytes(HEADERS, END_HEADERS | END_STREAM, stream, newest)
+        assert session.feed(block) == GrpcReply(0, "", b"")
+    assert len(decodes) == 1
+    _started(session)
+    unavailable = server.headers(7, [(":status", "200"), ("grpc-status", "14")], END_STREAM)
+    assert session.feed(unavailable) == GrpcReply(14, "", b"")
+    _started(session)
+    block = frame_bytes(HEADERS, END_HEADERS | END_STREAM, 9, newest)
+    assert session.feed(block) == GrpcReply(14, "", b"")  # the newest entry is now "14"
+
+
 def test_settings_and_pings_are_acknowledged_acks_are_not() -> None:
     """Breaks if SETTINGS or a PING goes unanswered (the server waits, then gives up),
     or an acknowledgement is acknowledged."""

@@ -14,14 +14,17 @@ from pathlib import Path
 
 import pytest
 
+import tritonwatch.probe.load.worker as worker_module
 from sim_process import SimProcess
 from support import TRITONWATCH, fixtures_dir, free_port, wait_until
 from sweep_support import judged
 from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.cli import build_parser
+from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config import parse_config
 from tritonwatch.export.sweep_report import render_svg, to_csv, to_json
 from tritonwatch.probe.load.grpc_callbacks import CallbackGrpcLoad
+from tritonwatch.probe.load.h2c import lean_grpc_request
 from tritonwatch.probe.load.pool import cut_all, split_concurrency, start_workers, stop_workers
 from tritonwatch.probe.load.spec import LoadSpec, grpc_load_spec, http_load_spec
 from tritonwatch.probe.load.worker import CALLBACK_MAX_CONCURRENCY, WindowSamples, uses_callbacks
@@ -246,15 +249,22 @@ def _simple_tensors() -> list[Tensor]:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("concurrency", [1, CALLBACK_MAX_CONCURRENCY + 4])
-def test_grpc_closed_loop_measures_on_callbacks_and_on_aio(
-    sim: SimProcess, concurrency: int
+@pytest.mark.parametrize(
+    ("engine", "concurrency"),
+    [("h2c", 1), ("h2c", CALLBACK_MAX_CONCURRENCY + 4), ("callbacks", 1),
+     ("aio", CALLBACK_MAX_CONCURRENCY + 4)],
+)  # fmt: skip
+def test_grpc_closed_loop_measures_on_every_engine(
+    sim: SimProcess, engine: str, concurrency: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Breaks if either gRPC closed-loop engine (callbacks at low concurrency, grpc.aio
-    above) stops keeping requests in flight, recording them or handing windows over."""
+    """Breaks if a gRPC closed-loop engine (h2c for plaintext; for what h2c cannot carry,
+    callbacks at low concurrency and grpc.aio above) stops keeping requests in flight,
+    recording them or handing windows over."""
+    if engine != "h2c":  # as a TLS target or a request over 64 KiB would
+        monkeypatch.setattr(worker_module, "lean_grpc_request", lambda spec: None)
     spec = grpc_load_spec(f"grpc://{sim.grpc_url}", "simple", "", _simple_tensors(),
                           mode="concurrency", concurrency=concurrency)  # fmt: skip
-    assert uses_callbacks(spec) is (concurrency <= CALLBACK_MAX_CONCURRENCY)
+    assert uses_callbacks(spec) is (engine == "callbacks")
     workers = start_workers(spec, processes=1)
     try:
         time.sleep(0.3)
@@ -271,13 +281,19 @@ def test_grpc_closed_loop_measures_on_callbacks_and_on_aio(
     assert 0.9 < window.wall_seconds < 5.0
 
 
-def test_only_low_concurrency_grpc_closed_loop_uses_callbacks() -> None:
-    """Breaks if HTTP, open-loop or high-concurrency gRPC load moves off its engine."""
-    grpc = LoadSpec("grpc", "127.0.0.1", 1, b"", "concurrency", 1)
-    assert uses_callbacks(grpc)
-    assert not uses_callbacks(replace(grpc, concurrency=CALLBACK_MAX_CONCURRENCY + 1))
-    assert not uses_callbacks(replace(grpc, mode="rate", rate=10.0))
-    assert not uses_callbacks(replace(grpc, protocol="http"))
+def test_plaintext_grpc_runs_on_h2c_and_only_the_rest_on_callbacks() -> None:
+    """Breaks if plaintext gRPC leaves the h2c client, or if TLS or oversized gRPC moves
+    off callbacks at low concurrency (grpc.aio above, open loop) or HTTP onto them."""
+    plain = LoadSpec("grpc", "127.0.0.1", 1, b"x", "concurrency", 1)
+    assert lean_grpc_request(plain) is not None
+    assert not uses_callbacks(plain)
+    tls = replace(plain, tls=ClientTLS())
+    big = replace(plain, payload=bytes(70_000))
+    assert (lean_grpc_request(tls), lean_grpc_request(big)) == (None, None)
+    assert uses_callbacks(tls) and uses_callbacks(big)
+    assert not uses_callbacks(replace(tls, concurrency=CALLBACK_MAX_CONCURRENCY + 1))
+    assert not uses_callbacks(replace(tls, mode="rate", rate=10.0))
+    assert not uses_callbacks(replace(tls, protocol="http"))
 
 
 def test_callback_grpc_load_counts_failures_and_stops() -> None:

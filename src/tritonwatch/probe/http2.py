@@ -28,6 +28,7 @@ the canary sends those on ``grpc.aio``, which waits for the server's window upda
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
@@ -67,6 +68,8 @@ _HTTP_TO_GRPC = {400: INTERNAL, 401: 16, 403: 7, 404: UNIMPLEMENTED, 429: UNAVAI
 """gRPC's own mapping of an HTTP status on a non-gRPC answer (doc/http-grpc-status-mapping.md)."""
 _STREAM_ID = struct.Struct(">I")
 _GRPC_PREFIX = struct.Struct(">BI")
+MAX_DECODED_BLOCKS = 16
+"""Distinct header blocks remembered per connection (a server sends a handful)."""
 MAX_REQUEST_DATA = DEFAULT_WINDOW
 """DATA bytes a request may carry: what a fresh connection's windows let it send at once."""
 
@@ -215,6 +218,8 @@ class ClientSession:
         """The windows this client gives the server (given back at half used)."""
         self._decoder: hpack.Decoder = hpack.Decoder()
         self._hpack_error: type[Exception] = hpack.HPACKError
+        self._decoded: dict[bytes, Mapping[str, str]] = {}
+        """Header blocks decoded against the current dynamic table (:meth:`_fields`)."""
         self._buffer = bytearray()
         self._output = bytearray()
         self._started = False
@@ -400,16 +405,37 @@ class ClientSession:
         self._continuing = None
         return self._header_block(stream, first_flags, bytes(block))
 
-    def _header_block(self, stream: int, flags: int, block: bytes) -> GrpcReply | None:
-        """Decodes every block, whichever stream it is for: the decoder's dynamic table
-        must see them all. A block for the call is its response headers, then its
-        trailers (or both in one: a trailers-only answer)."""
+    def _fields(self, block: bytes) -> Mapping[str, str]:
+        """A header block's fields, decoded once per distinct block while the table holds.
+
+        A gRPC server indexes its few response headers and trailers on first use and
+        from then on sends the same few bytes of indexed references in every answer;
+        pure-Python HPACK decoding of those was a quarter of a gRPC call's client CPU.
+        The same bytes mean the same fields only against the same dynamic table, so a
+        block that changed the table is not kept, and every kept one is dropped then.
+        """
+        known = self._decoded.get(block)
+        if known is not None:
+            return known
+        table = self._decoder.header_table
+        before = (table.maxsize, tuple(table.dynamic_entries))
         try:
             fields = {
                 _text(name): _text(value) for name, value in self._decoder.decode(block, raw=True)
             }
         except self._hpack_error as error:
             raise Http2Error(f"an undecodable header block: {error}") from None
+        if (table.maxsize, tuple(table.dynamic_entries)) != before:
+            self._decoded.clear()
+        elif len(self._decoded) < MAX_DECODED_BLOCKS:
+            self._decoded[block] = fields
+        return fields
+
+    def _header_block(self, stream: int, flags: int, block: bytes) -> GrpcReply | None:
+        """Decodes every block, whichever stream it is for: the decoder's dynamic table
+        must see them all. A block for the call is its response headers, then its
+        trailers (or both in one: a trailers-only answer)."""
+        fields = self._fields(block)
         current = self._stream
         if current is None or stream != current.id:
             return None
@@ -443,7 +469,7 @@ _HANDLERS = {
 """What each frame type does; PRIORITY and unknown types are passed over (RFC 9113 §5.5)."""
 
 
-def _reply(trailers: dict[str, str], data: bytes) -> GrpcReply:
+def _reply(trailers: Mapping[str, str], data: bytes) -> GrpcReply:
     """The call's outcome from its trailers and the gathered DATA (one gRPC message)."""
     raw_status = trailers.get("grpc-status")
     message = unquote(trailers.get("grpc-message", ""), errors="replace")

@@ -16,13 +16,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tritonwatch.probe.http2 import UnaryRequest
 from tritonwatch.probe.load.grpc_callbacks import CallbackGrpcLoad
+from tritonwatch.probe.load.h2c import H2cConnection, lean_grpc_request
 from tritonwatch.probe.load.http1 import Http1Connection
 from tritonwatch.probe.load.spec import LoadSpec
 
 Send = Callable[[], Awaitable[bool]]
 CALLBACK_MAX_CONCURRENCY = 4
-"""gRPC closed loop up to this many in flight per worker runs on completion callbacks
+"""gRPC that cannot run on :mod:`~tritonwatch.probe.load.h2c` (TLS, requests over 64
+KiB): closed loop up to this many in flight per worker runs on completion callbacks
 (one thread hand-over less per request: at concurrency 1 on real Triton p50 3.85 ms
 against 4.68 ms on ``grpc.aio``, perf_analyzer 3.40 ms); above it ``grpc.aio`` was as
 fast or faster (concurrency 8: 856 against 835 inferences/s), so it keeps the rest."""
@@ -52,11 +55,13 @@ class WindowSamples:
 
 
 def uses_callbacks(spec: LoadSpec) -> bool:
-    """Whether this worker's load runs on gRPC completion callbacks, not ``grpc.aio``."""
+    """Whether this worker's load runs on gRPC completion callbacks, not ``grpc.aio``
+    (plaintext gRPC that fits the h2c client runs on that instead)."""
     return (
         spec.protocol == "grpc"
         and spec.mode == "concurrency"
         and spec.concurrency <= CALLBACK_MAX_CONCURRENCY
+        and lean_grpc_request(spec) is None
     )
 
 
@@ -75,6 +80,8 @@ class LoadWorker:
         self._channel: Any = None
         self._ssl = spec.tls.ssl_context() if spec.protocol == "http" and spec.tls else None
         """One context for all of this worker's HTTPS connections (loading CAs is slow)."""
+        self._h2c_request = lean_grpc_request(spec)
+        """The gRPC call's frames, built once, when it runs on the h2c client."""
 
     def cut(self) -> WindowSamples:
         """Closes the current window and starts the next one."""
@@ -123,7 +130,27 @@ class LoadWorker:
                 return status == 200
 
             return send_http, connection.close
+        if self._h2c_request is not None:
+            return await self._h2c_sender(self._h2c_request)
         return await self._grpc_sender(), lambda: None
+
+    async def _h2c_sender(self, request: UnaryRequest) -> tuple[Send, Callable[[], None]]:
+        """A client on its own h2c connection; one the server spent (GOAWAY, closed while
+        idle) is replaced before the next call rather than counted as a failure."""
+        spec = self.spec
+        connection = [await H2cConnection.open(spec.host, spec.port)]
+
+        async def send_h2c() -> bool:
+            if not connection[0].can_call(request):
+                connection[0].close()
+                connection[0] = await H2cConnection.open(spec.host, spec.port)
+            reply = await connection[0].call(request)
+            return reply.status == 0
+
+        def close_current() -> None:
+            connection[0].close()  # the one in use now, not the first
+
+        return send_h2c, close_current
 
     async def _grpc_sender(self) -> Send:
         import grpc  # noqa: PLC0415 - heavy; load on use
