@@ -14,6 +14,7 @@ from tritonwatch.export.status_page import (
     ModelStatus,
     SloLine,
     StatusSnapshot,
+    StreamStatus,
 )
 
 
@@ -112,3 +113,37 @@ def test_a_narrow_terminal_gets_the_text_under_each_row_and_every_number_whole()
     assert "SLO burn: latency 19.0×" in text
     assert "recommendation: lower max_queue_delay_microseconds 80000→40000" in text
     assert "last error: timeout 3 s ago: deadline exceeded after 10 s" in text
+
+
+def _streaming_snapshot() -> StatusSnapshot:
+    stream = StreamStatus({"ttft": {"p50": 0.05, "p95": 0.0952}, "itl": {"p95": 0.00813}}, 8.0, 160)
+    return StatusSnapshot([
+        ModelStatus("demo", "llm", "http", True, 1.0, {"p50": 0.2, "p95": 0.3, "p99": 0.4},
+                    {"success": 20}, stream=stream),
+        ModelStatus("demo", "simple", "http", True, 0.05, {"p95": 0.003}, {"success": 120}),
+    ])  # fmt: skip
+
+
+def test_a_streaming_row_shows_its_ttft_and_itl_p95_and_others_a_dash() -> None:
+    """Breaks if the live view loses a streaming model's TTFT/ITL p95 (ms, ITL to two
+    decimals as on the status page) or gives a plain model anything but a dash there."""
+    lines = status_lines(_streaming_snapshot(), width=400)
+    column = re.split(r" {2,}", lines[1]).index("TTFT/ITL p95 ms")
+    rows = {line.split()[0]: re.split(r" {2,}", line.strip()) for line in lines[2:]}
+    assert rows["demo/llm"][column] == "95.2/8.13"
+    assert rows["demo/simple"][column] == "–"
+
+
+def test_at_80_columns_the_streaming_column_stays_whole() -> None:
+    """Breaks if at 80 columns the TTFT/ITL p95 is cut, dropped or overflows the line."""
+    lines = status_lines(_streaming_snapshot(), width=80)
+    assert all(len(line) <= 80 for line in lines) and "…" not in "".join(lines)
+    assert "TTFT/ITL p95 ms" in lines[1]
+    assert "95.2/8.13" in lines[2].split() and "300.0" in lines[2].split()
+
+
+def test_without_a_streaming_model_the_view_has_no_ttft_column() -> None:
+    """Breaks if a fleet with no streaming model loses room to an empty TTFT/ITL column."""
+    plain = StatusSnapshot([ModelStatus("demo", "simple", "http", True, 0.05, {"p95": 0.003},
+                                        {"success": 120})])  # fmt: skip
+    assert "TTFT" not in "\n".join(status_lines(plain, width=400))

@@ -132,3 +132,17 @@ def test_declare_keeps_only_the_configured_series() -> None:
     stats.record(stream(1.0, 0.1, (), key=("t", "gone", "http")))
     assert [(s.target, s.model, s.protocol) for s in stats.snapshot(1.0)] == [KEY]
     assert only(stats, 1.0).ttft.count == 0
+
+
+def test_token_rate_covers_the_window_or_the_time_since_the_first_stream() -> None:
+    """Breaks if output tokens/s divides by the whole window for a series younger than
+    it, forgets failed streams' tokens, or keeps streams that ended before the window."""
+    stats = StreamStats()
+    stats.declare([KEY])
+    assert only(stats, 5.0).output_tokens_per_second == {}
+    stats.record(stream(10.0, 0.1, (0.01,) * 3, tokens=4))  # sent at 9.0 (total 1 s)
+    stats.record(stream(20.0, None, (), tokens=6, outcome=Outcome.HTTP_ERROR))
+    assert only(stats, 21.0).output_tokens_per_second == {"1m": 10 / 12, "5m": 10 / 12}
+    stats.record(stream(300.0, 0.1, (0.01,) * 4, tokens=5))  # in the 5m window, not the 1m
+    stats.record(stream(399.0, 0.1, (0.01,) * 2, tokens=3))
+    assert only(stats, 400.0).output_tokens_per_second == {"1m": 3 / 60, "5m": 8 / 300}

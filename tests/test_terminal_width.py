@@ -176,7 +176,7 @@ def test_rules_summary_fits_the_terminal_and_counts_what_it_wrote(tmp_path: Path
 @pytest.fixture(scope="module")
 def demo_snapshot() -> Iterator[StatusSnapshot]:
     """The demo's daemon and simulator, as `tritonwatch demo` runs them, once every model
-    has canary quantiles and Triton's breakdown."""
+    has canary quantiles and Triton's breakdown, and the streamed one its TTFT and ITL."""
     with Simulator(demo_model_set(), seed=0) as sim, tempfile.TemporaryDirectory() as folder:
         for model, scenario in DEMO_SCENARIOS.items():
             sim.set_scenario(scenario, model)
@@ -188,6 +188,12 @@ def demo_snapshot() -> Iterator[StatusSnapshot]:
             def complete() -> StatusSnapshot | None:
                 snapshot = daemon.status_snapshot()
                 ready = all(m.quantiles.get("p95") and m.breakdown for m in snapshot.models)
+                ready = ready and all(
+                    m.stream.quantiles.get(measure, {}).get("p95")
+                    for m in snapshot.models
+                    if m.stream is not None
+                    for measure in ("ttft", "itl")
+                )
                 return snapshot if ready and len(snapshot.models) == len(DEMO_SCENARIOS) else None
 
             yield wait_until(complete, 40, "quantiles and breakdown for all demo models", 0.5)
@@ -201,7 +207,8 @@ def test_the_live_view_fits_the_terminal_with_every_number_whole(
     demo_snapshot: StatusSnapshot, width: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Breaks if the demo's live view wraps a row over many lines, cuts a number, or
-    loses a model's quantiles, budget, state or request count."""
+    loses a model's quantiles, budget, state, request count or (the streamed llm) its
+    TTFT/ITL p95."""
     monkeypatch.setenv("COLUMNS", str(width))
     console = Console(file=io.StringIO(), record=True)  # rich reads COLUMNS, as in a terminal
     console.print(demo_screen(demo_snapshot, "http://127.0.0.1:9849"))
@@ -216,9 +223,13 @@ def test_the_live_view_fits_the_terminal_with_every_number_whole(
         assert f"{model.budget_seconds * 1e3:.1f}" in row
         assert str(sum(model.outcomes.values())) in row
         assert ("ok" if model.quantiles["p95"] <= model.budget_seconds else "BREACH") in row
+        if model.stream is not None:
+            ttft, itl = (model.stream.quantiles[m]["p95"] * 1e3 for m in ("ttft", "itl"))
+            assert f"{ttft:.1f}/{itl:.2f}" in row
         stage = next(iter(model.breakdown or {}))
         if stage != "network_client":
             assert f"={(model.breakdown or {})[stage] * 1e3:.1f}" in text
+    assert any(m.stream is not None for m in demo_snapshot.models)  # the demo's llm
     if width == 120:
         narrow = _header("\n".join(status_lines(demo_snapshot, 80)), "target/model")
         assert len(_header(text, "target/model")) > len(narrow)

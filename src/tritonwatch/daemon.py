@@ -409,6 +409,7 @@ class Daemon:
                 experiments=self.findings.experiments(),
                 p95_history=lambda key: history.points(key, now),
                 healthy=self.health().healthy,
+                streams=self.stream_stats.snapshot(now),
             )
         )
 

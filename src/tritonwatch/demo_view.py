@@ -27,6 +27,17 @@ def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1e3:.1f}"
 
 
+def _stream_p95(model: ModelStatus) -> str:
+    """``41.2/8.13``: the streaming canary's TTFT and ITL p95 over 5 minutes (ITL with
+    two decimals, as the status page: a decode step is a few ms); ``–`` for a model not
+    streamed, and for a measure without a sample yet."""
+    if model.stream is None:
+        return "–"
+    ttft = model.stream.quantiles.get("ttft", {}).get("p95")
+    itl = model.stream.quantiles.get("itl", {}).get("p95")
+    return f"{_ms(ttft)}/{'–' if itl is None else f'{itl * 1e3:.2f}'}"
+
+
 def _client_network(model: ModelStatus) -> str:
     """``0.5 12%``: what the client and network add to Triton's mean over the last scrape
     window, and its share of the end-to-end mean; ``–`` before Triton's statistics."""
@@ -50,10 +61,13 @@ def _last_error(model: ModelStatus) -> str:
     return text
 
 
+STREAM_COLUMN = Column("TTFT/ITL p95 ms", 1)
+"""Streaming models only: shown when the snapshot holds one."""
 STATUS_COLUMNS = (
     Column("target/model", align="left"), Column("via", 5, align="left"),
     Column("p50 ms", 3), Column("p95 ms"), Column("p99 ms", 2), Column("budget ms"),
-    Column("state", align="left"), Column("requests", 1), Column("client+net ms", 4),
+    Column("state", align="left"), Column("requests", 1), STREAM_COLUMN,
+    Column("client+net ms", 4),
     Column("breakdown ms", align="left", note=True), Column("SLO burn", align="left", note=True),
     Column("recommendation", align="left", note=True),
     Column("last error", align="left", note=True),
@@ -82,16 +96,24 @@ def _row(model: ModelStatus) -> tuple[str, ...]:
         f"{model.target}/{model.model}", model.protocol, _ms(model.quantiles.get("p50")),
         _ms(model.quantiles.get("p95")), _ms(model.quantiles.get("p99")),
         _ms(model.budget_seconds), _state(model), str(sum(model.outcomes.values())),
-        _client_network(model), breakdown, burns or "–", advice or "–", _last_error(model),
+        _stream_p95(model), _client_network(model), breakdown, burns or "–", advice or "–",
+        _last_error(model),
     )  # fmt: skip
 
 
 def status_lines(snapshot: StatusSnapshot, width: int | None = None) -> list[str]:
-    """One row per model: quantiles against the budget, its state, requests and what
-    the client and network add; under it (or in it, when wide enough) Triton's
-    breakdown, SLO burn rates, advice and the canary's last error (why it fails)."""
+    """One row per model: quantiles against the budget, its state, requests, a
+    streaming model's TTFT/ITL p95 and what the client and network add; under it (or in
+    it, when wide enough) Triton's breakdown, SLO burn rates, advice and the canary's
+    last error (why it fails). Without a streaming model the TTFT/ITL column is left out,
+    so its room goes to the other columns."""
     rows = [_row(model) for model in snapshot.models]
-    return render_table(STATUS_COLUMNS, rows, width, title="tritonwatch — per model")
+    columns: tuple[Column, ...] = STATUS_COLUMNS
+    if all(model.stream is None for model in snapshot.models):
+        keep = [i for i, column in enumerate(columns) if column is not STREAM_COLUMN]
+        columns = tuple(columns[i] for i in keep)
+        rows = [tuple(row[i] for i in keep) for row in rows]
+    return render_table(columns, rows, width, title="tritonwatch — per model")
 
 
 class _StatusView:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tritonwatch.canary_series import (
     DEFAULT_BUCKETS,
@@ -69,6 +69,10 @@ class StreamSnapshot:
     window_quantiles: dict[str, dict[str, dict[float, float]]]
     """measure (``ttft``/``itl``) → window name → quantile → seconds (empty when the
     window holds no sample)."""
+    output_tokens_per_second: dict[str, float] = field(default_factory=dict)
+    """window name → tokens of the streams that ended in the window over the time the
+    window covers (from the first stream's start when the series is younger than the
+    window); a window without a stream is left out."""
 
 
 class _Histogram:
@@ -97,12 +101,38 @@ class _Histogram:
 
 
 class _Series:
-    __slots__ = ("itl", "output_tokens", "ttft")
+    __slots__ = ("first_start", "itl", "output_tokens", "recent_tokens", "ttft")
 
     def __init__(self, ttft_buckets: int, itl_buckets: int) -> None:
         self.ttft = _Histogram(ttft_buckets, TTFT_WINDOW_CAP)
         self.itl = _Histogram(itl_buckets, GAP_WINDOW_CAP)
         self.output_tokens = 0
+        self.recent_tokens: deque[tuple[float, int]] = deque(maxlen=TTFT_WINDOW_CAP)
+        """``(at, tokens)`` of every stream, failed ones too, for the token rate."""
+        self.first_start: float | None = None
+        """When the series' first stream was sent: a younger series' rate covers only
+        the time since, not the whole window."""
+
+    def add_tokens(self, result: StreamResult) -> None:
+        self.output_tokens += result.output_tokens
+        if self.first_start is None:
+            self.first_start = result.at - (result.total_seconds or 0.0)
+        self.recent_tokens.append((result.at, result.output_tokens))
+        while self.recent_tokens and self.recent_tokens[0][0] < result.at - _LONGEST_WINDOW:
+            self.recent_tokens.popleft()
+
+    def token_rates(self, now: float) -> dict[str, float]:
+        """Window name → output tokens per second (see
+        :attr:`StreamSnapshot.output_tokens_per_second`)."""
+        if self.first_start is None:
+            return {}
+        rates = {}
+        for name, span in QUANTILE_WINDOWS.items():
+            covered = min(span, now - self.first_start)
+            ended = [tokens for at, tokens in self.recent_tokens if at >= now - span]
+            if ended and covered > 0:
+                rates[name] = sum(ended) / covered
+        return rates
 
 
 class StreamStats:
@@ -148,7 +178,7 @@ class StreamStats:
             series = self._series.get(key)
             if series is None:  # a canary removed by a reload finishing late
                 return
-            series.output_tokens += result.output_tokens
+            series.add_tokens(result)
             if result.outcome != Outcome.SUCCESS:
                 return
             if result.ttft_seconds is not None:
@@ -162,7 +192,7 @@ class StreamStats:
         """Every series as of monotonic time ``now``, sorted by key."""
         with self._lock:
             raw = [
-                (key, s.ttft.copy(), s.itl.copy(), s.output_tokens)
+                (key, s.ttft.copy(), s.itl.copy(), s.output_tokens, s.token_rates(now))
                 for key, s in sorted(self._series.items())
             ]
         return [
@@ -177,6 +207,10 @@ class StreamStats:
                     "ttft": window_quantiles(ttft_recent, now),
                     "itl": window_quantiles(itl_recent, now),
                 },
+                rates,
             )
-            for (target, model, protocol), (ttft, ttft_recent), (itl, itl_recent), tokens in raw
+            for (target, model, protocol), (ttft, ttft_recent), (
+                itl,
+                itl_recent,
+            ), tokens, rates in raw
         ]

@@ -20,6 +20,7 @@ from PIL import Image  # Pillow: a dependency of matplotlib (the dev extra)
 
 from real_triton import RealTriton
 from support import DaemonProcess, http_get, sample_value, wait_until
+from tritonwatch.demo import demo_model_set
 from tritonwatch.export.status_charts import BUDGET_COLOUR, OVER_COLOUR, P95_COLOUR, spark_y
 from tritonwatch.sim.server import Simulator
 
@@ -225,9 +226,23 @@ def test_headline_counts_the_breaching_model_and_its_sparkline_is_drawn(tmp_path
     assert not _colour_mask(_crop(png, found["boxes"]["resnet50"]), OVER_COLOUR).any()
 
 
+def _stream_row(section: str, measure: str) -> str:
+    row = re.search(rf'<tr class="stream-measure" data-measure="{measure}".*?</tr>', section)
+    return row.group(0) if row else ""
+
+
+def _llm_timed(html: str) -> bool:
+    """The streamed model's TTFT and ITL rows have a p95 and their SLOs' budget bars."""
+    llm = _section(html, "llm")
+    rows = [_stream_row(llm, measure) for measure in ("ttft", "itl")]
+    return all("data-p95-seconds" in row and 'class="budget-bar"' in row for row in rows)
+
+
 def test_status_page_in_chromium(tmp_path: Path) -> None:
-    """Breaks if Chromium's page lacks a model, the sweep's knee, the breach or the advice."""
-    with Simulator() as sim:
+    """Breaks if Chromium's page lacks a model, the sweep's knee, the breach or the advice,
+    or the streamed LLM model's row lacks its TTFT/ITL p95 (as the ms its data carries),
+    its output tokens/s or its TTFT/ITL SLO budgets, or a plain model's row has them."""
+    with Simulator(demo_model_set()) as sim:  # the built-in models and the demo's llm
         sim.set_scenario("queue-delay-too-high", "resnet50")
         config = tmp_path / "c.yaml"
         config.write_text(
@@ -237,7 +252,9 @@ def test_status_page_in_chromium(tmp_path: Path) -> None:
             " max_windows: 3}\n"
             f"targets: [{{name: sim, url: '{sim.http_url}', metrics_url: '{sim.metrics_url}',"
             " models: [{name: simple,"
-            " sweep: {enabled: true}}, {name: resnet50}]}]\n"
+            " sweep: {enabled: true}}, {name: resnet50},"
+            " {name: llm, canary: {rate: 2/s, stream: {max_tokens: 16}},"
+            "  slo: {latency: {threshold: 1s}, ttft: {threshold: 1s}, itl: {threshold: 250ms}}}]}]\n"
         )
         daemon = DaemonProcess(config)
         try:
@@ -249,6 +266,8 @@ def test_status_page_in_chromium(tmp_path: Path) -> None:
                                       [("model", "resnet50"), ("outcome", "success")]) or 0) >= 3,
                 20, "resnet50 canary successes",
             )  # fmt: skip
+            wait_until(lambda: _llm_timed(http_get(f"{daemon.url}/")[1]), 30,
+                       "llm's TTFT and ITL p95 and SLO budgets on the page")  # fmt: skip
             dom = _chromium(tmp_path, "--dump-dom", f"{daemon.url}/")
             shot = tmp_path / "status.png"
             _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,1600", f"{daemon.url}/")
@@ -263,6 +282,18 @@ def test_status_page_in_chromium(tmp_path: Path) -> None:
     assert "breach" in html  # resnet50's 80 ms queue delay breaks the 50 ms budget
     assert 'class="recommendation"' in html
     assert "max_queue_delay_microseconds: 80000 → 40000" in html
+    llm = _section(html, "llm")
+    for measure, decimals in (("ttft", 1), ("itl", 2)):
+        row = _stream_row(llm, measure)
+        p95 = float(re.search(r'data-p95-seconds="([^"]+)"', row).group(1))  # type: ignore[union-attr]
+        assert f'<td class="p95 ok">{p95 * 1e3:.{decimals}f} ms</td>' in row
+        assert 'class="budget-bar"' in row and 'class="burn-rates"' in row
+    stream = re.search(r'<table class="stream" data-output-tokens-per-second="([^"]+)">', llm)
+    assert stream is not None and float(stream.group(1)) > 0
+    tokens = re.search(r"<b[^>]*>([\d.]+) tokens/s</b> \((\d+) tokens since start\)", llm)
+    assert tokens is not None and tokens.group(1) == f"{float(stream.group(1)):.1f}"
+    assert int(tokens.group(2)) % 16 == 0  # every healthy stream ends after its 16 tokens
+    assert 'class="stream"' not in _section(html, "simple")
     assert shot.exists()
     assert shot.stat().st_size > 10_000
 

@@ -6,7 +6,9 @@ against the budget as a sparkline, its quantiles, its last error (the reason, wh
 fails), what the client and network add to Triton's own time (:class:`ClientShare`), the
 latency breakdown and bottleneck, per SLO the error budget left as a bar and the burn
 rates as a chart, active recommendations with their evidence, recent experiment
-verdicts, and the last sweep's curve. The charts are inline SVG
+verdicts, and the last sweep's curve. A streaming model's row adds its streaming
+canary's TTFT and ITL quantiles and output tokens/s (:class:`StreamStatus`), each
+measure beside its own SLO's budget and burn rates when one is set. The charts are inline SVG
 (:mod:`tritonwatch.export.status_charts`). The page only reads a :class:`StatusSnapshot`;
 the daemon assembles one per request.
 """
@@ -29,6 +31,10 @@ if TYPE_CHECKING:
     from tritonwatch.analysis.slo import SLOStatus
     from tritonwatch.target_state import LatencyBreakdown
 
+STREAM_MEASURES = {"ttft": "TTFT (time to first token)", "itl": "ITL (inter-token latency)"}
+"""The streaming canary's measures, by the SLO kind that judges each, as the page names
+them."""
+
 
 @dataclass(frozen=True, slots=True)
 class SloLine:
@@ -39,6 +45,10 @@ class SloLine:
     budget_remaining: float | None
     firing: str | None = None
     """The burn-rate alert condition that holds now, as text; None when none does."""
+    kind: str = ""
+    """The SLI (``latency``, ``availability``, ``ttft``, ``itl``)."""
+    threshold_seconds: float | None = None
+    """The latency, TTFT or ITL threshold; None for availability."""
 
     @classmethod
     def of(cls, status: SLOStatus) -> SloLine:
@@ -54,6 +64,8 @@ class SloLine:
             if firing is None
             else f"{firing.severity}: burn over {firing.factor:g}× in both {firing.long_window}"
             f" and {firing.short_window}",
+            str(status.spec.kind),
+            status.spec.threshold_seconds,
         )
 
 
@@ -136,6 +148,19 @@ class ClientShare:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamStatus:
+    """What a streaming canary timed over its 5-minute window: for generative models the
+    whole-stream latency is not what users feel, the first token and the pace are."""
+
+    quantiles: Mapping[str, Mapping[str, float]]
+    """measure (``ttft``/``itl``) → ``p50``/``p95``/``p99`` → seconds (empty: no sample)."""
+    output_tokens_per_second: float | None
+    """Output tokens over the window's span (None: no stream ended in it)."""
+    output_tokens: int
+    """Every token received since the series began."""
+
+
+@dataclass(frozen=True, slots=True)
 class ModelStatus:
     target: str
     model: str
@@ -157,23 +182,44 @@ class ModelStatus:
     """End to end = server + client & network over the last scrape window."""
     p95_history: Sequence[P95Point] = ()
     """The canary's 5-minute p95 at each evaluation over the last hour, oldest first."""
+    stream: StreamStatus | None = None
+    """The streaming canary's TTFT, ITL and tokens; None for a model not streamed."""
+
+    def stream_slo(self, measure: str) -> SloLine | None:
+        """The SLO that judges a stream measure (``ttft``/``itl``), when one is set."""
+        return next((s for s in self.slos if s.kind == measure), None)
 
     def breach_reasons(self) -> list[str]:
         """Why the model counts as breaching its SLO; empty when it does not.
 
         The rule: a model breaches when its canary p95 (the 5-minute window the page
-        shows) is over the latency budget, *or* any of its SLOs (latency or
-        availability, canary or server source) has a burn-rate alert condition holding
-        now (:data:`~tritonwatch.analysis.slo.BURN_POLICY`). The first is what a person
-        sees right now; the second catches what the p95 hides (errors, a slow tail
+        shows) is over the latency budget, or a streaming model's TTFT or ITL p95 over
+        its SLO's threshold, *or* any of its SLOs (latency, availability, TTFT or ITL,
+        canary or server source) has a burn-rate alert condition holding now
+        (:data:`~tritonwatch.analysis.slo.BURN_POLICY`). The first two are what a person
+        sees right now; the last catches what the p95 hides (errors, a slow tail
         between p95 and the objective). No data yet is not a breach.
         """
         reasons = []
         p95 = self.quantiles.get("p95")
         if p95 is not None and p95 > self.budget_seconds:
             reasons.append(f"p95 {_ms(p95)} over the {_ms(self.budget_seconds)} budget")
+        for measure in STREAM_MEASURES if self.stream is not None else ():
+            threshold, p95 = self._stream_threshold(measure), self._stream_p95(measure)
+            if threshold is not None and p95 is not None and p95 > threshold:
+                reasons.append(
+                    f"{measure.upper()} p95 {_stream_ms(measure, p95)} over the "
+                    f"{_stream_ms(measure, threshold)} threshold"
+                )
         reasons += [f"{s.name} SLO burning ({s.firing})" for s in self.slos if s.firing]
         return reasons
+
+    def _stream_p95(self, measure: str) -> float | None:
+        return None if self.stream is None else self.stream.quantiles.get(measure, {}).get("p95")
+
+    def _stream_threshold(self, measure: str) -> float | None:
+        slo = self.stream_slo(measure)
+        return None if slo is None else slo.threshold_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +255,11 @@ def _ms(seconds: float | None) -> str:
 def _ms2(seconds: float | None) -> str:
     """Two decimals: the client's share of a 2 ms model is a few tenths of a millisecond."""
     return "–" if seconds is None else f"{seconds * 1e3:.2f} ms"
+
+
+def _stream_ms(measure: str, seconds: float | None) -> str:
+    """TTFT as latency is shown; ITL with two decimals, a decode step being a few ms."""
+    return _ms2(seconds) if measure == "itl" else _ms(seconds)
 
 
 def _client_share(share: ClientShare | None) -> str:
@@ -320,17 +371,57 @@ def _firing(slo: SloLine) -> str:
     return "" if slo.firing is None else f'<span class="breach">{escape(slo.firing)}</span>'
 
 
+_SLO_HEADERS = "<th>objective</th><th>error budget</th><th>burn rates</th><th>alert</th>"
+"""The headers over :func:`_slo_cells`, in the SLO table and the streaming table alike."""
+
+
+def _slo_cells(slo: SloLine) -> str:
+    """One SLO's objective, budget bar, burn chart and alert: the same cells wherever an
+    SLO is drawn."""
+    return (
+        f'<td>{slo.objective:.3%}</td><td class="budget">{budget_bar(slo.budget_remaining)}</td>'
+        f"<td>{burn_chart(slo.burn_rates)}</td><td>{_firing(slo)}</td>"
+    )
+
+
 def _slo_table(slos: Sequence[SloLine]) -> str:
     rows = "".join(
-        f'<tr class="slo-line"><td>{escape(s.name)}</td><td>{s.objective:.3%}</td>'
-        f'<td class="budget">{budget_bar(s.budget_remaining)}</td>'
-        f"<td>{burn_chart(s.burn_rates)}</td>"
-        f"<td>{_firing(s)}</td></tr>"
-        for s in slos
+        f'<tr class="slo-line"><td>{escape(s.name)}</td>{_slo_cells(s)}</tr>' for s in slos
     )
+    return f'<table class="slo"><tr><th>SLO</th>{_SLO_HEADERS}</tr>{rows}</table>'
+
+
+def _stream_table(status: ModelStatus, stream: StreamStatus) -> str:
+    """Per measure its 5-minute quantiles, coloured against the threshold of its SLO, then
+    that SLO's cells (or a note that none is set); output tokens/s in the caption."""
+    rate = stream.output_tokens_per_second
+    rate_data = "" if rate is None else f' data-output-tokens-per-second="{rate!r}"'
+    rows = []
+    for measure, words in STREAM_MEASURES.items():
+        quantiles, slo = stream.quantiles.get(measure, {}), status.stream_slo(measure)
+        threshold = None if slo is None else slo.threshold_seconds
+        p95 = quantiles.get("p95")
+        over = p95 is not None and threshold is not None and p95 > threshold
+        state = "muted" if p95 is None else "breach" if over else "ok"
+        data = "" if p95 is None else f' data-p95-seconds="{p95!r}"'
+        slo_cells = (
+            f'<td colspan="4" class="muted">no {measure.upper()} SLO set</td>'
+            if slo is None
+            else _slo_cells(slo)
+        )
+        rows.append(
+            f'<tr class="stream-measure" data-measure="{measure}"{data}><td>{escape(words)}</td>'
+            f"<td>{_stream_ms(measure, quantiles.get('p50'))}</td>"
+            f'<td class="p95 {state}">{_stream_ms(measure, p95)}</td>'
+            f"<td>{_stream_ms(measure, quantiles.get('p99'))}</td>"
+            f"<td>{_stream_ms(measure, threshold)}</td>{slo_cells}</tr>"
+        )
+    tokens = "–" if rate is None else f"{rate:.1f}"
     return (
-        '<table class="slo"><tr><th>SLO</th><th>objective</th><th>error budget</th>'
-        f"<th>burn rates</th><th>alert</th></tr>{rows}</table>"
+        f'<table class="stream"{rate_data}><caption>streaming canary, last 5 min: output '
+        f'<b class="tokens-per-second">{tokens} tokens/s</b> ({stream.output_tokens} tokens '
+        f"since start)</caption><tr><th>measure</th><th>p50</th><th>p95</th><th>p99</th>"
+        f"<th>threshold</th>{_SLO_HEADERS}</tr>{''.join(rows)}</table>"
     )
 
 
@@ -361,8 +452,12 @@ def _model_section(status: ModelStatus) -> str:
         parts.append(
             f'<table class="breakdown"><caption>latency breakdown{neck}</caption><tr>{cells}</tr></table>'
         )
-    if status.slos:
-        parts.append(_slo_table(status.slos))
+    slos = status.slos
+    if status.stream is not None:
+        parts.append(_stream_table(status, status.stream))
+        slos = [s for s in slos if s.kind not in STREAM_MEASURES]  # drawn beside their measure
+    if slos:
+        parts.append(_slo_table(slos))
     if status.recommendations:
         items = "".join(_recommendation(r) for r in status.recommendations)
         parts.append(f"<h3>recommendations</h3><ul>{items}</ul>")

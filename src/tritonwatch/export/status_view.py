@@ -2,9 +2,10 @@
 
 Pure: the daemon hands in what it holds (the effective config, readiness, judged scrape
 states, sweeps, the canary's series, SLO statuses, recommendations, experiments, the
-p95 history) and gets the :class:`~tritonwatch.export.status_page.StatusSnapshot` that
+p95 history, the streaming canary's series) and gets the
+:class:`~tritonwatch.export.status_page.StatusSnapshot` that
 :func:`~tritonwatch.export.status_page.render_status_page` draws. One row per canary
-series of a model still watched.
+series of a model still watched; a streamed series' row carries its TTFT, ITL and tokens.
 """
 
 from __future__ import annotations
@@ -24,15 +25,19 @@ from tritonwatch.export.status_page import (
     ModelStatus,
     SloLine,
     StatusSnapshot,
+    StreamStatus,
     VerdictLine,
 )
 from tritonwatch.export.sweep_report import render_svg
 from tritonwatch.observations import ReadinessObservation, TargetModel
+from tritonwatch.stream_series import StreamSnapshot
 from tritonwatch.sweep_records import SweepResult
 from tritonwatch.target_state import ModelState, TargetState
 
 EXPERIMENTS_SHOWN = 5
 """The latest verdicts shown per model."""
+WINDOW = "5m"
+"""The quantile window the page shows, for requests and streams alike."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +56,8 @@ class StatusInputs:
     experiments: Iterable[Experiment]
     p95_history: Callable[[SeriesKey], tuple[P95Point, ...]]
     healthy: bool
+    streams: Sequence[StreamSnapshot] = ()
+    """The streaming canaries' TTFT/ITL series (:meth:`StreamStats.snapshot`)."""
 
 
 def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
@@ -66,13 +73,13 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
         verdicts.setdefault((experiment.target, experiment.model), []).append(
             VerdictLine(experiment.parameter, experiment.verdict, experiment.reason)
         )
+    streams = {(s.target, s.model, s.protocol): s for s in inputs.streams}
     rows = []
     for series in inputs.canary:
         key = (series.target, series.model)
         watched = models.get(key)
         if watched is None:
             continue
-        window = series.window_quantiles.get("5m", {})
         observation = inputs.readiness.get(series.target)
         sweep = inputs.sweeps.get(key)
         target_state = triton.get(series.target)
@@ -85,7 +92,7 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
                 protocol=series.protocol,
                 up=observation.ready if observation else None,
                 budget_seconds=config.slo_for(watched).latency.threshold,
-                quantiles={f"p{q * 100:g}": v for q, v in window.items()},
+                quantiles=_named(series.window_quantiles.get(WINDOW, {})),
                 outcomes=series.outcomes,
                 sweep_svg=render_svg(sweep[0]) if sweep else None,
                 breakdown=breakdown.stages() if breakdown else None,
@@ -96,6 +103,7 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
                 last_error=series.last_error,
                 client_share=ClientShare.of(breakdown),
                 p95_history=inputs.p95_history((series.target, series.model, series.protocol)),
+                stream=_stream_status(streams.get((series.target, series.model, series.protocol))),
             )
         )
     return StatusSnapshot(rows, inputs.healthy)
@@ -103,3 +111,18 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
 
 def _bottleneck_kind(state: ModelState | None) -> str | None:
     return state.bottleneck.kind if state is not None and state.bottleneck is not None else None
+
+
+def _named(window: Mapping[float, float]) -> dict[str, float]:
+    """Quantile → value as the page names them: 0.95 → ``p95``."""
+    return {f"p{q * 100:g}": v for q, v in window.items()}
+
+
+def _stream_status(snapshot: StreamSnapshot | None) -> StreamStatus | None:
+    if snapshot is None:
+        return None
+    return StreamStatus(
+        {m: _named(w.get(WINDOW, {})) for m, w in snapshot.window_quantiles.items()},
+        snapshot.output_tokens_per_second.get(WINDOW),
+        snapshot.output_tokens,
+    )
