@@ -8,6 +8,7 @@ a failure; the simulator (a real gRPC server) says NOT_FOUND for an unknown mode
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 import time
 from dataclasses import replace
@@ -27,25 +28,31 @@ async def _answer_once_then_close(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
     """Reads frames until the client's request ends, answers it on its stream, closes."""
-    await reader.readexactly(24)  # the client preface
-    writer.write(frame_bytes(SETTINGS, 0, 0))
-    while True:
-        head = await reader.readexactly(9)
-        length, kind, flags = int.from_bytes(head[:3], "big"), head[3], head[4]
-        stream = struct.unpack_from(">I", head, 5)[0]
-        await reader.readexactly(length)
-        if kind == DATA and flags & END_STREAM:
-            break
-    encoder = hpack.Encoder()
-    message = b"answer"
-    writer.write(
-        frame_bytes(HEADERS, END_HEADERS, stream, encoder.encode([(":status", "200")]))
-        + frame_bytes(DATA, 0, stream, struct.pack(">BI", 0, len(message)) + message)
-        + frame_bytes(HEADERS, END_HEADERS | END_STREAM, stream,
-                      encoder.encode([("grpc-status", "0")]))
-    )  # fmt: skip
-    await writer.drain()
-    writer.close()
+    try:
+        await reader.readexactly(24)  # the client preface
+        writer.write(frame_bytes(SETTINGS, 0, 0))
+        while True:
+            head = await reader.readexactly(9)
+            length, kind, flags = int.from_bytes(head[:3], "big"), head[3], head[4]
+            stream = struct.unpack_from(">I", head, 5)[0]
+            await reader.readexactly(length)
+            if kind == DATA and flags & END_STREAM:
+                break
+        encoder = hpack.Encoder()
+        message = b"answer"
+        writer.write(
+            frame_bytes(HEADERS, END_HEADERS, stream, encoder.encode([(":status", "200")]))
+            + frame_bytes(DATA, 0, stream, struct.pack(">BI", 0, len(message)) + message)
+            + frame_bytes(HEADERS, END_HEADERS | END_STREAM, stream,
+                          encoder.encode([("grpc-status", "0")]))
+        )  # fmt: skip
+        await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass  # the client hung up first
+    finally:
+        writer.close()  # never left for the garbage collector of a later test
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
 
 
 def test_a_connection_the_server_closed_is_replaced_not_counted_as_a_failure() -> None:
