@@ -15,8 +15,11 @@ so request counters, the availability SLO and the breaker count it as any other.
 
 Timing follows the plain canary: the origin is ``max(intended, woke)``, the deadline
 ``intended + stream.timeout`` (the whole stream), and a request that waits for a slot
-waits on its own clock (no coordinated omission). Three transports, all on the canary's
-event loop: ``generate_stream`` and OpenAI over the lean HTTP/1.1 pool
+waits on its own clock (no coordinated omission). Plaintext ``generate_stream`` and
+OpenAI streams go out from the canary engine's thread, as the plain canaries do
+(:mod:`~tritonwatch.probe.engine_stream`: each read stamped by the kernel, decoded and
+timed there, the canary told once a stream); the rest on the canary's event loop:
+HTTP over TLS, or with no engine (a tool), on the lean HTTP/1.1 pool
 (:meth:`~tritonwatch.probe.canary_http.ConnectionPool.stream`, each read stamped as it
 arrives), and gRPC over one long-lived ``ModelStreamInfer`` call
 (:class:`~tritonwatch.probe.grpc_stream.GrpcStreamSession`).
@@ -39,9 +42,16 @@ from tritonwatch.config.schema import InputOverride, Range, StreamConfig
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import Outcome, StreamResult
 from tritonwatch.probe.canary import DYNAMIC_DIM, CanaryPlan, ModelCanary
+from tritonwatch.probe.canary_engine import CanaryEngine, RawAnswer
 from tritonwatch.probe.canary_failures import Failure
 from tritonwatch.probe.canary_http import ConnectionPool, encode_request
 from tritonwatch.probe.clients import classify_error, error_text
+from tritonwatch.probe.engine_stream import (
+    STREAM_HEADERS,
+    UNFINISHED_EVENT,
+    EngineStreamRequests,
+    StreamAnswer,
+)
 from tritonwatch.probe.grpc_stream import GrpcStreamSession, open_channel
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.payload import PayloadError, build_inputs, input_specs
@@ -96,12 +106,23 @@ class HttpStream:
         self._prefix = parts.path.rstrip("/")
         self._pool = ConnectionPool(host, port, ssl_context, limit)
         self._codec = codec
+        self._address = None if ssl_context is not None else (host, port)
+
+    def engine_requests(
+        self, sample: Callable[[], tuple[str, int]]
+    ) -> tuple[str, int, EngineStreamRequests] | None:
+        """(host, port, requests) for the canary engine to stream from; None over TLS
+        (``ssl`` on non-blocking sockets needs the event loop)."""
+        if self._address is None:
+            return None
+        requests = EngineStreamRequests(self._host, self._prefix, self._codec, sample)
+        return (*self._address, requests)
 
     async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
         codec = self._codec
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         body = codec.encode(prompt, max_tokens)
-        request = encode_request("POST", self._host, self._prefix + codec.path, body, headers)
+        request = encode_request("POST", self._host, self._prefix + codec.path, body,
+                                 STREAM_HEADERS)  # fmt: skip
         parser = SseParser()
         end: float | None = None
         async with contextlib.aclosing(self._pool.stream(request)) as reads:
@@ -110,7 +131,7 @@ class HttpStream:
                     clock.piece(event.stamp, codec.decode(event.data))
                 end = stamp
         if parser.pending:
-            raise StreamDecodeError("the stream ended inside an event")
+            raise StreamDecodeError(UNFINISHED_EVENT)
         return end
 
     async def close(self) -> None:
@@ -244,8 +265,9 @@ class StreamingCanary(ModelCanary):
         *,
         seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        engine: CanaryEngine | None = None,
     ) -> None:
-        super().__init__(plan, client, stats, seed=seed, clock=clock)
+        super().__init__(plan, client, stats, seed=seed, clock=clock, engine=engine)
         self._stream_stats = stream_stats
         self._sampler = prompt_sampler(self._random.getrandbits(32), plan.stream)
         self._transport: StreamTransport | None = None
@@ -308,39 +330,60 @@ class StreamingCanary(ModelCanary):
         except Exception as error:  # closing must never block shutdown
             _log.debug("canary_stream_close_failed", error=str(error))
 
+    async def _run_on_engine(self, first_send: float) -> bool:
+        """Hands a plaintext HTTP stream (generate_stream, OpenAI) to the canary engine,
+        which streams until this task is cancelled; False for gRPC, TLS, no engine, or a
+        host that does not resolve (the event loop then streams)."""
+        transport, plan = self._transport, self.plan
+        if self._engine is None or not isinstance(transport, HttpStream):
+            return False
+        found = transport.engine_requests(self._sampler.sample)
+        if found is None:
+            return False
+        host, port, requests = found
+        return await self._serve_on_engine(host, port, requests, plan.stream.timeout, first_send)
+
+    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
+        """One stream the engine ended (on its thread): recorded as :meth:`_send`
+        records the event loop's."""
+        if isinstance(answer, StreamAnswer):
+            clock, end, error = answer.clock, answer.end, answer.error
+        else:  # failed before it went out (no connection, none free in time)
+            assert isinstance(answer, BaseException), "a stream's wire answers StreamAnswer"
+            clock, end, error = StreamClock(0.0), None, answer
+        clock.origin = max(intended, woke)
+        self._finish_stream(intended, clock, end, error)
+
     async def _send(self, intended: float, woke: float) -> None:
         plan, transport = self.plan, self._transport
         assert transport is not None, "prepare() builds the transport before any send"
-        timeout = plan.stream.timeout
         clock = StreamClock(max(intended, woke))
         prompt, max_tokens = self._sampler.sample()
         end: float | None = None
-        failure: Outcome | None = None
-        text = ""
-        entry: Failure | None = None
+        failed: Exception | None = None
         try:
-            async with asyncio.timeout_at(intended + timeout):
+            async with asyncio.timeout_at(intended + plan.stream.timeout):
                 async with self._slots:
                     end = await transport.send(prompt, max_tokens, clock)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # every failure is an outcome, never a crash
-            failure = classify_error(error, plan.protocol)
-            text = error_text(error, timeout=timeout)
-            entry = self.failure_of(error, failure, text)
-        self._record_stream(intended, clock, end=end, failure=failure, text=text, entry=entry)
+            failed = error
+        self._finish_stream(intended, clock, end, failed)
 
-    def _record_stream(
-        self,
-        intended: float,
-        clock: StreamClock,
-        *,
-        end: float | None,
-        failure: Outcome | None,
-        text: str,
-        entry: Failure | None,
+    def _finish_stream(
+        self, intended: float, clock: StreamClock, end: float | None, error: BaseException | None
     ) -> None:
+        """Records one stream, whichever path sent it: ``clock``'s pieces, when its body
+        ended, and the error it ended with (None: the pieces say how it went)."""
         plan = self.plan
+        failure: Outcome | None = None
+        text = ""
+        entry: Failure | None = None
+        if error is not None:
+            failure = classify_error(error, plan.protocol)
+            text = error_text(error, timeout=plan.stream.timeout)
+            entry = self.failure_of(error, failure, text)
         result = clock.result(
             target=plan.target, model=plan.model, protocol=plan.protocol, at=self._clock(),
             end=end, failure=failure, error=text,
