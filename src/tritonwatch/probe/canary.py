@@ -36,7 +36,7 @@ from tritonwatch.probe.clients import (
     http_status,
     is_refused_connection,
 )
-from tritonwatch.probe.engine_stream import EngineStreamRequests
+from tritonwatch.probe.engine_stream import StreamRequests
 from tritonwatch.probe.http2 import UnaryRequest
 from tritonwatch.probe.infer_response import ResponseDecodeError, check_outputs
 from tritonwatch.probe.interfaces import InferenceClient
@@ -374,7 +374,7 @@ class ModelCanary:
         self,
         host: str,
         port: int,
-        request: bytes | UnaryRequest | EngineStreamRequests,
+        request: bytes | UnaryRequest | StreamRequests,
         timeout: float,
         first_send: float,
     ) -> bool:

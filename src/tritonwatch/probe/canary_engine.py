@@ -58,7 +58,7 @@ from typing import Any, Protocol
 from tritonwatch.logs import get_logger
 from tritonwatch.probe.arrival_stamps import receive_stamped, stamp_arrivals
 from tritonwatch.probe.canary_http import HeadedConnection
-from tritonwatch.probe.engine_stream import EngineStreamRequests, HttpStreamWire, StreamAnswer
+from tritonwatch.probe.engine_stream import StreamAnswer, StreamRequests, StreamWire
 from tritonwatch.probe.http2 import ClientSession, GrpcReply, Http2ClosedError, UnaryRequest
 from tritonwatch.probe.interfaces import EngineCanary
 from tritonwatch.probe.load.http1 import HttpProtocolError
@@ -188,7 +188,7 @@ class _Channel:
 
     canary: EngineCanary
     address: Address
-    request: bytes | UnaryRequest | EngineStreamRequests
+    request: bytes | UnaryRequest | StreamRequests
     """HTTP/1.1 bytes, a unary gRPC call's frames, or a streaming canary's requests."""
     timeout: float
     max_in_flight: int
@@ -204,7 +204,7 @@ class _Channel:
         """The protocol state of a new connection."""
         if isinstance(self.request, UnaryRequest):
             return _GrpcWire(self.request)
-        if isinstance(self.request, EngineStreamRequests):
+        if isinstance(self.request, StreamRequests):
             return self.request.new_wire()
         return _Http1Wire(self.request)
 
@@ -266,7 +266,7 @@ class CanaryEngine:
         canary: EngineCanary,
         host: str,
         port: int,
-        request: bytes | UnaryRequest | EngineStreamRequests,
+        request: bytes | UnaryRequest | StreamRequests,
         *,
         timeout: float,
         max_in_flight: int,
@@ -543,7 +543,7 @@ class CanaryEngine:
         exchange.sock.close()
         wire = exchange.wire
         # A stream that fails keeps what it read (its tokens count, as on the loop).
-        failure = wire.failed(error) if isinstance(wire, HttpStreamWire) else error
+        failure = wire.failed(error) if isinstance(wire, StreamWire) else error
         _deliver(channel, exchange.intended, exchange.woke, failure)
         self._next_waiting(channel)
 

@@ -26,6 +26,7 @@ targets stay on the event loop, as the plain canary's do.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -57,10 +58,52 @@ class StreamAnswer:
     error: BaseException | None
 
 
-class EngineStreamRequests:
-    """What the engine needs to send one model's streams: a fresh request each time (a
-    prompt and a token count sampled per stream), read by a fresh :class:`HttpStreamWire`
-    per connection."""
+class StreamWire(ABC):
+    """A connection's streams as the engine reads them (its ``_Wire``: the request's
+    bytes, each read, what is owed, whether it carries the next), and the answer of a
+    stream the engine ended before its wire did."""
+
+    _clock: StreamClock
+    """The stream being read."""
+
+    @abstractmethod
+    def start(self) -> bytes:
+        """The next stream's request bytes; its reading starts afresh."""
+
+    @abstractmethod
+    def feed(self, data: bytes, received: float) -> StreamAnswer | None:
+        """One read of the answer, stamped ``received``; the stream's answer once it
+        ended, well or not (never raises: what the server sent wrong is its outcome)."""
+
+    @abstractmethod
+    def take_output(self) -> bytes:
+        """Bytes owed to the server meanwhile."""
+
+    @abstractmethod
+    def reusable(self) -> bool:
+        """Whether the connection may carry the next stream, after this one's answer."""
+
+    @abstractmethod
+    def idle_data(self, data: bytes) -> bool:
+        """Reads what came while the connection idled; False: it cannot be used again."""
+
+    def failed(self, error: BaseException) -> StreamAnswer:
+        """The answer of a stream the engine ended with ``error`` (its timeout, the
+        connection failing or closing): the pieces read so far count."""
+        return StreamAnswer(self._clock, None, error)
+
+
+class StreamRequests(ABC):
+    """One model's streams as the engine sends them: a fresh request each time (a prompt
+    and a token count sampled per stream), read by a new wire per connection."""
+
+    @abstractmethod
+    def new_wire(self) -> StreamWire:
+        """The reading state of a new connection."""
+
+
+class HttpStreamRequests(StreamRequests):
+    """``generate_stream`` or OpenAI requests, read by :class:`HttpStreamWire`."""
 
     def __init__(
         self,
@@ -82,15 +125,14 @@ class EngineStreamRequests:
         return encode_request("POST", self._host, self._path, body, STREAM_HEADERS)
 
     def new_wire(self) -> HttpStreamWire:
-        """The reading state of a new connection."""
         return HttpStreamWire(self)
 
 
-class HttpStreamWire:
+class HttpStreamWire(StreamWire):
     """One keep-alive connection's streams, one at a time, read as they arrive (the
     engine's ``_Wire``)."""
 
-    def __init__(self, requests: EngineStreamRequests) -> None:
+    def __init__(self, requests: HttpStreamRequests) -> None:
         self._requests = requests
         self._reusable = False
         self._start_stream()
@@ -110,8 +152,6 @@ class HttpStreamWire:
         return self._requests.request()
 
     def feed(self, data: bytes, received: float) -> StreamAnswer | None:
-        """Reads one read of the answer; the stream's answer once it ended, well or
-        not (never raises: what the server sent wrong is the stream's outcome)."""
         try:
             return self._feed(data, received)
         except Exception as error:  # as on the event loop: every failure is an outcome
@@ -166,7 +206,7 @@ class HttpStreamWire:
             return StreamAnswer(self._clock, None, self._refused(head))
         if body is not None and not body.reusable and isinstance(error, ConnectionError):
             return self._ended(self._end)
-        return StreamAnswer(self._clock, None, error)
+        return super().failed(error)
 
     def take_output(self) -> bytes:
         return b""

@@ -49,14 +49,17 @@ from tritonwatch.probe.clients import classify_error, error_text
 from tritonwatch.probe.engine_stream import (
     STREAM_HEADERS,
     UNFINISHED_EVENT,
-    EngineStreamRequests,
+    HttpStreamRequests,
     StreamAnswer,
+    StreamRequests,
 )
+from tritonwatch.probe.engine_stream_grpc import GrpcStreamRequests
 from tritonwatch.probe.grpc_stream import GrpcStreamSession, open_channel
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.payload import PayloadError, build_inputs, input_specs
 from tritonwatch.probe.sse import SseParser
 from tritonwatch.probe.stream_request import (
+    WORDS,
     GenerateCodec,
     GrpcStreamCodec,
     OpenAICodec,
@@ -110,12 +113,12 @@ class HttpStream:
 
     def engine_requests(
         self, sample: Callable[[], tuple[str, int]]
-    ) -> tuple[str, int, EngineStreamRequests] | None:
+    ) -> tuple[str, int, StreamRequests] | None:
         """(host, port, requests) for the canary engine to stream from; None over TLS
         (``ssl`` on non-blocking sockets needs the event loop)."""
         if self._address is None:
             return None
-        requests = EngineStreamRequests(self._host, self._prefix, self._codec, sample)
+        requests = HttpStreamRequests(self._host, self._prefix, self._codec, sample)
         return (*self._address, requests)
 
     async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
@@ -141,9 +144,25 @@ class HttpStream:
 class GrpcStream:
     """Triton's ``ModelStreamInfer``: requests up the canary's one call, responses by id."""
 
-    def __init__(self, session: GrpcStreamSession, codec: GrpcStreamCodec) -> None:
+    def __init__(self, session: GrpcStreamSession, codec: GrpcStreamCodec,
+                 address: tuple[str, int] | None = None) -> None:  # fmt: skip
+        """``address``: (host, port) of a plaintext target, which the engine may stream
+        from instead (None: TLS, or not known)."""
         self._session = session
         self._codec = codec
+        self._address = address
+
+    def engine_requests(
+        self, sample: Callable[[], tuple[str, int]], timeout: float, longest: tuple[str, int]
+    ) -> tuple[str, int, StreamRequests] | None:
+        """(host, port, requests) for the canary engine to stream from; None over TLS or
+        when ``longest`` (the largest prompt and token count asked for) would not fit
+        one flow-control window."""
+        if self._address is None:
+            return None
+        host, port = self._address
+        requests = GrpcStreamRequests(f"{host}:{port}", self._codec, sample, timeout)
+        return (host, port, requests) if requests.fits(*longest) else None
 
     async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
         request_id, responses = await self._session.request(prompt, max_tokens)
@@ -176,6 +195,15 @@ def stream_fields(stream: StreamConfig, served_name: str | None) -> StreamFields
 
 def _length(value: int | Range) -> int | tuple[int, int]:
     return (value.min, value.max) if isinstance(value, Range) else value
+
+
+def longest_request(stream: StreamConfig) -> tuple[str, int]:
+    """The largest (prompt, max_tokens) ``canary.stream`` may sample: its prompt, or
+    its most words, each the longest word."""
+    words, tokens = _length(stream.prompt_words), _length(stream.max_tokens)
+    most = words[1] if isinstance(words, tuple) else words
+    prompt = stream.prompt if stream.prompt is not None else " ".join([max(WORDS, key=len)] * most)
+    return prompt, tokens[1] if isinstance(tokens, tuple) else tokens
 
 
 def prompt_sampler(seed: int, stream: StreamConfig) -> PromptSampler:
@@ -247,7 +275,11 @@ def open_transport(
     """The transport for ``codec``: one ModelStreamInfer call for gRPC (opened on first
     use), else a keep-alive pool of at most ``limit`` HTTP/1.1 connections."""
     if isinstance(codec, GrpcStreamCodec):
-        return GrpcStream(GrpcStreamSession(open_channel(url, tls), codec), codec)
+        session = GrpcStreamSession(open_channel(url, tls), codec)
+        parts = urlsplit(url if "://" in url else f"grpc://{url}")
+        host, port = parts.hostname, parts.port
+        address = (host, port) if tls_for(url, tls) is None and host and port else None
+        return GrpcStream(session, codec, address)
     secure = tls_for(url, tls)
     context = secure.ssl_context() if secure is not None else None
     return HttpStream(url, context, limit, codec)
@@ -331,13 +363,20 @@ class StreamingCanary(ModelCanary):
             _log.debug("canary_stream_close_failed", error=str(error))
 
     async def _run_on_engine(self, first_send: float) -> bool:
-        """Hands a plaintext HTTP stream (generate_stream, OpenAI) to the canary engine,
-        which streams until this task is cancelled; False for gRPC, TLS, no engine, or a
-        host that does not resolve (the event loop then streams)."""
+        """Hands a plaintext stream (generate_stream, OpenAI, gRPC ModelStreamInfer) to
+        the canary engine, which streams until this task is cancelled; False for TLS,
+        no engine, a gRPC request too large for it, or a host that does not resolve
+        (the event loop then streams)."""
         transport, plan = self._transport, self.plan
-        if self._engine is None or not isinstance(transport, HttpStream):
+        found = None
+        if self._engine is None:
             return False
-        found = transport.engine_requests(self._sampler.sample)
+        if isinstance(transport, HttpStream):
+            found = transport.engine_requests(self._sampler.sample)
+        elif isinstance(transport, GrpcStream):
+            found = transport.engine_requests(
+                self._sampler.sample, plan.stream.timeout, longest_request(plan.stream)
+            )
         if found is None:
             return False
         host, port, requests = found
