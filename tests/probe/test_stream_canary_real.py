@@ -1,7 +1,8 @@
 """The streaming canary against real Triton 2.51, side by side with independent clients.
 
 The canary (through :class:`CanaryRunner`, so the plain canary's hand-over to the
-streaming one on a decoupled model is part of what is measured) and the reference
+streaming one on a decoupled model is part of what is measured, and the streams go out
+from the canary engine's thread, as in the daemon) and the reference
 clients of tests/stream_reference.py take turns on ``llm_stream``, in blocks, never
 overlapping (the Python backend serves one stream at a time), so both see the same
 server. Each side's TTFT and ITL quantiles must agree within the bounds of issue 18

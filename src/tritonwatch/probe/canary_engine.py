@@ -28,10 +28,11 @@ gRPC is spoken here too, over plaintext HTTP/2 (:mod:`~tritonwatch.probe.http2`)
 on real Triton. Each connection speaks one protocol (its :class:`_Wire`): HTTP/1.1
 keep-alive, or an HTTP/2 session whose state (the HPACK decoder's table, the windows,
 the next stream id) lives beside the socket from one call to the next, one call at a
-time. Plaintext HTTP streams (``generate_stream``, OpenAI) are read here too, each
-through its own wire (:mod:`~tritonwatch.probe.engine_stream`), their canary told once a
-stream. TLS targets stay on the event loop (``ssl`` on non-blocking sockets needs it), as
-does a gRPC request too large for a fresh connection's flow-control window; so does
+time. Plaintext streams (``generate_stream``, OpenAI, gRPC ``ModelStreamInfer``) are read
+here too, each connection through a streaming wire (:mod:`~tritonwatch.probe.engine_stream`,
+:mod:`~tritonwatch.probe.engine_stream_grpc`), their canary told once a stream. TLS
+targets stay on the event loop (``ssl`` on non-blocking sockets needs it), as does a
+gRPC request too large for a fresh connection's flow-control window; so does
 everything before the first send (metadata, config, server extensions). A connection
 that did not finish its exchange is closed, never reused, as in
 :class:`~tritonwatch.probe.canary_http.ConnectionPool`.

@@ -72,7 +72,7 @@ class CanaryRunner:
         self._loop = canary_timing.new_event_loop()  # sub-millisecond timers
         self._thread = threading.Thread(target=self._run_loop, name="canary", daemon=True)
         self._engine = CanaryEngine()
-        """Plaintext HTTP and gRPC canaries, and plaintext HTTP streams, send from its
+        """Plaintext HTTP and gRPC canaries, streaming ones too, send from its
         thread (probe/canary_engine.py); the rest, and everything before a canary's
         first send, on this loop."""
         self._running: dict[SeriesKey, _Running] = {}

@@ -15,13 +15,14 @@ so request counters, the availability SLO and the breaker count it as any other.
 
 Timing follows the plain canary: the origin is ``max(intended, woke)``, the deadline
 ``intended + stream.timeout`` (the whole stream), and a request that waits for a slot
-waits on its own clock (no coordinated omission). Plaintext ``generate_stream`` and
-OpenAI streams go out from the canary engine's thread, as the plain canaries do
-(:mod:`~tritonwatch.probe.engine_stream`: each read stamped by the kernel, decoded and
-timed there, the canary told once a stream); the rest on the canary's event loop:
-HTTP over TLS, or with no engine (a tool), on the lean HTTP/1.1 pool
+waits on its own clock (no coordinated omission). Plaintext streams go out from the
+canary engine's thread, as the plain canaries do (:mod:`~tritonwatch.probe.engine_stream`
+for ``generate_stream`` and OpenAI, :mod:`~tritonwatch.probe.engine_stream_grpc` for
+``ModelStreamInfer``, a call per stream: each read stamped by the kernel, decoded and
+timed there, the canary told once a stream); over TLS, or with no engine (a tool), on
+the canary's event loop: HTTP on the lean HTTP/1.1 pool
 (:meth:`~tritonwatch.probe.canary_http.ConnectionPool.stream`, each read stamped as it
-arrives), and gRPC over one long-lived ``ModelStreamInfer`` call
+arrives), gRPC over one long-lived ``ModelStreamInfer`` call
 (:class:`~tritonwatch.probe.grpc_stream.GrpcStreamSession`).
 """
 
