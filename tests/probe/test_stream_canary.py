@@ -526,6 +526,19 @@ def test_a_refused_stream_is_the_servers_error_and_its_connection_is_not_reused(
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_a_refused_stream_whose_body_ends_with_its_connection_is_the_servers_error(
+    path: str,
+) -> None:
+    """Breaks if a non-200 answer without a length (its body ends when the server
+    closes) reads as a connection error instead of the server's error and status."""
+    head = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\r\n"
+    refused = [(0.0, head), (0.0, b'{"error":"busy"}'), (0.01, CLOSE)]
+    streamed = _run([refused, _tokens(0.0)], path, count=2)
+    assert [_summary(r) for r in streamed.results] == [
+        (Outcome.HTTP_ERROR, 0, 0, "[503] busy"), (Outcome.SUCCESS, 1, 0, "")]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_a_body_cut_short_is_a_connection_error_with_its_tokens_then_a_new_connection(
     path: str,
 ) -> None:

@@ -201,12 +201,14 @@ class HttpStreamWire(StreamWire):
 
     def failed(self, error: BaseException) -> StreamAnswer:
         """The answer of a stream the engine ended with ``error`` (its timeout, the
-        connection failing or closing): a refused stream's error from the body read so
-        far, and a body without a length ended by its connection closing is whole."""
+        connection failing or closing). A connection that closed ends a refused stream's
+        body (its error from what the body held) and a body without a length (whole)."""
         head, body = self._head, self._body
-        if head is not None and head.status != 200:
+        if head is None or body is None or not isinstance(error, ConnectionError):
+            return super().failed(error)
+        if head.status != 200:
             return StreamAnswer(self._clock, None, self._refused(head))
-        if body is not None and not body.reusable and isinstance(error, ConnectionError):
+        if not body.reusable:
             return self._ended(self._end)
         return super().failed(error)
 
