@@ -26,9 +26,11 @@ is the one whose /metrics, statistics and config the daemon parses in production
 ``--streams N`` (simulator only) adds N vLLM-flavoured LLM models (``llm_00`` …,
 decoupled, continuous batching at the simulator's default costs: about 8 ms a token)
 beside the 20 plain ones. The daemon finds them decoupled and streams from each at the
-same default 1/s with the default ``canary.stream`` (32-word prompts, 64 tokens): each
-stream is 64 reads, TTFT and 63 gaps timed, three more histograms and a quantile window
-per model. Run once with and once without to see what the streaming canaries cost.
+same default 1/s with the default ``canary.stream`` (32-word prompts, 16 tokens): each
+stream is a read per token on the canary engine's thread, TTFT and 15 gaps timed, three
+more histograms and a quantile window per model. Run once with and once without to see
+what the streaming canaries cost (``PYTHONPATH`` at another checkout's ``src`` measures its
+code the same way: the daemon runs from it).
 
     python benchmarks/footprint.py [--target sim|triton] [--duration 300] [--quick]
                                    [--streams 5]

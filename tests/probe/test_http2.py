@@ -139,6 +139,34 @@ def test_an_answer_split_at_every_byte_reads_the_same() -> None:
     assert replies[-1] == expected
 
 
+def test_a_streaming_calls_messages_come_whole_as_they_arrive_split_anywhere() -> None:
+    """Breaks if a streaming call's messages (ModelStreamInfer's responses) are held to
+    the end, handed on before they are whole, merged or reordered when one DATA frame
+    carries two or one message spans two frames, or if its reply carries a message."""
+    server = Server()
+    one, two, three = _message(b"first"), _message(b"second"), _message(b"third")
+    answer = (
+        SERVER_SETTINGS
+        + server.headers(1, [(":status", "200"), ("content-type", "application/grpc")])
+        + frame_bytes(DATA, 0, 1, one + two[:4])
+        + frame_bytes(DATA, 0, 1, two[4:] + three)
+        + server.headers(1, [("grpc-status", "0")], END_STREAM)
+    )
+    for cut in range(len(answer) + 1):
+        session = ClientSession()
+        session.start(grpc_unary_request("h:1", PATH, b"ask", 2.0), streaming=True)
+        reply = session.feed(answer[:cut])
+        taken = session.take_messages()
+        reply = reply or session.feed(answer[cut:])
+        assert taken + session.take_messages() == [b"first", b"second", b"third"]
+        assert reply == GrpcReply(0, "", b"")
+    session = ClientSession()
+    session.start(grpc_unary_request("h:1", PATH, b"ask", 2.0), streaming=True)
+    head = answer.index(frame_bytes(DATA, 0, 1, one + two[:4]))
+    session.feed(answer[: head + 9 + len(one) + 4])  # the first message and part of the next
+    assert session.take_messages() == [b"first"]
+
+
 def test_header_blocks_are_decoded_through_the_servers_dynamic_table() -> None:
     """Breaks if the decoder's table is not kept across calls (the second answer's
     headers are indexed references) or a block for another stream is skipped."""

@@ -1,7 +1,8 @@
 """The streaming canary against real Triton 2.51, side by side with independent clients.
 
 The canary (through :class:`CanaryRunner`, so the plain canary's hand-over to the
-streaming one on a decoupled model is part of what is measured) and the reference
+streaming one on a decoupled model is part of what is measured, and the streams go out
+from the canary engine's thread, as in the daemon) and the reference
 clients of tests/stream_reference.py take turns on ``llm_stream``, in blocks, never
 overlapping (the Python backend serves one stream at a time), so both see the same
 server. Each side's TTFT and ITL quantiles must agree within the bounds of issue 18
@@ -101,7 +102,8 @@ def _side_by_side(server: RealTriton, protocol: str, reference: Any) -> dict[str
     finally:
         runner.stop()
         reference.close()
-    return {"canary": streams.results[warm_up:], "reference": measured[WARM_UP:]}
+    sent = runner._engine.sent  # the streams the engine's thread sent (plaintext: all)
+    return {"canary": streams.results[warm_up:], "reference": measured[WARM_UP:], "sent": sent}
 
 
 def _compare(sides: dict[str, Any]) -> dict[str, float]:
@@ -140,7 +142,9 @@ def _agree_side_by_side(server: RealTriton, protocol: str, reference: Any) -> No
     that really drifts misses both. Fails with every run's figures."""
     runs = []
     for _ in range(2):
-        figures = _compare(_side_by_side(server, protocol, reference()))
+        sides = _side_by_side(server, protocol, reference())
+        assert sides["sent"] >= len(sides["canary"]) + WARM_UP  # streamed from the engine
+        figures = _compare(sides)
         runs.append({k: round(v * 1000, 3) for k, v in figures.items()})
         print(f"{protocol} stream canary vs reference (ms):", runs[-1])
         if not (missed := _missed(figures)):
@@ -218,7 +222,8 @@ def test_a_mid_stream_error_fails_the_request_but_counts_its_tokens(
 
 def test_the_http_stream_canary_speaks_mutual_tls(real_triton: RealTriton, tmp_path: Path) -> None:
     """Breaks if the streaming canary's connections skip the target's TLS settings (the
-    proxy demands a client certificate, so a stream sent without it never succeeds)."""
+    proxy demands a client certificate, so a stream sent without it never succeeds), or
+    if a TLS stream goes to the engine (whose sockets speak plaintext only)."""
     from tls_support import TlsProxy, make_pki
     from tritonwatch.client_tls import ClientTLS
 
@@ -233,6 +238,7 @@ def test_the_http_stream_canary_speaks_mutual_tls(real_triton: RealTriton, tmp_p
             wait_until(lambda: len(streams.results) >= 3, 30, "three streams over TLS")
         finally:
             runner.stop()
+    assert runner._engine.sent == 0
     assert [(r.outcome, r.output_tokens) for r in streams.results[:3]] == [
         (Outcome.SUCCESS, MAX_TOKENS)
     ] * 3, [r.error for r in streams.results]

@@ -36,6 +36,7 @@ from tritonwatch.probe.clients import (
     http_status,
     is_refused_connection,
 )
+from tritonwatch.probe.engine_stream import StreamRequests
 from tritonwatch.probe.http2 import UnaryRequest
 from tritonwatch.probe.infer_response import ResponseDecodeError, check_outputs
 from tritonwatch.probe.interfaces import InferenceClient
@@ -367,9 +368,23 @@ class ModelCanary:
             )
         if request is None or address is None:
             return False
+        return await self._serve_on_engine(*address, request, plan.timeout, first_send)
+
+    async def _serve_on_engine(
+        self,
+        host: str,
+        port: int,
+        request: bytes | UnaryRequest | StreamRequests,
+        timeout: float,
+        first_send: float,
+    ) -> bool:
+        """Sends ``request`` from the engine until this task is cancelled; False when
+        the host does not resolve (after a ``canary_engine_unavailable`` line)."""
+        plan = self.plan
+        assert self._engine is not None
         try:
             await self._engine.serve(
-                self, *address, request, timeout=plan.timeout,
+                self, host, port, request, timeout=timeout,
                 max_in_flight=plan.max_in_flight, first_send=first_send,
             )  # fmt: skip
         except OSError as error:
@@ -492,7 +507,7 @@ class ModelCanary:
             try:
                 if isinstance(answer, GrpcAnswer):
                     answer = grpc_infer_answer(answer.reply, answer.received)
-                else:
+                elif isinstance(answer, tuple):  # (a StreamAnswer: the streaming canary's)
                     answer = http_infer_answer(*answer)
             except Exception as error:  # a status or a body that says it failed
                 answer = error

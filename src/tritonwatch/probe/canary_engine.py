@@ -28,8 +28,11 @@ gRPC is spoken here too, over plaintext HTTP/2 (:mod:`~tritonwatch.probe.http2`)
 on real Triton. Each connection speaks one protocol (its :class:`_Wire`): HTTP/1.1
 keep-alive, or an HTTP/2 session whose state (the HPACK decoder's table, the windows,
 the next stream id) lives beside the socket from one call to the next, one call at a
-time. TLS targets stay on the event loop (``ssl`` on non-blocking sockets needs it), as
-does a gRPC request too large for a fresh connection's flow-control window; so does
+time. Plaintext streams (``generate_stream``, OpenAI, gRPC ``ModelStreamInfer``) are read
+here too, each connection through a streaming wire (:mod:`~tritonwatch.probe.engine_stream`,
+:mod:`~tritonwatch.probe.engine_stream_grpc`), their canary told once a stream. TLS
+targets stay on the event loop (``ssl`` on non-blocking sockets needs it), as does a
+gRPC request too large for a fresh connection's flow-control window; so does
 everything before the first send (metadata, config, server extensions). A connection
 that did not finish its exchange is closed, never reused, as in
 :class:`~tritonwatch.probe.canary_http.ConnectionPool`.
@@ -56,6 +59,7 @@ from typing import Any, Protocol
 from tritonwatch.logs import get_logger
 from tritonwatch.probe.arrival_stamps import receive_stamped, stamp_arrivals
 from tritonwatch.probe.canary_http import HeadedConnection
+from tritonwatch.probe.engine_stream import StreamAnswer, StreamRequests, StreamWire
 from tritonwatch.probe.http2 import ClientSession, GrpcReply, Http2ClosedError, UnaryRequest
 from tritonwatch.probe.interfaces import EngineCanary
 from tritonwatch.probe.load.http1 import HttpProtocolError
@@ -77,8 +81,8 @@ class GrpcAnswer:
     received: float
 
 
-RawAnswer = HttpAnswer | GrpcAnswer
-"""What the engine hands its canary for one answered request."""
+RawAnswer = HttpAnswer | GrpcAnswer | StreamAnswer
+"""What the engine hands its canary for one answered request (or one stream)."""
 Address = tuple[int, Any]
 """(address family, socket address): what ``getaddrinfo`` resolved the target to."""
 
@@ -185,8 +189,8 @@ class _Channel:
 
     canary: EngineCanary
     address: Address
-    request: bytes | UnaryRequest
-    """HTTP/1.1 bytes, or a unary gRPC call's frames."""
+    request: bytes | UnaryRequest | StreamRequests
+    """HTTP/1.1 bytes, a unary gRPC call's frames, or a streaming canary's requests."""
     timeout: float
     max_in_flight: int
     idle: list[tuple[socket.socket, _Wire]] = field(default_factory=list)
@@ -201,6 +205,8 @@ class _Channel:
         """The protocol state of a new connection."""
         if isinstance(self.request, UnaryRequest):
             return _GrpcWire(self.request)
+        if isinstance(self.request, StreamRequests):
+            return self.request.new_wire()
         return _Http1Wire(self.request)
 
 
@@ -261,14 +267,15 @@ class CanaryEngine:
         canary: EngineCanary,
         host: str,
         port: int,
-        request: bytes | UnaryRequest,
+        request: bytes | UnaryRequest | StreamRequests,
         *,
         timeout: float,
         max_in_flight: int,
         first_send: float,
     ) -> None:
-        """Sends ``request`` (HTTP/1.1 bytes, or a gRPC call over HTTP/2) to
-        ``host:port`` on ``canary``'s schedule until cancelled.
+        """Sends ``request`` (HTTP/1.1 bytes, a gRPC call over HTTP/2, or a stream's
+        requests, probe/engine_stream.py) to ``host:port`` on ``canary``'s schedule
+        until cancelled; a stream's timeout is ``timeout``, for the whole stream.
 
         Raises:
             OSError: ``host`` does not resolve (the caller falls back to the event loop,
@@ -535,7 +542,10 @@ class CanaryEngine:
     def _fail(self, channel: _Channel, exchange: _Exchange, error: BaseException) -> None:
         self._unregister(channel, exchange)
         exchange.sock.close()
-        _deliver(channel, exchange.intended, exchange.woke, error)
+        wire = exchange.wire
+        # A stream that fails keeps what it read (its tokens count, as on the loop).
+        failure = wire.failed(error) if isinstance(wire, StreamWire) else error
+        _deliver(channel, exchange.intended, exchange.woke, failure)
         self._next_waiting(channel)
 
     def _next_waiting(self, channel: _Channel) -> None:

@@ -35,6 +35,7 @@ from tritonwatch.probe.load.http1 import (
     ResponseHead,
     response_head,
 )
+from tritonwatch.probe.server_errors import ServerError
 
 _KEPT_HEADERS = ("content-encoding", "inference-header-content-length", "connection")
 
@@ -104,7 +105,7 @@ class StreamConnection(asyncio.Protocol):
             self._transport.abort()
 
 
-class _Body:
+class StreamBody:
     """A response body read as it arrives: chunked, ``Content-Length``, or (neither)
     until the server closes the connection."""
 
@@ -212,10 +213,11 @@ class ConnectionPool:
                         raise HttpProtocolError("a response head without end")
                     data, stamp = await connection.read()
                     buffer += data
-                body = _Body(head)
+                body = StreamBody(head)
                 first = bytes(buffer[head.length :])
                 if head.status != 200:
-                    raise http_status_error(head.status, await _error_body(connection, body, first))
+                    text = await _error_body(connection, body, first)
+                    raise refused_stream_error(head.status, text)
                 if first:
                     yield body.feed(first), stamp
                 while not body.done:
@@ -266,10 +268,9 @@ class ConnectionPool:
         self.close_idle()
 
 
-async def _error_body(connection: StreamConnection, body: _Body, first: bytes) -> bytes:
+async def _error_body(connection: StreamConnection, body: StreamBody, first: bytes) -> bytes:
     """The body of a refused stream, for its error message: read until it ends, the
-    connection closes, or :data:`MAX_ERROR_BODY_BYTES`; an SSE ``data: {"error"}`` event
-    (Triton's error in the first response) is unwrapped to its JSON."""
+    connection closes, or :data:`MAX_ERROR_BODY_BYTES`."""
     text = bytearray(body.feed(first))
     while not body.done and len(text) < MAX_ERROR_BODY_BYTES:
         try:
@@ -277,5 +278,13 @@ async def _error_body(connection: StreamConnection, body: _Body, first: bytes) -
         except ConnectionError:
             break
         text += body.feed(data)
-    payload = bytes(text).strip()
-    return payload.removeprefix(b"data:").strip()
+    return bytes(text)
+
+
+def refused_stream_error(status: int, text: bytes) -> ServerError:
+    """The error of a stream refused with ``status``, from what its body held (up to
+    :data:`MAX_ERROR_BODY_BYTES`): an SSE ``data: {"error"}`` event (Triton's error in
+    the first response) is unwrapped to its JSON. The event loop's streams and the
+    engine's (probe/engine_stream.py) both say it so."""
+    payload = text.strip().removeprefix(b"data:").strip()
+    return http_status_error(status, payload)

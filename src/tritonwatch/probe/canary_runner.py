@@ -72,8 +72,9 @@ class CanaryRunner:
         self._loop = canary_timing.new_event_loop()  # sub-millisecond timers
         self._thread = threading.Thread(target=self._run_loop, name="canary", daemon=True)
         self._engine = CanaryEngine()
-        """Plain-HTTP canaries send from its thread (probe/canary_engine.py); the rest,
-        and everything before a canary's first send, on this loop."""
+        """Plaintext HTTP and gRPC canaries, streaming ones too, send from its
+        thread (probe/canary_engine.py); the rest, and everything before a canary's
+        first send, on this loop."""
         self._running: dict[SeriesKey, _Running] = {}
         self._clients: dict[ClientKey, InferenceClient] = {}
 
@@ -130,7 +131,8 @@ class CanaryRunner:
         return ModelCanary(plan, self._client(plan), self.stats, engine=self._engine)
 
     def _streaming_canary(self, plan: CanaryPlan) -> StreamingCanary:
-        return StreamingCanary(plan, self._client(plan), self.stats, self.stream_stats)
+        return StreamingCanary(plan, self._client(plan), self.stats, self.stream_stats,
+                               engine=self._engine)  # fmt: skip
 
     async def _serve(self, key: SeriesKey, canary: ModelCanary) -> None:
         """Runs ``canary``; a plain one that found a decoupled model hands over to a

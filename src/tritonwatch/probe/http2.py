@@ -19,7 +19,9 @@ What is here is the minimum of RFC 9113 such a client needs, no more:
   and RST_STREAM made errors, HEADERS (+CONTINUATION) decoded by a real HPACK decoder
   (``hpack``: the server's encoder indexes and Huffman-codes as it likes), DATA
   gathered, and the gRPC message, ``grpc-status`` and ``grpc-message`` (percent-decoded)
-  taken from the trailers or a trailers-only answer.
+  taken from the trailers or a trailers-only answer; a streaming call's messages
+  (``ModelStreamInfer``: one request, any number of responses, then the trailers) are
+  split off its DATA as each arrives, for :meth:`ClientSession.take_messages`.
 
 A request larger than the default flow-control window (64 KiB) is never built here:
 the canary sends those on ``grpc.aio``, which waits for the server's window updates.
@@ -201,6 +203,8 @@ class _Stream:
     """The one call in flight: what has come back for it so far."""
 
     id: int
+    streaming: bool = False
+    """Its messages are handed on as they arrive (:meth:`ClientSession.take_messages`)."""
     headers_seen: bool = False
     data: bytearray = field(default_factory=bytearray)
     unacknowledged: int = 0
@@ -233,6 +237,8 @@ class ClientSession:
         self._peer_stream_window = DEFAULT_WINDOW
         self._unacknowledged = 0
         """DATA bytes the connection received and not yet gave back."""
+        self._messages: list[bytes] = []
+        """A streaming call's whole messages not yet taken."""
         self.going_away = False
         """The server sent GOAWAY: no new call may start here."""
 
@@ -247,9 +253,11 @@ class ClientSession:
             and request.data_length <= window
         )
 
-    def start(self, request: UnaryRequest) -> bytes:
+    def start(self, request: UnaryRequest, *, streaming: bool = False) -> bytes:
         """The bytes to write for ``request`` on the next stream: the preface on a new
-        connection, any control frames owed, then its frames.
+        connection, any control frames owed, then its frames. ``streaming``: the call
+        answers with any number of messages, each taken as it arrives
+        (:meth:`take_messages`), and its reply carries none.
 
         Raises:
             ValueError: :meth:`can_send` says no.
@@ -258,7 +266,8 @@ class ClientSession:
             raise ValueError("this connection cannot start the call")
         stream = self._next_stream
         self._next_stream += 2
-        self._stream = _Stream(stream)
+        self._stream = _Stream(stream, streaming)
+        self._messages = []
         self._send_window -= request.data_length
         out = b"" if self._started else client_preface(self._window)
         self._started = True
@@ -267,6 +276,12 @@ class ClientSession:
     def take_output(self) -> bytes:
         """Control frames owed to the server (acknowledgements, window updates)."""
         out, self._output = bytes(self._output), bytearray()
+        return out
+
+    def take_messages(self) -> list[bytes]:
+        """The streaming call's messages whole since the last take, in order (those
+        the bytes fed last completed, its reply's read included)."""
+        out, self._messages = self._messages, []
         return out
 
     def feed(self, data: bytes) -> GrpcReply | None:
@@ -373,6 +388,8 @@ class ClientSession:
         if not current.headers_seen:
             raise Http2Error("DATA before the response headers")
         current.data += _unpadded(flags, payload)
+        if current.streaming:
+            self._messages += _whole_messages(current.data)
         current.unacknowledged += len(payload)
         if current.unacknowledged >= self._window // 2 and not flags & END_STREAM:
             self._output += _window_update(stream, current.unacknowledged)
@@ -487,6 +504,20 @@ def _reply(trailers: Mapping[str, str], data: bytes) -> GrpcReply:
     if length != len(data) - 5:
         raise Http2Error(f"a gRPC message of {len(data) - 5} bytes says it has {length}")
     return GrpcReply(status, message, data[5:])
+
+
+def _whole_messages(data: bytearray) -> list[bytes]:
+    """The gRPC messages ``data`` holds whole, taken out of it (a partial one stays)."""
+    messages = []
+    while len(data) >= 5:
+        compressed, length = _GRPC_PREFIX.unpack_from(data)
+        if compressed:
+            raise Http2Error("a compressed gRPC message, though no encoding was offered")
+        if len(data) < 5 + length:
+            break
+        messages.append(bytes(data[5 : 5 + length]))
+        del data[: 5 + length]
+    return messages
 
 
 def _text(value: str | bytes) -> str:

@@ -15,10 +15,14 @@ so request counters, the availability SLO and the breaker count it as any other.
 
 Timing follows the plain canary: the origin is ``max(intended, woke)``, the deadline
 ``intended + stream.timeout`` (the whole stream), and a request that waits for a slot
-waits on its own clock (no coordinated omission). Three transports, all on the canary's
-event loop: ``generate_stream`` and OpenAI over the lean HTTP/1.1 pool
+waits on its own clock (no coordinated omission). Plaintext streams go out from the
+canary engine's thread, as the plain canaries do (:mod:`~tritonwatch.probe.engine_stream`
+for ``generate_stream`` and OpenAI, :mod:`~tritonwatch.probe.engine_stream_grpc` for
+``ModelStreamInfer``, a call per stream: each read stamped by the kernel, decoded and
+timed there, the canary told once a stream); over TLS, or with no engine (a tool), on
+the canary's event loop: HTTP on the lean HTTP/1.1 pool
 (:meth:`~tritonwatch.probe.canary_http.ConnectionPool.stream`, each read stamped as it
-arrives), and gRPC over one long-lived ``ModelStreamInfer`` call
+arrives), gRPC over one long-lived ``ModelStreamInfer`` call
 (:class:`~tritonwatch.probe.grpc_stream.GrpcStreamSession`).
 """
 
@@ -39,14 +43,24 @@ from tritonwatch.config.schema import InputOverride, Range, StreamConfig
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import Outcome, StreamResult
 from tritonwatch.probe.canary import DYNAMIC_DIM, CanaryPlan, ModelCanary
+from tritonwatch.probe.canary_engine import CanaryEngine, RawAnswer
 from tritonwatch.probe.canary_failures import Failure
 from tritonwatch.probe.canary_http import ConnectionPool, encode_request
 from tritonwatch.probe.clients import classify_error, error_text
+from tritonwatch.probe.engine_stream import (
+    STREAM_HEADERS,
+    UNFINISHED_EVENT,
+    HttpStreamRequests,
+    StreamAnswer,
+    StreamRequests,
+)
+from tritonwatch.probe.engine_stream_grpc import GrpcStreamRequests
 from tritonwatch.probe.grpc_stream import GrpcStreamSession, open_channel
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.payload import PayloadError, build_inputs, input_specs
 from tritonwatch.probe.sse import SseParser
 from tritonwatch.probe.stream_request import (
+    WORDS,
     GenerateCodec,
     GrpcStreamCodec,
     OpenAICodec,
@@ -96,12 +110,23 @@ class HttpStream:
         self._prefix = parts.path.rstrip("/")
         self._pool = ConnectionPool(host, port, ssl_context, limit)
         self._codec = codec
+        self._address = None if ssl_context is not None else (host, port)
+
+    def engine_requests(
+        self, sample: Callable[[], tuple[str, int]]
+    ) -> tuple[str, int, StreamRequests] | None:
+        """(host, port, requests) for the canary engine to stream from; None over TLS
+        (``ssl`` on non-blocking sockets needs the event loop)."""
+        if self._address is None:
+            return None
+        requests = HttpStreamRequests(self._host, self._prefix, self._codec, sample)
+        return (*self._address, requests)
 
     async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
         codec = self._codec
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         body = codec.encode(prompt, max_tokens)
-        request = encode_request("POST", self._host, self._prefix + codec.path, body, headers)
+        request = encode_request("POST", self._host, self._prefix + codec.path, body,
+                                 STREAM_HEADERS)  # fmt: skip
         parser = SseParser()
         end: float | None = None
         async with contextlib.aclosing(self._pool.stream(request)) as reads:
@@ -110,7 +135,7 @@ class HttpStream:
                     clock.piece(event.stamp, codec.decode(event.data))
                 end = stamp
         if parser.pending:
-            raise StreamDecodeError("the stream ended inside an event")
+            raise StreamDecodeError(UNFINISHED_EVENT)
         return end
 
     async def close(self) -> None:
@@ -120,9 +145,25 @@ class HttpStream:
 class GrpcStream:
     """Triton's ``ModelStreamInfer``: requests up the canary's one call, responses by id."""
 
-    def __init__(self, session: GrpcStreamSession, codec: GrpcStreamCodec) -> None:
+    def __init__(self, session: GrpcStreamSession, codec: GrpcStreamCodec,
+                 address: tuple[str, int] | None = None) -> None:  # fmt: skip
+        """``address``: (host, port) of a plaintext target, which the engine may stream
+        from instead (None: TLS, or not known)."""
         self._session = session
         self._codec = codec
+        self._address = address
+
+    def engine_requests(
+        self, sample: Callable[[], tuple[str, int]], timeout: float, longest: tuple[str, int]
+    ) -> tuple[str, int, StreamRequests] | None:
+        """(host, port, requests) for the canary engine to stream from; None over TLS or
+        when ``longest`` (the largest prompt and token count asked for) would not fit
+        one flow-control window."""
+        if self._address is None:
+            return None
+        host, port = self._address
+        requests = GrpcStreamRequests(f"{host}:{port}", self._codec, sample, timeout)
+        return (host, port, requests) if requests.fits(*longest) else None
 
     async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
         request_id, responses = await self._session.request(prompt, max_tokens)
@@ -155,6 +196,15 @@ def stream_fields(stream: StreamConfig, served_name: str | None) -> StreamFields
 
 def _length(value: int | Range) -> int | tuple[int, int]:
     return (value.min, value.max) if isinstance(value, Range) else value
+
+
+def longest_request(stream: StreamConfig) -> tuple[str, int]:
+    """The largest (prompt, max_tokens) ``canary.stream`` may sample: its prompt, or
+    its most words, each the longest word."""
+    words, tokens = _length(stream.prompt_words), _length(stream.max_tokens)
+    most = words[1] if isinstance(words, tuple) else words
+    prompt = stream.prompt if stream.prompt is not None else " ".join([max(WORDS, key=len)] * most)
+    return prompt, tokens[1] if isinstance(tokens, tuple) else tokens
 
 
 def prompt_sampler(seed: int, stream: StreamConfig) -> PromptSampler:
@@ -226,7 +276,11 @@ def open_transport(
     """The transport for ``codec``: one ModelStreamInfer call for gRPC (opened on first
     use), else a keep-alive pool of at most ``limit`` HTTP/1.1 connections."""
     if isinstance(codec, GrpcStreamCodec):
-        return GrpcStream(GrpcStreamSession(open_channel(url, tls), codec), codec)
+        session = GrpcStreamSession(open_channel(url, tls), codec)
+        parts = urlsplit(url if "://" in url else f"grpc://{url}")
+        host, port = parts.hostname, parts.port
+        address = (host, port) if tls_for(url, tls) is None and host and port else None
+        return GrpcStream(session, codec, address)
     secure = tls_for(url, tls)
     context = secure.ssl_context() if secure is not None else None
     return HttpStream(url, context, limit, codec)
@@ -244,8 +298,9 @@ class StreamingCanary(ModelCanary):
         *,
         seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        engine: CanaryEngine | None = None,
     ) -> None:
-        super().__init__(plan, client, stats, seed=seed, clock=clock)
+        super().__init__(plan, client, stats, seed=seed, clock=clock, engine=engine)
         self._stream_stats = stream_stats
         self._sampler = prompt_sampler(self._random.getrandbits(32), plan.stream)
         self._transport: StreamTransport | None = None
@@ -308,39 +363,67 @@ class StreamingCanary(ModelCanary):
         except Exception as error:  # closing must never block shutdown
             _log.debug("canary_stream_close_failed", error=str(error))
 
+    async def _run_on_engine(self, first_send: float) -> bool:
+        """Hands a plaintext stream (generate_stream, OpenAI, gRPC ModelStreamInfer) to
+        the canary engine, which streams until this task is cancelled; False for TLS,
+        no engine, a gRPC request too large for it, or a host that does not resolve
+        (the event loop then streams)."""
+        transport, plan = self._transport, self.plan
+        found = None
+        if self._engine is None:
+            return False
+        if isinstance(transport, HttpStream):
+            found = transport.engine_requests(self._sampler.sample)
+        elif isinstance(transport, GrpcStream):
+            found = transport.engine_requests(
+                self._sampler.sample, plan.stream.timeout, longest_request(plan.stream)
+            )
+        if found is None:
+            return False
+        host, port, requests = found
+        return await self._serve_on_engine(host, port, requests, plan.stream.timeout, first_send)
+
+    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
+        """One stream the engine ended (on its thread): recorded as :meth:`_send`
+        records the event loop's."""
+        if isinstance(answer, StreamAnswer):
+            clock, end, error = answer.clock, answer.end, answer.error
+        else:  # failed before it went out (no connection, none free in time)
+            assert isinstance(answer, BaseException), "a stream's wire answers StreamAnswer"
+            clock, end, error = StreamClock(0.0), None, answer
+        clock.origin = max(intended, woke)
+        self._finish_stream(intended, clock, end, error)
+
     async def _send(self, intended: float, woke: float) -> None:
         plan, transport = self.plan, self._transport
         assert transport is not None, "prepare() builds the transport before any send"
-        timeout = plan.stream.timeout
         clock = StreamClock(max(intended, woke))
         prompt, max_tokens = self._sampler.sample()
         end: float | None = None
-        failure: Outcome | None = None
-        text = ""
-        entry: Failure | None = None
+        failed: Exception | None = None
         try:
-            async with asyncio.timeout_at(intended + timeout):
+            async with asyncio.timeout_at(intended + plan.stream.timeout):
                 async with self._slots:
                     end = await transport.send(prompt, max_tokens, clock)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # every failure is an outcome, never a crash
-            failure = classify_error(error, plan.protocol)
-            text = error_text(error, timeout=timeout)
-            entry = self.failure_of(error, failure, text)
-        self._record_stream(intended, clock, end=end, failure=failure, text=text, entry=entry)
+            failed = error
+        self._finish_stream(intended, clock, end, failed)
 
-    def _record_stream(
-        self,
-        intended: float,
-        clock: StreamClock,
-        *,
-        end: float | None,
-        failure: Outcome | None,
-        text: str,
-        entry: Failure | None,
+    def _finish_stream(
+        self, intended: float, clock: StreamClock, end: float | None, error: BaseException | None
     ) -> None:
+        """Records one stream, whichever path sent it: ``clock``'s pieces, when its body
+        ended, and the error it ended with (None: the pieces say how it went)."""
         plan = self.plan
+        failure: Outcome | None = None
+        text = ""
+        entry: Failure | None = None
+        if error is not None:
+            failure = classify_error(error, plan.protocol)
+            text = error_text(error, timeout=plan.stream.timeout)
+            entry = self.failure_of(error, failure, text)
         result = clock.result(
             target=plan.target, model=plan.model, protocol=plan.protocol, at=self._clock(),
             end=end, failure=failure, error=text,
