@@ -40,9 +40,13 @@ from tritonwatch.probe.server_errors import ServerError, as_server_error
 _UNSUPPORTED_HTTP = {"404", "400", "501"}
 _UNSUPPORTED_GRPC = ("UNIMPLEMENTED", "NOT_FOUND")
 ACCEPT_ENCODING = "gzip, deflate"
-"""What the HTTP canary offers to read: exactly the encodings its own decoder inflates
-(never ``br``, which aiohttp offered when brotli was installed). Triton then gzips
-infer answers, as it does for ``tritonclient.http.aio``."""
+"""What the HTTP client's metadata requests offer to read: exactly the encodings its own
+decoder inflates (never ``br``, which aiohttp offered when brotli was installed). Infer
+requests offer nothing, as perf_analyzer's do not: Triton gzips an answer whenever the
+request allows it, which costs the server CPU on every canary request and the canary's
+engine a zlib inflater per answer (a third of its CPU on an answer once the header was
+read from the last one's layout), for answers of a few hundred bytes. An answer that
+comes compressed anyway (a proxy) is still read (:func:`decompressed`)."""
 HttpDecode = Callable[[bytes, str | None, str | None, float | None], InferResponse]
 """Reads a 200 infer answer (body, header length, encoding, when it came)."""
 MODEL_INFER_PATH = "/inference.GRPCInferenceService/ModelInfer"
@@ -301,7 +305,6 @@ class HttpInferenceClient:
         """The whole HTTP/1.1 request, once per model and tensor form."""
         body, headers = binary_request_body(tensors) if binary else json_request_body(tensors)
         path = model_path(model, version) + "/infer"
-        headers = {**headers, "Accept-Encoding": ACCEPT_ENCODING}
         return encode_request("POST", self._host, path, body, headers)
 
     async def close(self) -> None:
