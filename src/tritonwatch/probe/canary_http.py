@@ -45,6 +45,8 @@ class HeadedConnection(Http1Connection):
     def __init__(self) -> None:
         super().__init__()
         self.headers: dict[str, str] = {}
+        self.head: ResponseHead | None = None
+        """The last whole answer's head."""
 
     def _parse(self) -> tuple[int, bytes] | None:
         head = response_head(self._buffer)  # the head is read once, for both
@@ -52,6 +54,7 @@ class HeadedConnection(Http1Connection):
             return None
         parsed = self._answer(head)  # consumes the answer from the buffer when complete
         if parsed is not None:
+            self.head = head
             self.headers = {name: head.headers[name] for name in _KEPT_HEADERS
                             if name in head.headers}  # fmt: skip
         return parsed
