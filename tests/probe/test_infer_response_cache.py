@@ -174,3 +174,13 @@ def test_the_engines_canary_counts_a_short_answer_after_a_good_one_as_a_bad_resp
     assert series.outcomes[str(Outcome.BAD_RESPONSE)] == 1
     assert series.last_error is not None
     assert series.last_error.error == _full_error(good[:-4], length)
+
+
+def test_the_decoder_keeps_no_answers_binary_data() -> None:
+    """Breaks if the remembered layout holds the last answer's binary tensor bytes (a
+    model with megabytes of output would keep them per canary for ever)."""
+    decoder = HttpAnswerDecoder()
+    big, length = _answer([_fp32("y", 1 << 16)], bytes(4 << 16))
+    assert len(decoder.decode(big, length).tensors["y"].raw) == 4 << 16
+    assert [slot.tensor.raw for slot in decoder._slots] == [b""]
+    assert len(decoder.decode(big, length).tensors["y"].raw) == 4 << 16

@@ -22,7 +22,7 @@ import math
 import sys
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tritonwatch.kserve import GRPC_TYPED_CONTENTS
@@ -141,8 +141,10 @@ JSON may be megabytes, and is decoded in full each time instead of kept per mode
 
 @dataclass(frozen=True, slots=True)
 class _Slot:
-    """One entry of a good answer's ``outputs``: its tensor as decoded, and where in the
-    binary data its bytes lay (None: its data was JSON, in the header itself)."""
+    """One entry of a good answer's ``outputs``: where in the binary data its bytes lay
+    (None: its data was JSON, in the header itself), and its tensor as decoded — without
+    the bytes for one from the binary part (its name, datatype and shape only), so that
+    a canary does not hold its last answer's data, which may be megabytes."""
 
     tensor: Tensor
     binary: tuple[int, int] | None
@@ -201,7 +203,7 @@ class HttpAnswerDecoder:
                         tensor = _shaped(tensor.name, "BYTES", raw, list(tensor.shape))
                     except ResponseDecodeError:
                         return None
-                elif raw != tensor.raw:
+                else:
                     tensor = Tensor(tensor.name, tensor.datatype, tensor.shape, raw)
             outputs.setdefault(tensor.name, tensor)
         return outputs
@@ -235,7 +237,10 @@ def _decoded(header: bytes, binary: bytes) -> tuple[dict[str, Tensor], tuple[_Sl
     offset = 0
     for entry in entries:
         tensor, end, in_binary = _http_output(entry, binary, offset)
-        slots.append(_Slot(tensor, (offset, end) if in_binary else None))
+        if in_binary:
+            slots.append(_Slot(replace(tensor, raw=b""), (offset, end)))
+        else:
+            slots.append(_Slot(tensor, None))
         offset = end
         outputs.setdefault(tensor.name, tensor)
     return outputs, tuple(slots)
