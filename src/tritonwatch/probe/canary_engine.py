@@ -372,8 +372,9 @@ class CanaryEngine:
         self._send_due(now)
         self._expire(now)
         readers, writers = self._watched(waker)
-        highest = max(self._exchanges, default=waker.read.fileno())  # keyed by descriptor
-        fits = max(highest, waker.read.fileno()) < FD_SETSIZE
+        # What is watched is the waker and the exchanges, whose registry keys are their
+        # descriptors: whether select() can take them all, without a look at each.
+        fits = waker.read.fileno() < FD_SETSIZE and max(self._exchanges, default=0) < FD_SETSIZE
         readable, writable = _wait_ready(readers, writers, self._wait_for(self._clock()), fits)
         for sock in writable:
             self._on_writable(sock)
