@@ -371,10 +371,7 @@ class CanaryEngine:
         now = self._clock()
         self._send_due(now)
         self._expire(now)
-        readers, writers = self._watched(waker)
-        # What is watched is the waker and the exchanges, whose registry keys are their
-        # descriptors: whether select() can take them all, without a look at each.
-        fits = waker.read.fileno() < FD_SETSIZE and max(self._exchanges, default=0) < FD_SETSIZE
+        readers, writers, fits = self._watched(waker)
         readable, writable = _wait_ready(readers, writers, self._wait_for(self._clock()), fits)
         for sock in writable:
             self._on_writable(sock)
@@ -399,15 +396,11 @@ class CanaryEngine:
             self._close_channel(channel)
 
     def _wait_for(self, now: float) -> float:
-        """How long ``select`` may block: until the next send or deadline, whichever
-        comes first (0 when one is due already)."""
+        """How long ``select`` may block: until the next send or deadline (as
+        :meth:`_watched` found it this turn), whichever comes first (0 when one is due
+        already)."""
         next_send = self._due[0][0] if self._due else math.inf
-        earliest = min((e.deadline for _, e in self._exchanges.values()), default=math.inf)
-        if self._waiting:  # each channel's oldest waits longest (its timeout is one)
-            oldest = [c.waiting[0][0] + c.timeout for c in self._channels if c.waiting]
-            earliest = min([earliest, *oldest])
-        self._next_deadline = earliest
-        wake = min(next_send, earliest)
+        wake = min(next_send, self._next_deadline)
         if wake == math.inf:
             return 1.0  # idle: only a command (the wake socket) ends the wait
         return max(0.0, wake - now)
@@ -487,15 +480,26 @@ class CanaryEngine:
             return
         exchange.unsent = exchange.unsent[sent:]
 
-    def _watched(self, waker: _Waker) -> tuple[list[socket.socket], list[socket.socket]]:
+    def _watched(self, waker: _Waker) -> tuple[list[socket.socket], list[socket.socket], bool]:
+        """The turn's one pass over the exchanges in flight (each pass costs CPU every
+        turn): the sockets to watch for reading and for writing, whether ``select()``
+        takes them all (the registry's keys are their descriptors), and, kept as
+        ``_next_deadline``, the earliest deadline of a request in flight or waiting."""
         readers: list[socket.socket] = [waker.read]
         writers: list[socket.socket] = []
-        for _, exchange in self._exchanges.values():
+        highest, earliest = waker.read.fileno(), math.inf
+        for fd, (_, exchange) in self._exchanges.items():
             if exchange.connecting or exchange.unsent:
                 writers.append(exchange.sock)
             else:
                 readers.append(exchange.sock)
-        return readers, writers
+            highest = max(highest, fd)
+            earliest = min(earliest, exchange.deadline)
+        if self._waiting:  # each channel's oldest waits longest (its timeout is one)
+            oldest = [c.waiting[0][0] + c.timeout for c in self._channels if c.waiting]
+            earliest = min([earliest, *oldest])
+        self._next_deadline = earliest
+        return readers, writers, highest < FD_SETSIZE
 
     def _find(self, sock: socket.socket) -> tuple[_Channel, _Exchange] | None:
         """The exchange a ready socket belongs to; None when it left flight earlier in
