@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import select
 import socket
 import struct
 import threading
@@ -373,6 +374,32 @@ def test_past_select_limits_the_wait_falls_back_to_poll(monkeypatch: pytest.Monk
         assert (readable, writable) == ([left], [right])
         readable, writable = engine_module._wait_ready([idle_a], [], 0.05)
         assert (readable, writable) == ([], [])
+
+
+class _PollOnly:
+    """The ``select`` module with ``select()`` refused: what is left is ``poll()``."""
+
+    POLLIN, POLLOUT, poll = select.POLLIN, select.POLLOUT, select.poll
+
+    @staticmethod
+    def select(*_: object) -> None:
+        raise AssertionError("select() called with descriptors past FD_SETSIZE")
+
+
+def test_past_select_limits_the_engine_itself_waits_with_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fails if the engine's own turns (the main wait, the look at an idle connection)
+    call select() when a watched descriptor is past FD_SETSIZE, where it would raise
+    and stop every canary, instead of poll()."""
+    monkeypatch.setattr(engine_module, "FD_SETSIZE", 0)  # every descriptor is "too high"
+    monkeypatch.setattr(engine_module, "select", _PollOnly)
+    canary = Recorder(gap=0.02)
+    with _server(answer_each(OK)) as server:
+        _serve_for(server.port, canary, 0.3, settle=_sends_settled(canary))
+    assert len(canary.answers) == len(canary.asked) >= 5
+    assert server.connections == 1  # the idle connection was looked at, and reused
+    assert all(not isinstance(answer, BaseException) for _, answer in canary.answers)
 
 
 UNREACHABLE = "127.255.255.255"

@@ -240,7 +240,8 @@ def test_triton_compresses_infer_answers_as_asked_and_each_decodes(
     real_triton: RealTriton, accept: str | None, expected: str | None
 ) -> None:
     """Breaks if Triton's Content-Encoding for an infer answer changes or one of them no
-    longer decodes (the canary asks with ACCEPT_ENCODING: Triton picks gzip)."""
+    longer decodes (the canary's infers ask for none: Triton answers plain; a client
+    asking with ACCEPT_ENCODING gets gzip)."""
     data = np.arange(1, 33, dtype=np.float32).reshape(2, 16)
     tensor = httpclient.InferInput("INPUT0", [2, 16], "FP32")
     tensor.set_data_from_numpy(data, binary_data=True)

@@ -38,7 +38,7 @@ from tritonwatch.probe.clients import (
 )
 from tritonwatch.probe.engine_stream import StreamRequests
 from tritonwatch.probe.http2 import UnaryRequest
-from tritonwatch.probe.infer_response import ResponseDecodeError, check_outputs
+from tritonwatch.probe.infer_response import HttpAnswerDecoder, ResponseDecodeError, check_outputs
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
 from tritonwatch.probe.server_errors import server_error_types
@@ -185,6 +185,8 @@ class ModelCanary:
         self._failure_log = FailureLog(plan.target, plan.model, plan.protocol, clock=clock)
         self._tensors: list[Tensor] = []
         self._outputs: list[str] = []
+        self._answers = HttpAnswerDecoder()
+        """Reads the engine's HTTP answers, remembering the last good one's layout."""
         self._pending: set[asyncio.Task[None]] = set()
         self._timer = WakeTimer()
         self.paused = False
@@ -508,7 +510,7 @@ class ModelCanary:
                 if isinstance(answer, GrpcAnswer):
                     answer = grpc_infer_answer(answer.reply, answer.received)
                 elif isinstance(answer, tuple):  # (a StreamAnswer: the streaming canary's)
-                    answer = http_infer_answer(*answer)
+                    answer = http_infer_answer(*answer, self._answers.decode)
             except Exception as error:  # a status or a body that says it failed
                 answer = error
         self.finish(intended, answer, woke)

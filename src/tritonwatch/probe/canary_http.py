@@ -46,13 +46,18 @@ class HeadedConnection(Http1Connection):
     def __init__(self) -> None:
         super().__init__()
         self.headers: dict[str, str] = {}
+        self.head: ResponseHead | None = None
+        """The last whole answer's head."""
 
     def _parse(self) -> tuple[int, bytes] | None:
-        end = self._buffer.find(b"\r\n\r\n")
-        head = bytes(self._buffer[:end]) if end >= 0 else b""
-        parsed = super()._parse()  # consumes the answer from the buffer when complete
+        head = response_head(self._buffer)  # the head is read once, for both
+        if head is None:
+            return None
+        parsed = self._answer(head)  # consumes the answer from the buffer when complete
         if parsed is not None:
-            self.headers = _headers(head)
+            self.head = head
+            self.headers = {name: head.headers[name] for name in _KEPT_HEADERS
+                            if name in head.headers}  # fmt: skip
         return parsed
 
     @property
@@ -137,16 +142,6 @@ class StreamBody:
             raise HttpProtocolError("bytes after the end of a streamed body")
         self._remaining -= len(data)
         return data
-
-
-def _headers(head: bytes) -> dict[str, str]:
-    headers = {}
-    for line in head.decode("latin-1").split("\r\n")[1:]:
-        name, _, value = line.partition(":")
-        name = name.strip().lower()
-        if name in _KEPT_HEADERS:
-            headers[name] = value.strip()
-    return headers
 
 
 def encode_request(

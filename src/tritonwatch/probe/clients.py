@@ -15,7 +15,6 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
@@ -26,6 +25,7 @@ from tritonwatch.probe.binary_tensors import binary_request_body
 from tritonwatch.probe.canary_http import ConnectionPool, encode_request
 from tritonwatch.probe.http2 import MAX_REQUEST_DATA, GrpcReply, UnaryRequest, grpc_unary_request
 from tritonwatch.probe.infer_response import (
+    InferResponse,
     ResponseDecodeError,
     decode_grpc_infer_response,
     decode_http_infer_response,
@@ -40,9 +40,15 @@ from tritonwatch.probe.server_errors import ServerError, as_server_error
 _UNSUPPORTED_HTTP = {"404", "400", "501"}
 _UNSUPPORTED_GRPC = ("UNIMPLEMENTED", "NOT_FOUND")
 ACCEPT_ENCODING = "gzip, deflate"
-"""What the HTTP canary offers to read: exactly the encodings its own decoder inflates
-(never ``br``, which aiohttp offered when brotli was installed). Triton then gzips
-infer answers, as it does for ``tritonclient.http.aio``."""
+"""What the HTTP client's metadata requests offer to read: exactly the encodings its own
+decoder inflates (never ``br``, which aiohttp offered when brotli was installed). Infer
+requests offer nothing, as perf_analyzer's do not: Triton gzips an answer whenever the
+request allows it, which costs the server CPU on every canary request and the canary's
+engine a zlib inflater per answer (a third of its CPU on an answer once the header was
+read from the last one's layout), for answers of a few hundred bytes. An answer that
+comes compressed anyway (a proxy) is still read (:func:`decompressed`)."""
+HttpDecode = Callable[[bytes, str | None, str | None, float | None], InferResponse]
+"""Reads a 200 infer answer (body, header length, encoding, when it came)."""
 MODEL_INFER_PATH = "/inference.GRPCInferenceService/ModelInfer"
 BINARY_TENSOR_EXTENSION = "binary_tensor_data"
 """The name ``GET /v2`` lists when the server reads and writes binary tensors."""
@@ -299,7 +305,6 @@ class HttpInferenceClient:
         """The whole HTTP/1.1 request, once per model and tensor form."""
         body, headers = binary_request_body(tensors) if binary else json_request_body(tensors)
         path = model_path(model, version) + "/infer"
-        headers = {**headers, "Accept-Encoding": ACCEPT_ENCODING}
         return encode_request("POST", self._host, path, body, headers)
 
     async def close(self) -> None:
@@ -323,18 +328,21 @@ def json_request_body(tensors: Sequence[Tensor]) -> tuple[bytes, dict[str, str]]
 
 
 def http_infer_answer(
-    status: int, headers: Mapping[str, str], payload: bytes, received: float
+    status: int,
+    headers: Mapping[str, str],
+    payload: bytes,
+    received: float,
+    decode: HttpDecode = decode_http_infer_response,
 ) -> Any:
     """An infer answer as it arrived (status, the kept headers, the body as sent) made
     into the decoded result, stamped ``received_at``; a non-200 status raises
-    :class:`ServerError` as ``tritonclient.http`` raises its exception."""
+    :class:`ServerError` as ``tritonclient.http`` raises its exception. ``decode``: a
+    canary's own :meth:`HttpAnswerDecoder.decode`, which reads its repeated answers
+    faster."""
     encoding = headers.get("content-encoding")
     if status != 200:
         raise _status_error(status, payload, encoding)
-    answer = decode_http_infer_response(
-        payload, headers.get("inference-header-content-length"), encoding
-    )
-    return replace(answer, received_at=received)
+    return decode(payload, headers.get("inference-header-content-length"), encoding, received)
 
 
 def _status_error(status: int, body: bytes, encoding: str | None) -> ServerError:
@@ -424,7 +432,7 @@ class GrpcInferenceClient:
         except self._grpc.RpcError as error:
             raise self._error(error) from None
         received = loop.time()
-        return replace(decode_grpc_infer_response(payload), received_at=received)
+        return decode_grpc_infer_response(payload, received)
 
     def _infer_call(self) -> Any:
         """``ModelInfer`` on ``tritonclient``'s channel (its TLS and options, one HTTP/2
@@ -450,7 +458,7 @@ def grpc_infer_answer(reply: GrpcReply, received: float) -> Any:
     ``StatusCode.NAME``, the server's message), so it is classified and logged alike."""
     if reply.status != 0:
         raise ServerError(reply.message, status=reply.status_name)
-    return replace(decode_grpc_infer_response(reply.payload), received_at=received)
+    return decode_grpc_infer_response(reply.payload, received)
 
 
 def normalise_grpc_json(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import math
 import sys
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tritonwatch.kserve import GRPC_TYPED_CONTENTS
@@ -111,7 +111,10 @@ def http_status_error(status: int, body: bytes) -> ServerError:
 
 
 def decode_http_infer_response(
-    body: bytes, header_length: str | int | None = None, content_encoding: str | None = None
+    body: bytes,
+    header_length: str | int | None = None,
+    content_encoding: str | None = None,
+    received_at: float | None = None,
 ) -> InferResponse:
     """Decodes a 200 answer to ``POST v2/models/{m}/infer``.
 
@@ -121,16 +124,105 @@ def decode_http_infer_response(
             is that many bytes and the binary tensor data follow; None when the whole
             body is JSON.
         content_encoding: the ``Content-Encoding`` header (gzip, deflate or none).
+        received_at: stamped on the result (:attr:`InferResponse.received_at`).
 
     Raises:
         ResponseDecodeError: naming what is wrong.
     """
+    header, binary = _header_and_binary(body, header_length, content_encoding)
+    return InferResponse(_decoded(header, binary)[0], received_at)
+
+
+MAX_REMEMBERED_HEADER_BYTES = 4096
+"""The longest JSON header :class:`HttpAnswerDecoder` keeps to compare the next one with
+(binary tensors keep Triton's to a few hundred bytes; a header that carries its data as
+JSON may be megabytes, and is decoded in full each time instead of kept per model)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Slot:
+    """One entry of a good answer's ``outputs``: where in the binary data its bytes lay
+    (None: its data was JSON, in the header itself), and its tensor as decoded — without
+    the bytes for one from the binary part (its name, datatype and shape only), so that
+    a canary does not hold its last answer's data, which may be megabytes."""
+
+    tensor: Tensor
+    binary: tuple[int, int] | None
+
+
+class HttpAnswerDecoder:
+    """:func:`decode_http_infer_response` for the answers of one canary, which repeat.
+
+    A canary sends the same request every time, and the JSON header of each answer is
+    byte for byte the last one's (the names, datatypes, shapes and binary sizes); reading
+    it again (``json.loads`` and every check of every output) was a third of the CPU the
+    engine thread spent on an answer. So the last good answer's header and where each
+    output's bytes lay are kept: an answer whose header is the same bytes and whose
+    binary part is as long is read by slicing, since every check made of it would pass
+    again (BYTES outputs, whose length prefixes are in the binary part, are checked
+    again). Anything else — another header, another binary length, a BYTES output that
+    no longer reads — is decoded in full, so a changed or broken answer raises exactly
+    what :func:`decode_http_infer_response` raises.
+    """
+
+    __slots__ = ("_binary_size", "_header", "_slots")
+
+    def __init__(self) -> None:
+        self._header: bytes | None = None
+        self._binary_size = 0
+        self._slots: tuple[_Slot, ...] = ()
+
+    def decode(
+        self,
+        body: bytes,
+        header_length: str | int | None = None,
+        content_encoding: str | None = None,
+        received_at: float | None = None,
+    ) -> InferResponse:
+        """As :func:`decode_http_infer_response`. Raises: :class:`ResponseDecodeError`."""
+        header, binary = _header_and_binary(body, header_length, content_encoding)
+        if header == self._header and len(binary) == self._binary_size:
+            outputs = self._sliced(binary)
+            if outputs is not None:
+                return InferResponse(outputs, received_at)
+        outputs, slots = _decoded(header, binary)
+        if len(header) <= MAX_REMEMBERED_HEADER_BYTES:
+            self._header, self._binary_size, self._slots = header, len(binary), slots
+        return InferResponse(outputs, received_at)
+
+    def _sliced(self, binary: bytes) -> dict[str, Tensor] | None:
+        """The outputs of an answer with the remembered header, from its binary part;
+        None when a BYTES output no longer reads (the full decode says why)."""
+        outputs: dict[str, Tensor] = {}
+        for slot in self._slots:
+            tensor = slot.tensor
+            if slot.binary is not None:
+                raw = binary[slot.binary[0] : slot.binary[1]]
+                if tensor.datatype == "BYTES":
+                    try:
+                        tensor = _shaped(tensor.name, "BYTES", raw, list(tensor.shape))
+                    except ResponseDecodeError:
+                        return None
+                else:
+                    tensor = Tensor(tensor.name, tensor.datatype, tensor.shape, raw)
+            outputs.setdefault(tensor.name, tensor)
+        return outputs
+
+
+def _header_and_binary(
+    body: bytes, header_length: str | int | None, content_encoding: str | None
+) -> tuple[bytes, bytes]:
+    """The answer's JSON header and its binary tensor data (empty when all is JSON)."""
     body = decompressed(body, content_encoding)
     if header_length is None:
-        header, binary = body, b""
-    else:
-        split = _header_length(header_length, len(body))
-        header, binary = body[:split], body[split:]
+        return body, b""
+    split = _header_length(header_length, len(body))
+    return body[:split], body[split:]
+
+
+def _decoded(header: bytes, binary: bytes) -> tuple[dict[str, Tensor], tuple[_Slot, ...]]:
+    """Every output of an answer, checked, by name (the first of a repeated name), and
+    every entry of its ``outputs`` as :class:`HttpAnswerDecoder` remembers them."""
     try:
         document = json.loads(header)
     except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
@@ -141,16 +233,23 @@ def decode_http_infer_response(
     if not isinstance(entries, list):
         raise ResponseDecodeError("'outputs' is not a list")
     outputs: dict[str, Tensor] = {}
+    slots = []
     offset = 0
     for entry in entries:
-        tensor, offset = _http_output(entry, binary, offset)
+        tensor, end, in_binary = _http_output(entry, binary, offset)
+        if in_binary:
+            slots.append(_Slot(replace(tensor, raw=b""), (offset, end)))
+        else:
+            slots.append(_Slot(tensor, None))
+        offset = end
         outputs.setdefault(tensor.name, tensor)
-    return InferResponse(outputs)
+    return outputs, tuple(slots)
 
 
-def _http_output(entry: object, binary: bytes, offset: int) -> tuple[Tensor, int]:
-    """One entry of ``outputs``: its tensor, and where the next one's binary data starts
-    (outputs with ``binary_data_size`` take their bytes in order)."""
+def _http_output(entry: object, binary: bytes, offset: int) -> tuple[Tensor, int, bool]:
+    """One entry of ``outputs``: its tensor, where the next one's binary data starts
+    (outputs with ``binary_data_size`` take their bytes in order), and whether its own
+    data came from there."""
     if not isinstance(entry, dict):
         raise ResponseDecodeError("an entry of 'outputs' is not an object")
     name, datatype, shape = _described(entry.get("name"), entry.get("datatype"), entry.get("shape"))
@@ -167,12 +266,12 @@ def _http_output(entry: object, binary: bytes, offset: int) -> tuple[Tensor, int
                 f"{len(binary) - offset} bytes of binary data left"
             )
         raw = binary[offset : offset + size]
-        offset += size
-    elif "data" in entry:
+        return _shaped(name, datatype, raw, shape), offset + size, True
+    if "data" in entry:
         raw = _from_json(name, datatype, entry["data"])
     else:
         raise ResponseDecodeError(f"output {name!r} has neither data nor binary_data_size")
-    return _shaped(name, datatype, raw, shape), offset
+    return _shaped(name, datatype, raw, shape), offset, False
 
 
 def decompressed(body: bytes, content_encoding: str | None, limit: int | None = None) -> bytes:
@@ -273,8 +372,9 @@ def _flattened(data: list[object]) -> list[object]:
 # -- gRPC --------------------------------------------------------------------------------
 
 
-def decode_grpc_infer_response(response: Any) -> InferResponse:
-    """Decodes a ``ModelInferResponse`` (the message, or its serialized bytes).
+def decode_grpc_infer_response(response: Any, received_at: float | None = None) -> InferResponse:
+    """Decodes a ``ModelInferResponse`` (the message, or its serialized bytes), stamped
+    ``received_at``.
 
     Each output's data is ``raw_output_contents[i]`` when the server sent raw contents
     (Triton always does), else the typed ``contents`` field for its datatype.
@@ -305,7 +405,7 @@ def decode_grpc_infer_response(response: Any) -> InferResponse:
         else:  # FP16 and BF16 have no typed field: only raw data carries them
             data = b""
         outputs.setdefault(name, _shaped(name, datatype, data, shape))
-    return InferResponse(outputs)
+    return InferResponse(outputs, received_at)
 
 
 # -- shared ------------------------------------------------------------------------------

@@ -248,8 +248,10 @@ class Http1Connection(asyncio.Protocol):
 
     def _parse(self) -> tuple[int, bytes] | None:
         head = response_head(self._buffer)
-        if head is None:
-            return None
+        return None if head is None else self._answer(head)
+
+    def _answer(self, head: ResponseHead) -> tuple[int, bytes] | None:
+        """(status, body) once the body after ``head`` is whole, taken off the buffer."""
         if head.chunked:
             return self._parse_chunked(head.status, head.length)
         if "content-length" in head.headers:
