@@ -60,8 +60,9 @@ def test_latency_spike_multiplies_compute_of_the_named_model(
     spiked = mean_infer_ns(client)
     client.close()
     # A starved host wakes the simulator's timers late, adding about the same to both
-    # means: the baseline is at least the 1.05 ms asked, and ×5 adds 4 × 1.05 ms.
-    assert 1.0e6 <= baseline < 2.5e6
+    # means: the baseline is at least the 1.05 ms asked (a CI run read 4.0 ms on a
+    # starved host), under the 5.25 ms a spiked one asks, and ×5 adds 4 × 1.05 ms.
+    assert 1.0e6 <= baseline < 5.0e6
     assert spiked - baseline == pytest.approx(4 * 1.05e6, rel=0.3)
     state = sim.state()
     assert [(f["kind"], f["factor"], f["model"]) for f in state["faults"]] == [
