@@ -24,7 +24,7 @@ key/value entries.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tritonwatch.probe.payload import Tensor
@@ -165,7 +165,7 @@ def encode_infer_request(
 # -- decoding ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TensorContents:
     """``InferTensorContents``: typed elements, which Triton never sends (it sends raw)."""
 
@@ -179,7 +179,10 @@ class TensorContents:
     bytes_contents: tuple[bytes, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+_NO_CONTENTS = TensorContents()
+
+
+@dataclass(slots=True)
 class InferOutput:
     """``ModelInferResponse.InferOutputTensor``."""
 
@@ -190,7 +193,7 @@ class InferOutput:
     contents: TensorContents = field(default_factory=TensorContents)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InferResponseMessage:
     """``ModelInferResponse``."""
 
@@ -202,7 +205,7 @@ class InferResponseMessage:
     raw_output_contents: tuple[bytes, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StreamInferResponseMessage:
     """``ModelStreamInferResponse``: an in-band error, or one response of the stream."""
 
@@ -212,8 +215,10 @@ class StreamInferResponseMessage:
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
     """The varint at ``pos`` (as an unsigned 64-bit number) and the position after it."""
-    result = shift = 0
     end = len(data)
+    if pos < end and data[pos] < 0x80:  # most varints here are one byte
+        return data[pos], pos + 1
+    result = shift = 0
     while pos < end:
         byte = data[pos]
         pos += 1
@@ -226,37 +231,55 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
     raise ProtobufDecodeError("truncated: the message ends inside a varint")
 
 
-def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
+def _fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
     """Each field of a message: (number, wire type, value), the value an int for
     varints and fixed numbers (fixed ones as unsigned), bytes for length-delimited
-    fields; groups are skipped whole (no message here has one)."""
+    fields; groups are skipped whole (no message here has one). A list, one-byte tags
+    and lengths read inline: this runs for every answer on the engine thread."""
+    fields: list[tuple[int, int, int | bytes]] = []
     pos, end = 0, len(data)
     while pos < end:
-        tag, pos = _read_varint(data, pos)
+        tag = data[pos]
+        if tag < 0x80:
+            pos += 1
+        else:
+            tag, pos = _read_varint(data, pos)
         number, wire_type = tag >> 3, tag & 7
         if not 0 < number <= _MAX_FIELD_NUMBER:
             raise ProtobufDecodeError(f"field number {number} is out of range")
-        value: int | bytes
-        if wire_type == VARINT:
-            value, pos = _read_varint(data, pos)
-        elif wire_type == LENGTH:
-            length, pos = _read_varint(data, pos)
+        value: int | bytes | None
+        if wire_type == LENGTH:
+            length = data[pos] if pos < end else 0x80
+            if length < 0x80:
+                pos += 1
+            else:
+                length, pos = _read_varint(data, pos)
             if length > end - pos:
                 raise ProtobufDecodeError(
                     f"truncated: field {number} needs {length} bytes, {end - pos} are left"
                 )
             value, pos = data[pos : pos + length], pos + length
-        elif wire_type in (FIXED64, FIXED32):
-            size = 8 if wire_type == FIXED64 else 4
-            if size > end - pos:
-                raise ProtobufDecodeError(f"truncated: field {number} needs {size} bytes")
-            value, pos = int.from_bytes(data[pos : pos + size], "little"), pos + size
-        elif wire_type == START_GROUP:
-            pos = _skip_group(data, pos, number, 1)
-            continue
-        else:  # an END_GROUP outside a group, or wire type 6 or 7
-            raise ProtobufDecodeError(f"field {number}: wire type {wire_type} is invalid here")
-        yield number, wire_type, value
+        elif wire_type == VARINT:
+            value, pos = _read_varint(data, pos)
+        else:
+            value, pos = _other_field(data, pos, number, wire_type)
+            if value is None:
+                continue
+        fields.append((number, wire_type, value))
+    return fields
+
+
+def _other_field(data: bytes, pos: int, number: int, wire_type: int) -> tuple[int | None, int]:
+    """A fixed-width field's value (None for a group, skipped) and where the next starts."""
+    if wire_type in (FIXED64, FIXED32):
+        size = 8 if wire_type == FIXED64 else 4
+        if size > len(data) - pos:
+            raise ProtobufDecodeError(f"truncated: field {number} needs {size} bytes")
+        return int.from_bytes(data[pos : pos + size], "little"), pos + size
+    if wire_type == START_GROUP:
+        return None, _skip_group(data, pos, number, 1)
+    # an END_GROUP outside a group, or wire type 6 or 7
+    raise ProtobufDecodeError(f"field {number}: wire type {wire_type} is invalid here")
 
 
 def _skip_group(data: bytes, pos: int, number: int, depth: int) -> int:
@@ -431,7 +454,7 @@ def _decode_output(data: bytes) -> InferOutput:
         _text(datatype),
         tuple(shape),
         parameters,
-        _decode_contents(contents) if contents is not None else TensorContents(),
+        _decode_contents(contents) if contents is not None else _NO_CONTENTS,
     )
 
 
