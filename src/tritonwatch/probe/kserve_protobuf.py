@@ -66,8 +66,13 @@ def _key(number: int, wire_type: int) -> bytes:
     return _varint(number << 3 | wire_type)
 
 
+_LENGTH_KEYS = tuple(_key(number, LENGTH) for number in range(16))
+"""The one-byte keys of length-delimited fields 0-15 (every field these messages have)."""
+
+
 def _length_delimited(number: int, payload: bytes) -> bytes:
-    return _key(number, LENGTH) + _varint(len(payload)) + payload
+    size = len(payload)
+    return _LENGTH_KEYS[number] + (bytes((size,)) if size < 0x80 else _varint(size)) + payload
 
 
 def _string(number: int, text: str) -> bytes:
