@@ -341,6 +341,8 @@ def _signed32(value: int) -> int:
 
 def _decode_parameter(data: bytes) -> ParameterValue:
     """An ``InferParameter``'s value: the last oneof field set wins, as protobuf's do."""
+    if len(data) == 2 and data[0] == 0x08 and data[1] < 0x80:  # a bool: every response has
+        return data[1] != 0  # triton_final_response
     value: ParameterValue = None
     for number, wire_type, raw in _fields(data):
         if wire_type == VARINT:
