@@ -225,7 +225,7 @@ class GrpcModelReader:
 
 def reader_for(target: TargetConfig, timeout: float) -> ModelReader:
     """gRPC for a gRPC target without ``http_url`` (as the scrapers do); HTTP otherwise."""
-    if target.protocol == "grpc" and not target.http_url:
+    if target.grpc_only:
         return GrpcModelReader(target, timeout)
     return HttpModelReader(target, timeout)
 

@@ -358,16 +358,23 @@ def _response(request_id: str, final: bool, token: bytes | None = None, error: s
     return message
 
 
+def _read(codec: GrpcStreamCodec, message: Any) -> Piece:
+    """``message`` as the canary reads it: serialized, parsed, decoded."""
+    return codec.decode(codec.parse(message.SerializeToString()))
+
+
 def test_grpc_responses_token_empty_final_and_error() -> None:
-    """Breaks if a token response is not content, the empty final not the end, or an
-    in-band error_message not an error."""
+    """Breaks if a token response is not content, the empty final not the end, an
+    in-band error_message not an error, or bytes that are no message pass as one."""
     codec = GrpcStreamCodec("llm_stream", "", DEFAULTS, inputs=LLM_STREAM)
-    assert codec.decode(_response("a", False, b"token0")) == Piece("token0")
-    assert codec.decode(_response("a", True)) == Piece(None, final=True)
-    assert codec.decode(_response("a", True, error="fail_after: x")) == Piece(
+    assert _read(codec, _response("a", False, b"token0")) == Piece("token0")
+    assert _read(codec, _response("a", True)) == Piece(None, final=True)
+    assert _read(codec, _response("a", True, error="fail_after: x")) == Piece(
         None, final=True, error="fail_after: x"
     )
-    assert codec.decode(service_pb2.ModelStreamInferResponse()) == Piece(None)
+    assert _read(codec, service_pb2.ModelStreamInferResponse()) == Piece(None)
+    with pytest.raises(StreamDecodeError, match="not a ModelStreamInferResponse"):
+        codec.parse(_response("a", True).SerializeToString()[:-1])
 
 
 def test_grpc_counts_num_output_tokens_and_refuses_bad_contents() -> None:
@@ -377,13 +384,13 @@ def test_grpc_counts_num_output_tokens_and_refuses_bad_contents() -> None:
     message = _response("a", False, b"hi")
     message.infer_response.outputs.add(name="num_output_tokens", datatype="UINT32", shape=[1])
     message.infer_response.raw_output_contents.append(struct.pack("<I", 2))
-    assert codec.decode(message) == Piece("hi", 2)
+    assert _read(codec, message) == Piece("hi", 2)
     message.infer_response.raw_output_contents[1] = b"\x02"
     with pytest.raises(StreamDecodeError, match="num_output_tokens"):
-        codec.decode(message)
+        _read(codec, message)
     message.infer_response.outputs[1].datatype = "UINT31"
     with pytest.raises(StreamDecodeError, match="unknown datatype"):
-        codec.decode(message)
+        _read(codec, message)
 
 
 # -- prompts -------------------------------------------------------------------------------

@@ -78,7 +78,8 @@ def _canary_exchanges(
 
     async def run() -> None:
         # Made inside the loop: grpc.aio and aiohttp bind to the running loop.
-        inner = client_for(plan.protocol, plan.http_url, plan.grpc_url)
+        # As the runner makes it: a grpc:// url without http_url asks metadata over gRPC.
+        inner = client_for(plan.protocol, plan.http_url, plan.grpc_url, grpc_only=plan.grpc_only)
         client = RecordingClient(inner, exchanges)
         task = asyncio.create_task(ModelCanary(plan, client, stats).run())  # type: ignore[arg-type]
         try:

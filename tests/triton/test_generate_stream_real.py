@@ -319,7 +319,7 @@ def test_the_codecs_requests_are_what_the_server_takes(
     stream.send(service_pb2.ModelInferRequest.FromString(codec.encode("hi there", 3, "tw-1")))
     messages = stream.messages(4)
     assert {m.infer_response.id for m in messages} == {"tw-1"}
-    assert [codec.decode(m) for m in messages] == [
+    assert [codec.decode(codec.parse(m.SerializeToString())) for m in messages] == [
         *(Piece(f"token{i}") for i in range(3)),
         Piece(None, final=True),
     ]

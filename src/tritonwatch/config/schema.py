@@ -379,6 +379,13 @@ class TargetConfig(Section):
         return f"{scheme}://{host}:{port}{path}"
 
     @property
+    def grpc_only(self) -> bool:
+        """Configured by its gRPC endpoint with no ``http_url``: its HTTP API is not
+        known to be reachable, so its model APIs are asked over gRPC (the scrapers,
+        discovery and the gRPC canary's preparation all follow this rule)."""
+        return self.protocol == "grpc" and not self.http_url
+
+    @property
     def effective_http_url(self) -> str:
         if self.http_url:
             return self.http_url

@@ -80,6 +80,10 @@ class CanaryPlan:
     """The OpenAI-compatible server of protocol ``openai``."""
     served_name: str | None = None
     """The name an OpenAI-compatible server knows the model by (its ``model`` field)."""
+    grpc_only: bool = False
+    """The target has no known HTTP API (``TargetConfig.grpc_only``): a gRPC canary
+    asks metadata and config over gRPC, not ``http_url`` (which costs ``grpc`` and
+    ``tritonclient.grpc``, 23 MiB, in the daemon)."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -154,6 +158,7 @@ def canary_plans(config: Config) -> list[CanaryPlan]:
                     stream=canary.stream,
                     openai_url=target.openai_url,
                     served_name=model.served_name,
+                    grpc_only=target.grpc_only,
                 )
             )
     return _capped(plans)

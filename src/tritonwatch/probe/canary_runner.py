@@ -42,16 +42,18 @@ STOP_TIMEOUT_SECONDS = 2.0
 STREAMING_OFF = "decoupled model; streaming is off"
 
 
-ClientKey = tuple[str, str, str, ClientTLS | None]
+ClientKey = tuple[str, str, str, ClientTLS | None, str | None]
 Revisions = Mapping[tuple[str, str], str]
 """(target, model) → what the model was loaded as (model discovery's signature)."""
 
 
 def _client_key(plan: CanaryPlan) -> ClientKey:
     """Models of one target share a client per protocol; a reload that moves the
-    target's URL or TLS settings gets a new client instead of the stale one."""
+    target's URLs (a gRPC client's HTTP API too) or TLS settings gets a new client
+    instead of the stale one."""
     url = plan.grpc_url if plan.protocol == "grpc" else plan.http_url
-    return (plan.target, plan.protocol, url, plan.tls)
+    api = None if plan.grpc_only else plan.http_url
+    return (plan.target, plan.protocol, url, plan.tls, api)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +165,8 @@ class CanaryRunner:
         """The target's client for the plan's protocol, made on first use."""
         key = _client_key(plan)
         if key not in self._clients:
-            self._clients[key] = client_for(plan.protocol, plan.http_url, plan.grpc_url, plan.tls)
+            self._clients[key] = client_for(plan.protocol, plan.http_url, plan.grpc_url,
+                                            plan.tls, grpc_only=plan.grpc_only)  # fmt: skip
         return self._clients[key]
 
     async def _close_clients(self, keys: Iterable[ClientKey]) -> None:

@@ -354,26 +354,33 @@ def _status_error(status: int, body: bytes, encoding: str | None) -> ServerError
 
 
 class GrpcInferenceClient:
-    """``tritonclient.grpc.aio``; the deadline travels to the server as gRPC's own."""
+    """A target's gRPC canary client: the engine's calls (:meth:`engine_request`) and the
+    model's metadata and config over the target's HTTP API (``api``) import neither
+    ``grpc`` nor ``tritonclient.grpc``; ``tritonclient.grpc.aio`` (its channel, TLS and
+    options; the deadline travels as gRPC's own) is made on first use, for TLS targets,
+    requests too large for the engine and a gRPC-only target's metadata and config."""
 
     protocol = "grpc"
 
-    def __init__(self, url: str, tls: ClientTLS | None = None) -> None:
-        import grpc  # noqa: PLC0415 - heavy; load on use
-        import tritonclient.grpc.aio as grpcclient  # noqa: PLC0415
-        from tritonclient.grpc._utils import get_error_grpc  # noqa: PLC0415
-        from tritonclient.utils import InferenceServerException  # noqa: PLC0415
-
+    def __init__(
+        self, url: str, tls: ClientTLS | None = None, api: HttpInferenceClient | None = None
+    ) -> None:
+        """``api``: the target's HTTP API, asked for metadata and config (this client
+        owns and closes it); None (a gRPC-only target): those go over gRPC."""
         secure = tls_for(url, tls)
-        self._grpc = grpc
-        self._error = get_error_grpc
-        self._server_error: Any = InferenceServerException
-        options = secure.tritonclient_grpc_options() if secure is not None else {}
+        self._options = secure.tritonclient_grpc_options() if secure is not None else {}
         self._authority = _address(url)
         self._secure = secure is not None
-        self._client = grpcclient.InferenceServerClient(self._authority, **options)
-        self._call: Any = None
+        self._api = api
+        self._aio_: _AioGrpc | None = None
         self._requests: EncodedRequests[bytes] = EncodedRequests()
+
+    def _aio(self) -> _AioGrpc:
+        """``tritonclient.grpc.aio``'s client, made on first use (inside the loop that
+        runs it: grpc.aio binds its channel to the running loop)."""
+        if self._aio_ is None:
+            self._aio_ = _AioGrpc(self._authority, self._options)
+        return self._aio_
 
     @property
     def address(self) -> tuple[str, int] | None:
@@ -399,19 +406,30 @@ class GrpcInferenceClient:
 
     async def extensions(self) -> frozenset[str]:
         """``ServerMetadata``'s extensions (the gRPC canary needs none of them)."""
-        result: dict[str, Any] = await self._client.get_server_metadata(as_json=True)
+        if self._api is not None:
+            return await self._api.extensions()
+        result: dict[str, Any] = await self._aio().client.get_server_metadata(as_json=True)
         return frozenset(str(name) for name in result.get("extensions", []))
 
     async def metadata(self, model: str, version: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._client.get_model_metadata(model, version, as_json=True)
+        if self._api is not None:
+            return await self._api.metadata(model, version)
+        aio = self._aio()
+        result: dict[str, Any] = await aio.client.get_model_metadata(model, version, as_json=True)
         return normalise_grpc_json(result)
 
     async def config(self, model: str, version: str) -> dict[str, Any] | None:
+        """The model's config; the HTTP API's connection is let go after it (the
+        canary asks metadata, then config, once a preparation)."""
+        if self._api is not None:
+            try:
+                return await self._api.config(model, version)
+            finally:
+                self._api.close_idle_connections()
+        aio = self._aio()
         try:
-            result: dict[str, Any] = await self._client.get_model_config(
-                model, version, as_json=True
-            )
-        except self._server_error as error:
+            result: dict[str, Any] = await aio.client.get_model_config(model, version, as_json=True)
+        except aio.server_error as error:
             if is_unsupported(error, self.protocol):
                 return None
             raise
@@ -420,35 +438,55 @@ class GrpcInferenceClient:
     async def infer(
         self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
     ) -> Any:
-        """One ``ModelInfer`` of the request serialized once, on the client's own channel;
-        the answer's bytes are stamped ``received_at`` before they are parsed and decoded.
+        """One ``ModelInfer`` of the request serialized once, on ``tritonclient``'s
+        channel; the answer's bytes are stamped ``received_at`` before they are decoded.
         Failures are ``InferenceServerException`` s, exactly as ``tritonclient`` raises."""
         request = self._requests.get(
             (model, version, False), tensors, lambda: grpc_infer_request(model, version, tensors)
         )
+        aio = self._aio()
         loop = asyncio.get_running_loop()
         try:
-            payload = await self._infer_call()(request, timeout=timeout)
-        except self._grpc.RpcError as error:
-            raise self._error(error) from None
+            payload = await aio.infer_call()(request, timeout=timeout)
+        except aio.grpc.RpcError as error:
+            raise aio.error(error) from None
         received = loop.time()
         return decode_grpc_infer_response(payload, received)
 
-    def _infer_call(self) -> Any:
+    async def close(self) -> None:
+        if self._aio_ is not None:
+            await self._aio_.client.close()
+        if self._api is not None:
+            await self._api.close()
+
+
+class _AioGrpc:
+    """``tritonclient.grpc.aio``'s client and what the canary uses of ``grpc`` with it."""
+
+    def __init__(self, authority: str, options: Mapping[str, Any]) -> None:
+        import grpc  # noqa: PLC0415 - heavy; load on use
+        import tritonclient.grpc.aio as grpcclient  # noqa: PLC0415
+        from tritonclient.grpc._utils import get_error_grpc  # noqa: PLC0415
+        from tritonclient.utils import InferenceServerException  # noqa: PLC0415
+
+        self.grpc: Any = grpc
+        self.error: Callable[[Any], BaseException] = get_error_grpc
+        self.server_error: Any = InferenceServerException
+        self.client: Any = grpcclient.InferenceServerClient(authority, **options)
+        self._call: Any = None
+
+    def infer_call(self) -> Any:
         """``ModelInfer`` on ``tritonclient``'s channel (its TLS and options, one HTTP/2
         connection per target), bytes in and bytes out: no per-request protobuf
         building, no ``InferResult`` wrapping."""
         if self._call is None:
-            channel = self._client._channel  # its connection, options and TLS
+            channel = self.client._channel  # its connection, options and TLS
             self._call = channel.unary_unary(
                 MODEL_INFER_PATH,
                 request_serializer=None,
                 response_deserializer=None,
             )
         return self._call
-
-    async def close(self) -> None:
-        await self._client.close()
 
 
 def grpc_infer_answer(reply: GrpcReply, received: float) -> Any:
@@ -471,11 +509,21 @@ def normalise_grpc_json(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def client_for(
-    protocol: str, http_url: str, grpc_url: str, tls: ClientTLS | None = None
+    protocol: str,
+    http_url: str,
+    grpc_url: str,
+    tls: ClientTLS | None = None,
+    *,
+    grpc_only: bool = False,
 ) -> InferenceClient:
-    """The client for ``protocol`` pointed at the matching endpoint of a target."""
+    """The client for ``protocol`` pointed at the matching endpoint of a target. A gRPC
+    client asks metadata and config over the target's HTTP API at ``http_url`` unless
+    the target is ``grpc_only`` (configured by its gRPC URL, no ``http_url``: the rule
+    :func:`~tritonwatch.scrape.model_apis.model_apis_for` follows), which keeps the
+    daemon of a gRPC canary free of ``grpc`` and ``tritonclient.grpc``."""
     if protocol == "grpc":
-        return GrpcInferenceClient(grpc_url, tls)
+        api = None if grpc_only else HttpInferenceClient(http_url, connections=1, tls=tls)
+        return GrpcInferenceClient(grpc_url, tls, api)
     return HttpInferenceClient(http_url, tls=tls)
 
 

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any
 
 from tritonwatch.probe.engine_stream import StreamAnswer, StreamRequests, StreamWire
 from tritonwatch.probe.grpc_stream import METHOD
 from tritonwatch.probe.http2 import MAX_REQUEST_DATA, ClientSession, UnaryRequest
 from tritonwatch.probe.http2 import grpc_unary_request as grpc_call
 from tritonwatch.probe.server_errors import ServerError
-from tritonwatch.probe.stream_request import GrpcStreamCodec
+from tritonwatch.probe.stream_request import GrpcStreamCodec, Piece
 from tritonwatch.probe.stream_timing import StreamClock
 
 
@@ -44,12 +43,9 @@ class GrpcStreamRequests(StreamRequests):
     ) -> None:
         """``authority``: ``host:port``; ``timeout``: the stream's, sent as
         ``grpc-timeout`` so the server gives up when the canary does."""
-        from tritonclient.grpc import service_pb2  # noqa: PLC0415 - heavy; load on use
-
         self._authority, self._codec, self._sample = authority, codec, sample
         self._timeout = timeout
         self._ids = itertools.count(1)
-        self.parse: Callable[[bytes], Any] = service_pb2.ModelStreamInferResponse.FromString
 
     def fits(self, prompt: str, max_tokens: int) -> bool:
         """Whether a request of ``prompt`` fits one flow-control window (larger ones
@@ -63,8 +59,9 @@ class GrpcStreamRequests(StreamRequests):
         message = self._codec.encode(prompt, max_tokens, f"tw-{next(self._ids)}")
         return grpc_call(self._authority, METHOD, message, self._timeout)
 
-    def decode(self, payload: bytes) -> Any:
-        return self._codec.decode(self.parse(payload))
+    def decode(self, payload: bytes) -> Piece:
+        """One response message's bytes as the codec reads them (no ``tritonclient``)."""
+        return self._codec.decode(self._codec.parse(payload))
 
     def new_wire(self) -> GrpcStreamWire:
         return GrpcStreamWire(self)

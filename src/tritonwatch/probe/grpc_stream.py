@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from tritonwatch.client_tls import ClientTLS, tls_for
+from tritonwatch.probe.kserve_protobuf import decode_stream_infer_response
 
 METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
 REOPEN_MIN_SECONDS = 0.1
@@ -70,15 +71,13 @@ class GrpcStreamSession:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        from tritonclient.grpc import service_pb2  # noqa: PLC0415 - heavy; load on use
-
         self._channel = channel
         self._codec = codec
         self._clock = clock
         self._open_call = channel.stream_stream(
             METHOD,
             request_serializer=None,  # the codec's bytes go as they are
-            response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
+            response_deserializer=decode_stream_infer_response,
         )
         self._call: Any = None
         self._reader: asyncio.Task[None] | None = None

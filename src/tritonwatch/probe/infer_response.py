@@ -34,6 +34,7 @@ from tritonwatch.probe.datatypes import (
     pack,
     serialize_bytes,
 )
+from tritonwatch.probe.kserve_protobuf import ProtobufDecodeError, decode_infer_response
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.server_errors import ServerError
 
@@ -373,8 +374,8 @@ def _flattened(data: list[object]) -> list[object]:
 
 
 def decode_grpc_infer_response(response: Any, received_at: float | None = None) -> InferResponse:
-    """Decodes a ``ModelInferResponse`` (the message, or its serialized bytes), stamped
-    ``received_at``.
+    """Decodes a ``ModelInferResponse`` (its serialized bytes, or a message with the
+    generated type's fields), stamped ``received_at``.
 
     Each output's data is ``raw_output_contents[i]`` when the server sent raw contents
     (Triton always does), else the typed ``contents`` field for its datatype.
@@ -383,12 +384,9 @@ def decode_grpc_infer_response(response: Any, received_at: float | None = None) 
         ResponseDecodeError: naming what is wrong.
     """
     if isinstance(response, bytes | bytearray | memoryview):
-        from google.protobuf.message import DecodeError  # noqa: PLC0415 - heavy
-        from tritonclient.grpc import service_pb2  # noqa: PLC0415
-
-        try:
-            response = service_pb2.ModelInferResponse.FromString(bytes(response))
-        except DecodeError as error:
+        try:  # read by hand: service_pb2 would import grpc and tritonclient.grpc
+            response = decode_infer_response(bytes(response))
+        except ProtobufDecodeError as error:
             raise ResponseDecodeError(f"not a ModelInferResponse: {error}") from None
     raw = list(response.raw_output_contents)
     outputs: dict[str, Tensor] = {}

@@ -145,13 +145,21 @@ class HttpStream:
 class GrpcStream:
     """Triton's ``ModelStreamInfer``: requests up the canary's one call, responses by id."""
 
-    def __init__(self, session: GrpcStreamSession, codec: GrpcStreamCodec,
+    def __init__(self, session: Callable[[], GrpcStreamSession], codec: GrpcStreamCodec,
                  address: tuple[str, int] | None = None) -> None:  # fmt: skip
-        """``address``: (host, port) of a plaintext target, which the engine may stream
-        from instead (None: TLS, or not known)."""
-        self._session = session
+        """``session``: opens the event loop's call, on the first :meth:`send` (so a
+        canary the engine streams for never imports ``grpc``); ``address``: (host, port)
+        of a plaintext target, which the engine may stream from instead (None: TLS, or
+        not known)."""
+        self._open_session = session
+        self._session_: GrpcStreamSession | None = None
         self._codec = codec
         self._address = address
+
+    def _session(self) -> GrpcStreamSession:
+        if self._session_ is None:
+            self._session_ = self._open_session()
+        return self._session_
 
     def engine_requests(
         self, sample: Callable[[], tuple[str, int]], timeout: float, longest: tuple[str, int]
@@ -166,7 +174,8 @@ class GrpcStream:
         return (host, port, requests) if requests.fits(*longest) else None
 
     async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
-        request_id, responses = await self._session.request(prompt, max_tokens)
+        session = self._session()
+        request_id, responses = await session.request(prompt, max_tokens)
         try:
             while not clock.done:
                 item = await responses.get()
@@ -175,11 +184,12 @@ class GrpcStream:
                 stamp, message = item
                 clock.piece(stamp, self._codec.decode(message))
         finally:
-            self._session.done(request_id)
+            session.done(request_id)
         return None
 
     async def close(self) -> None:
-        await self._session.close()
+        if self._session_ is not None:
+            await self._session_.close()
 
 
 def stream_fields(stream: StreamConfig, served_name: str | None) -> StreamFields:
@@ -276,7 +286,11 @@ def open_transport(
     """The transport for ``codec``: one ModelStreamInfer call for gRPC (opened on first
     use), else a keep-alive pool of at most ``limit`` HTTP/1.1 connections."""
     if isinstance(codec, GrpcStreamCodec):
-        session = GrpcStreamSession(open_channel(url, tls), codec)
+        grpc_codec = codec
+
+        def session() -> GrpcStreamSession:  # the event loop's call, on its first send
+            return GrpcStreamSession(open_channel(url, tls), grpc_codec)
+
         parts = urlsplit(url if "://" in url else f"grpc://{url}")
         host, port = parts.hostname, parts.port
         address = (host, port) if tls_for(url, tls) is None and host and port else None

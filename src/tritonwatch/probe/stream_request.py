@@ -45,7 +45,12 @@ from tritonwatch.probe.datatypes import (
     serialize_bytes,
     unpack,
 )
-from tritonwatch.probe.load.encoded import grpc_infer_request
+from tritonwatch.probe.kserve_protobuf import (
+    ProtobufDecodeError,
+    StreamInferResponseMessage,
+    decode_stream_infer_response,
+    encode_infer_request,
+)
 from tritonwatch.probe.payload import PayloadError, Tensor, TensorSpec
 from tritonwatch.probe.sse import DONE
 
@@ -289,7 +294,8 @@ class OpenAICodec:
 
 class GrpcStreamCodec(_KserveStreamCodec):
     """Triton's ``ModelStreamInfer``: serialized ``ModelInferRequest`` in,
-    ``ModelStreamInferResponse`` out."""
+    ``ModelStreamInferResponse`` out, both in :mod:`~tritonwatch.probe.kserve_protobuf`'s
+    wire format (no ``grpc``, no ``tritonclient.grpc``)."""
 
     def _tensor(self, spec: TensorSpec, value: JsonScalar) -> Tensor:
         """One element of ``value`` as input ``spec`` (a -1 dim, the batch one too, is 1)."""
@@ -303,8 +309,6 @@ class GrpcStreamCodec(_KserveStreamCodec):
         """The request, with ``request_id`` (responses on one stream are told apart by
         it) and the empty final response asked for. Fields naming no input become
         request parameters."""
-        from tritonclient.grpc import service_pb2  # noqa: PLC0415 - heavy; load on use
-
         model = self._model
         if model.text_model:
             tensors, values = [], model.values(prompt, max_tokens)
@@ -317,33 +321,32 @@ class GrpcStreamCodec(_KserveStreamCodec):
                 parameters[name] = value
             elif all(t.name != name for t in tensors):
                 tensors.append(self._tensor(spec, value))
-        request = service_pb2.ModelInferRequest.FromString(
-            grpc_infer_request(self._name, self._version, tensors)
-        )
-        request.id = request_id
-        for name, value in (parameters | {ENABLE_EMPTY_FINAL: True}).items():
-            parameter = request.parameters[name]
-            if isinstance(value, bool):
-                parameter.bool_param = value
-            elif isinstance(value, int):
-                parameter.int64_param = value
-            elif isinstance(value, float):
-                parameter.double_param = value
-            else:
-                parameter.string_param = value
-        encoded: bytes = request.SerializeToString()
-        return encoded
+        return encode_infer_request(
+            self._name, self._version, tensors, request_id=request_id,
+            parameters=parameters | {ENABLE_EMPTY_FINAL: True},
+        )  # fmt: skip
 
-    def decode(self, message: Any) -> Piece:
-        """One ``ModelStreamInferResponse``. An in-band error clears the outputs.
+    @staticmethod
+    def parse(payload: bytes) -> StreamInferResponseMessage:
+        """One response message's bytes, read.
+
+        Raises:
+            StreamDecodeError: they are no ``ModelStreamInferResponse``.
+        """
+        try:
+            return decode_stream_infer_response(payload)
+        except ProtobufDecodeError as error:
+            raise StreamDecodeError(f"not a ModelStreamInferResponse: {error}") from None
+
+    def decode(self, message: StreamInferResponseMessage) -> Piece:
+        """One ``ModelStreamInferResponse`` (:meth:`parse`). An in-band error clears the
+        outputs.
 
         Raises:
             StreamDecodeError: an output's contents do not fit its datatype.
         """
         response = message.infer_response
-        final = FINAL_RESPONSE in response.parameters and bool(
-            response.parameters[FINAL_RESPONSE].bool_param
-        )
+        final = response.parameters.get(FINAL_RESPONSE) is True
         if message.error_message:
             return Piece(None, final=final, error=str(message.error_message))
         contents = list(response.raw_output_contents)

@@ -242,6 +242,6 @@ def model_apis_for(
 ) -> ModelApis:
     """gRPC for a target configured by its gRPC endpoint with no ``http_url``; HTTP
     (``effective_http_url``) for every other."""
-    if target.protocol == "grpc" and not target.http_url:
+    if target.grpc_only:
         return GrpcModelApis(target.url, target.client_tls, clock, max_bytes)
     return HttpModelApis(target.effective_http_url, session, clock, max_bytes)

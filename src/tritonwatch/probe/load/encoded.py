@@ -4,10 +4,11 @@ HTTP: the binary-tensor body is :func:`~tritonwatch.probe.binary_tensors.binary_
 the canary's, which tests/probe/test_canary_lean_clients.py holds byte for byte to
 ``tritonclient.http``'s ``generate_request_body``; importing ``tritonclient.http``
 (gevent, numpy) to make it is not needed. gRPC: the ``ModelInferRequest`` is built from
-the generated protobuf types ``tritonclient.grpc`` publishes (``service_pb2``), filled
-as that client's own builder fills them, so the bytes are the client's (tests/probe/
-test_grpc_request_bytes.py holds them to it) without reaching into its private helpers.
-Only the per-request repetition is removed.
+:mod:`~tritonwatch.probe.kserve_protobuf`'s hand-written wire format with what that
+client's own builder fills in, so the bytes are the client's (tests/probe/
+test_grpc_request_bytes.py holds them to it) without importing ``grpc`` and
+``tritonclient.grpc`` (about 23 MiB of the daemon). Only the per-request repetition is
+removed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit
 
 from tritonwatch.kserve import model_path
 from tritonwatch.probe.binary_tensors import binary_request_body
+from tritonwatch.probe.kserve_protobuf import encode_infer_request
 from tritonwatch.probe.payload import Tensor
 
 
@@ -57,14 +59,6 @@ def grpc_infer_request(model: str, version: str, tensors: Sequence[Tensor]) -> b
     timeout or parameters: the model's name and version, and each input's name,
     datatype and shape with its elements as raw contents (``Tensor.raw`` is exactly the
     bytes ``InferInput.set_data_from_numpy`` would put there, BYTES' length prefixes
-    included). Protobuf writes fields in number order, so the bytes do not depend on the
-    order they are set in here.
+    included), written in field number order as protobuf writes them.
     """
-    from tritonclient.grpc import service_pb2  # noqa: PLC0415 - heavy; load on use
-
-    request = service_pb2.ModelInferRequest(model_name=model, model_version=version)
-    for tensor in tensors:
-        request.inputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
-        request.raw_input_contents.append(tensor.raw)
-    encoded: bytes = request.SerializeToString()
-    return encoded
+    return encode_infer_request(model, version, tensors)
