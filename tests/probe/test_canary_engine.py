@@ -11,146 +11,33 @@ runner, whose plain-HTTP canaries use this engine).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import select
 import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import hpack
 import pytest
+from engine_support import (
+    OK,
+    REQUEST,
+    Behaviour,
+    RawServer,
+    Recorder,
+    answer_each,
+    raw_server,
+    read_request,
+)
 
 from tritonwatch.probe import canary_engine as engine_module
 from tritonwatch.probe import http2
-from tritonwatch.probe.canary_engine import CanaryEngine, GrpcAnswer, RawAnswer
+from tritonwatch.probe.canary_engine import CanaryEngine, GrpcAnswer
 from tritonwatch.probe.http2 import UnaryRequest, frame_bytes, grpc_unary_request
 from tritonwatch.probe.load.http1 import HttpProtocolError
-
-REQUEST = (
-    b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n"
-    b"Content-Length: 4\r\n\r\nbody"
-)
-OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
-
-
-def _read_request(conn: socket.socket, buffer: bytearray) -> bytes | None:
-    """One whole request from ``conn`` (None at EOF), leaving the rest in ``buffer``."""
-    while True:
-        end = buffer.find(b"\r\n\r\n")
-        if end >= 0:
-            head = bytes(buffer[:end]).decode("latin-1")
-            length = 0
-            for line in head.split("\r\n")[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            if len(buffer) >= end + 4 + length:
-                request = bytes(buffer[: end + 4 + length])
-                del buffer[: end + 4 + length]
-                return request
-        data = conn.recv(65536)
-        if not data:
-            return None
-        buffer += data
-
-
-Behaviour = Callable[[socket.socket, "RawServer"], None]
-
-
-@dataclass
-class RawServer:
-    """Accepts on a loopback port; each connection runs ``behaviour`` in a thread."""
-
-    behaviour: Behaviour
-    connections: int = 0
-    open_now: int = 0
-    most_open: int = 0
-    """The most connections open at once."""
-    requests: list[bytes] = field(default_factory=list)
-    arrivals: list[float] = field(default_factory=list)
-    """When each request was read whole (time.monotonic), where a behaviour notes it."""
-    closed: threading.Event = field(default_factory=threading.Event)
-
-    def __post_init__(self) -> None:
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            self.open_now += 1
-            self.most_open = max(self.most_open, self.open_now)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            self.behaviour(conn, self)
-        self.open_now -= 1
-        self.closed.set()
-
-    def close(self) -> None:
-        self._listener.close()
-
-
-def answer_each(reply: bytes, delay: float = 0.0) -> Behaviour:
-    """Keep-alive: every request gets ``reply`` after ``delay`` seconds."""
-
-    def behaviour(conn: socket.socket, server: RawServer) -> None:
-        buffer = bytearray()
-        while (request := _read_request(conn, buffer)) is not None:
-            server.requests.append(request)
-            time.sleep(delay)
-            conn.sendall(reply)
-
-    return behaviour
-
-
-@dataclass
-class Recorder:
-    """The stand-in canary: a fixed gap, optionally refusing sends, answers written down."""
-
-    gap: float
-    allow: bool = True
-    answers: list[tuple[float, RawAnswer | BaseException]] = field(default_factory=list)
-    asked: list[float] = field(default_factory=list)
-    """Every send time the engine asked about while allowed (so: the requests sent)."""
-    refused: int = 0
-    woke: list[float] = field(default_factory=list)
-    """When the engine took each answered request up, in the order of ``answers``."""
-
-    def next_gap(self) -> float:
-        return self.gap
-
-    def may_send(self, intended: float) -> bool:
-        if self.allow:
-            self.asked.append(intended)
-        else:
-            self.refused += 1
-        return self.allow
-
-    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
-        assert woke >= intended  # the engine never takes a request up before its time
-        self.answers.append((intended, answer))
-        self.woke.append(woke)
-
-
-@contextlib.contextmanager
-def _server(behaviour: Behaviour) -> Iterator[RawServer]:
-    server = RawServer(behaviour)
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def _serve_for(
@@ -199,7 +86,7 @@ def test_answers_come_back_on_one_reused_connection_at_the_intended_times() -> N
     """Fails if the engine opens a connection per request, drops or repeats an answer,
     drifts from the open-loop schedule, or stamps an answer before its send."""
     canary = Recorder(gap=0.02)
-    with _server(answer_each(OK)) as server:
+    with raw_server(answer_each(OK)) as server:
         first = _serve_for(server.port, canary, 0.5, settle=_sends_settled(canary))
     assert len(canary.answers) >= 10
     assert len(canary.answers) == len(canary.asked) == len(server.requests)
@@ -222,11 +109,11 @@ def test_a_server_that_never_answers_times_every_request_out_none_lost() -> None
 
     def silent(conn: socket.socket, server: RawServer) -> None:
         buffer = bytearray()
-        while (request := _read_request(conn, buffer)) is not None:
+        while (request := read_request(conn, buffer)) is not None:
             server.arrivals.append(time.monotonic())
             server.requests.append(request)
 
-    with _server(silent) as server:
+    with raw_server(silent) as server:
         _serve_for(server.port, canary, 0.4, timeout=0.15, max_in_flight=2,
                    settle=_sends_settled(canary))  # fmt: skip
     assert len(canary.answers) == len(canary.asked) >= 10
@@ -258,7 +145,7 @@ def test_an_answer_cut_short_is_a_connection_error_and_the_next_one_reconnects()
 
     def cut_first(conn: socket.socket, server: RawServer) -> None:
         buffer = bytearray()
-        request = _read_request(conn, buffer)
+        request = read_request(conn, buffer)
         server.requests.append(request or b"")
         if server.connections == 1:
             conn.sendall(OK[:30])  # part of the head, then the connection goes
@@ -266,7 +153,7 @@ def test_an_answer_cut_short_is_a_connection_error_and_the_next_one_reconnects()
         conn.sendall(OK)
         answer_each(OK)(conn, server)
 
-    with _server(cut_first) as server:
+    with raw_server(cut_first) as server:
         _serve_for(server.port, canary, 0.3, settle=_sends_settled(canary))
     first, *rest = [answer for _, answer in canary.answers]
     assert isinstance(first, ConnectionResetError)
@@ -281,10 +168,10 @@ def test_an_idle_connection_the_server_closed_is_not_used_again() -> None:
 
     def one_then_close(conn: socket.socket, server: RawServer) -> None:
         buffer = bytearray()
-        server.requests.append(_read_request(conn, buffer) or b"")
+        server.requests.append(read_request(conn, buffer) or b"")
         conn.sendall(OK)
 
-    with _server(one_then_close) as server:
+    with raw_server(one_then_close) as server:
         _serve_for(server.port, canary, 0.45, settle=_sends_settled(canary))
     assert len(canary.answers) >= 4
     assert all(not isinstance(a, BaseException) and a[0] == 200 for _, a in canary.answers)
@@ -295,7 +182,7 @@ def test_a_slow_server_does_not_slow_the_schedule_and_latency_counts_the_wait() 
     """Fails if requests waiting for the one allowed connection are sent late *and*
     timed from their late send (coordinated omission): their latency must grow."""
     canary = Recorder(gap=0.02)
-    with _server(answer_each(OK, delay=0.06)) as server:
+    with raw_server(answer_each(OK, delay=0.06)) as server:
         _serve_for(server.port, canary, 0.3, max_in_flight=1, settle=_sends_settled(canary))
     assert len(canary.answers) == len(canary.asked) >= 10
     latencies = [a[3] - at for at, a in canary.answers if not isinstance(a, BaseException)]
@@ -308,7 +195,7 @@ def test_a_slow_server_does_not_slow_the_schedule_and_latency_counts_the_wait() 
 def test_nothing_is_sent_while_the_canary_says_not_to() -> None:
     """Fails if the engine sends when the canary is paused or its breaker is open."""
     canary = Recorder(gap=0.02, allow=False)
-    with _server(answer_each(OK)) as server:
+    with raw_server(answer_each(OK)) as server:
         _serve_for(server.port, canary, 0.25)
     assert canary.refused >= 5
     assert canary.asked == []
@@ -326,7 +213,7 @@ def test_a_request_larger_than_the_socket_buffer_goes_out_whole() -> None:
         + body
     )
     canary = Recorder(gap=0.2)
-    with _server(answer_each(OK)) as server:
+    with raw_server(answer_each(OK)) as server:
         _serve_for(server.port, canary, 0.3, request=request, settle=_sends_settled(canary))
     assert server.requests and all(seen == request for seen in server.requests)
     assert all(not isinstance(a, BaseException) and a[0] == 200 for _, a in canary.answers)
@@ -339,12 +226,12 @@ def test_a_chunked_answer_and_a_garbled_one() -> None:
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
     )
     canary = Recorder(gap=0.05)
-    with _server(answer_each(chunked)) as server:
+    with raw_server(answer_each(chunked)) as server:
         _serve_for(server.port, canary, 0.2, settle=_sends_settled(canary))
     assert canary.answers
     assert all(not isinstance(a, BaseException) and a[2] == b"abcde" for _, a in canary.answers)
     garbled = Recorder(gap=0.05)
-    with _server(answer_each(b"HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n")) as server:
+    with raw_server(answer_each(b"HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n")) as server:
         _serve_for(server.port, garbled, 0.2, settle=_sends_settled(garbled))
     assert garbled.answers
     assert all(isinstance(a, HttpProtocolError) for _, a in garbled.answers)
@@ -354,7 +241,7 @@ def test_stopping_the_canary_closes_its_connections() -> None:
     """Fails if a removed canary's sockets stay open (a reload would leak a connection
     per model) or it keeps sending after its task is cancelled."""
     canary = Recorder(gap=0.02)
-    with _server(answer_each(OK)) as server:
+    with raw_server(answer_each(OK)) as server:
         _serve_for(server.port, canary, 0.2)
         assert server.closed.wait(5), "the engine left its connection open"
         seen = len(server.requests)
@@ -395,7 +282,7 @@ def test_past_select_limits_the_engine_itself_waits_with_poll(
     monkeypatch.setattr(engine_module, "FD_SETSIZE", 0)  # every descriptor is "too high"
     monkeypatch.setattr(engine_module, "select", _PollOnly)
     canary = Recorder(gap=0.02)
-    with _server(answer_each(OK)) as server:
+    with raw_server(answer_each(OK)) as server:
         _serve_for(server.port, canary, 0.3, settle=_sends_settled(canary))
     assert len(canary.answers) == len(canary.asked) >= 5
     assert server.connections == 1  # the idle connection was looked at, and reused
@@ -416,7 +303,7 @@ def test_a_connect_that_fails_at_once_hands_the_connection_to_the_next_waiting()
     closing_ok = OK.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
 
     def hold_the_first(conn: socket.socket, server: RawServer) -> None:
-        server.requests.append(_read_request(conn, bytearray()) or b"")
+        server.requests.append(read_request(conn, bytearray()) or b"")
         first_read.set()
         release.wait(10)
         conn.sendall(closing_ok)  # the engine closes it: the next request must connect
@@ -442,7 +329,7 @@ def test_a_connect_that_fails_at_once_hands_the_connection_to_the_next_waiting()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
-    with _server(hold_the_first) as server:
+    with raw_server(hold_the_first) as server:
         try:
             asyncio.run(main())
         finally:
@@ -488,7 +375,7 @@ def _read_frame(conn: socket.socket, buffer: bytearray) -> tuple[int, int, int, 
     return kind, flags, stream, payload
 
 
-def grpc_server(*, goaway_after: int | None = None, refuse_first: bool = False) -> Behaviour:
+def grpcraw_server(*, goaway_after: int | None = None, refuse_first: bool = False) -> Behaviour:
     """An h2c gRPC server: SETTINGS, then for each call its answer (the stream id as its
     message) and a PING, as gRPC servers probe bandwidth after a call. ``goaway_after``:
     a GOAWAY and close after that many answers; ``refuse_first``: the connection's first
@@ -549,7 +436,7 @@ def test_grpc_calls_reuse_one_http2_connection_on_odd_streams_pings_answered() -
     the session's state between calls, or leaves the server's PING unanswered (or takes
     the PING that arrives while the connection idles for bytes nobody asked for)."""
     canary = Recorder(gap=0.05)
-    with _server(grpc_server()) as server:
+    with raw_server(grpcraw_server()) as server:
         _serve_for(server.port, canary, 0.5, request=GRPC_CALL, settle=_sends_settled(canary))
     count = len(canary.answers)
     assert count >= 5
@@ -563,7 +450,7 @@ def test_a_grpc_goaway_after_an_answer_reconnects_and_loses_nothing() -> None:
     """Fails if a connection the server said GOAWAY on is used again, or a call that
     came after it is lost instead of going out on a new connection."""
     canary = Recorder(gap=0.03)
-    with _server(grpc_server(goaway_after=2)) as server:
+    with raw_server(grpcraw_server(goaway_after=2)) as server:
         _serve_for(server.port, canary, 0.4, request=GRPC_CALL, settle=_sends_settled(canary))
     messages = _grpc_messages(canary)
     assert len(messages) >= 5
@@ -575,7 +462,7 @@ def test_a_grpc_goaway_excluding_the_call_is_a_connection_error_then_it_reconnec
     """Fails if a call the server refused with GOAWAY is not an error the canary counts
     (a connection error), or the next call does not reconnect."""
     canary = Recorder(gap=0.03)
-    with _server(grpc_server(refuse_first=True)) as server:
+    with raw_server(grpcraw_server(refuse_first=True)) as server:
         _serve_for(server.port, canary, 0.3, request=GRPC_CALL, settle=_sends_settled(canary))
     messages = _grpc_messages(canary)
     assert len(messages) >= 4

@@ -22,6 +22,9 @@ reported apart, not the server's) to the answer's last byte. So the thread sleep
 until the send time and no longer: it used to stop early and spin through the OS's
 usual lateness, which bought punctual sends for 0.1-0.3 ms of CPU a request (0.15 % of
 a core at 20 requests/s, measured) once that lateness no longer counted as latency.
+Nor does it wake for each answer: the kernel stamps when the answer's bytes arrived, so
+a model that sends again only later leaves its answer there until the next send's
+wake-up collects it with the others come meanwhile (:data:`ANSWER_WAIT`).
 
 gRPC is spoken here too, over plaintext HTTP/2 (:mod:`~tritonwatch.probe.http2`):
 ``grpc.aio``'s own per-call cost kept the gRPC canary 0.75 ms over perf_analyzer's p95
@@ -69,6 +72,20 @@ _log = get_logger("canary")
 READ_CHUNK = 64 * 1024
 FD_SETSIZE = 1024
 """select() cannot watch a descriptor at or above it; poll() takes over there."""
+ANSWER_WAIT = 0.25
+"""How long a unary answer may wait in the kernel before the engine reads it (seconds).
+
+Why wait at all: the kernel stamps every segment's arrival (probe/arrival_stamps.py),
+so when the answer is read changes nothing the canary measures, and each read on its
+own is a wake-up of this thread (70-100 µs of CPU on the test VM) with its Python run
+on cold caches. Collected together at the next send or a quarter-second later, the
+answers of twenty models at one request a second cost about one wake-up per request
+instead of two. Not for streams (each read's stamp is one token's), a request taken up
+from the waiting queue (its model is busy), or a model whose next send comes sooner
+(its connection is wanted back), nor where the kernel gives no stamps."""
+COLLECT_EARLY = 0.1
+"""A turn that wakes for a send collects every waiting answer when the oldest is due
+within this long, so most collections ride on a send's wake-up instead of their own."""
 HttpAnswer = tuple[int, dict[str, str], bytes, float]
 """(status, the headers the decoder needs, the body as sent, when its last byte came)."""
 
@@ -211,6 +228,10 @@ class _Exchange:
     unsent: memoryview
     connecting: bool
     wire: _Wire
+    collect_by: float = 0.0
+    """0: its answer is read the moment it comes. Otherwise the answer may wait in the
+    kernel, its arrival stamped there, until the engine collects it by this time with
+    others (see :data:`ANSWER_WAIT`)."""
 
 
 @dataclass(eq=False)
@@ -287,6 +308,7 @@ class CanaryEngine:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._sent = 0
+        self._turns = 0
         self._read_buffer = bytearray(READ_CHUNK)
         self._read_view = memoryview(self._read_buffer)
         self._next_deadline = 0.0
@@ -294,6 +316,11 @@ class CanaryEngine:
         self._waiting = 0
         """Requests waiting for a connection, all channels together: while none waits, a
         turn looks at no channel (each look at twenty idle ones cost CPU every turn)."""
+        self._collect_at = math.inf
+        """The earliest ``collect_by`` of an answer left in the kernel, as of the last wait."""
+        self._stamped = True
+        """Whether the kernel stamps arrivals here (every socket so far took the option
+        and every read came stamped); answers wait for collection only while it does."""
 
     async def serve(
         self,
@@ -328,6 +355,11 @@ class CanaryEngine:
     def sent(self) -> int:
         """Requests sent so far, all canaries together (tests ask which path sent)."""
         return self._sent
+
+    @property
+    def turns(self) -> int:
+        """Wake-ups of the thread so far (tests ask how many a request costs)."""
+        return self._turns
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stops the thread; every connection is closed, nothing more is recorded."""
@@ -374,9 +406,12 @@ class CanaryEngine:
             waker.close()
 
     def _turn(self, waker: _Waker) -> None:
+        self._turns += 1
         self._take_commands()
         now = self._clock()
         self._send_due(now)
+        if now >= self._collect_at - COLLECT_EARLY:
+            self._collect(now)  # before expiring: an answer that came in time is no timeout
         self._expire(now)
         readers, writers, fits = self._watched(waker)
         readable, writable = _wait_ready(readers, writers, self._wait_for(self._clock()), fits)
@@ -407,7 +442,7 @@ class CanaryEngine:
         :meth:`_watched` found it this turn), whichever comes first (0 when one is due
         already)."""
         next_send = self._due[0][0] if self._due else math.inf
-        wake = min(next_send, self._next_deadline)
+        wake = min(next_send, self._next_deadline, self._collect_at)
         if wake == math.inf:
             return 1.0  # idle: only a command (the wake socket) ends the wait
         return max(0.0, wake - now)
@@ -417,16 +452,19 @@ class CanaryEngine:
             intended, _, channel = heapq.heappop(self._due)
             if channel.closed:
                 continue
-            if channel.canary.may_send(intended):
-                self._start(channel, intended, now)
             following = intended + channel.canary.next_gap()
             if following < now - channel.timeout:
                 following = now  # the thread stood still (a suspended process): skip ahead
+            if channel.canary.may_send(intended):
+                self._start(channel, intended, now, unhurried=following - now > ANSWER_WAIT)
             heapq.heappush(self._due, (following, next(self._order), channel))
 
-    def _start(self, channel: _Channel, intended: float, woke: float) -> None:
+    def _start(
+        self, channel: _Channel, intended: float, woke: float, *, unhurried: bool = False
+    ) -> None:
         """Sends the request due at ``intended`` (taken up at ``woke``) on an idle
-        connection or a new one, or queues it."""
+        connection or a new one, or queues it. ``unhurried``: its answer may wait in
+        the kernel for collection (:data:`ANSWER_WAIT`), as the model sends next later."""
         if channel.in_flight >= channel.max_in_flight:
             channel.waiting.append((intended, woke))
             self._waiting += 1
@@ -436,14 +474,15 @@ class CanaryEngine:
             sock, wire = channel.idle.pop()
             if _revived(sock, wire, self._read_buffer) and wire.reusable():
                 exchange = _Exchange(sock, intended, woke, deadline, memoryview(b""), False, wire)
-                self._begin(channel, exchange)
+                self._begin(channel, exchange, unhurried)
                 return
             sock.close()  # the server closed it (or is going away) while it idled
         family, address = channel.address
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        stamp_arrivals(sock)
+        if not stamp_arrivals(sock):
+            self._stamped = False
         code = sock.connect_ex(address)
         if code not in (0, errno.EINPROGRESS):
             # Failed at once (no route, no local port left): the connection stays free,
@@ -452,10 +491,13 @@ class CanaryEngine:
             _deliver(channel, intended, woke, OSError(code, os.strerror(code)))
             return
         wire = channel.new_wire()
-        self._begin(channel, _Exchange(sock, intended, woke, deadline, memoryview(b""), True, wire))
+        exchange = _Exchange(sock, intended, woke, deadline, memoryview(b""), True, wire)
+        self._begin(channel, exchange, unhurried)
 
-    def _begin(self, channel: _Channel, exchange: _Exchange) -> None:
+    def _begin(self, channel: _Channel, exchange: _Exchange, unhurried: bool = False) -> None:
         self._sent += 1
+        if unhurried and self._stamped and not isinstance(exchange.wire, StreamWire):
+            exchange.collect_by = min(exchange.woke + ANSWER_WAIT, exchange.deadline)
         self._register(channel, exchange)
         exchange.unsent = memoryview(exchange.wire.start())
         if not exchange.connecting:
@@ -494,14 +536,17 @@ class CanaryEngine:
         ``_next_deadline``, the earliest deadline of a request in flight or waiting."""
         readers: list[socket.socket] = [waker.read]
         writers: list[socket.socket] = []
-        highest, earliest = waker.read.fileno(), math.inf
+        highest, earliest, collect = waker.read.fileno(), math.inf, math.inf
         for fd, (_, exchange) in self._exchanges.items():
             if exchange.connecting or exchange.unsent:
                 writers.append(exchange.sock)
+            elif exchange.collect_by:
+                collect = min(collect, exchange.collect_by)  # its answer waits in the kernel
             else:
                 readers.append(exchange.sock)
             highest = max(highest, fd)
             earliest = min(earliest, exchange.deadline)
+        self._collect_at = collect
         if self._waiting:  # each channel's oldest waits longest (its timeout is one)
             oldest = [c.waiting[0][0] + c.timeout for c in self._channels if c.waiting]
             earliest = min([earliest, *oldest])
@@ -529,6 +574,21 @@ class CanaryEngine:
             exchange.connecting = False
         self._push(channel, exchange)
 
+    def _collect(self, now: float) -> None:
+        """Reads every answer left waiting in the kernel that has come (one zero-timeout
+        wait for them all); one not come by its ``collect_by`` is read when it comes."""
+        waiting = [e for _, e in self._exchanges.values() if e.collect_by and not e.unsent]
+        if not waiting:
+            return
+        fits = max(e.sock.fileno() for e in waiting) < FD_SETSIZE
+        came = {id(s) for s in _wait_ready([e.sock for e in waiting], [], 0.0, fits)[0]}
+        for exchange in waiting:
+            if id(exchange.sock) in came:
+                exchange.collect_by = 0.0
+                self._on_readable(exchange.sock)
+            elif exchange.collect_by <= now:
+                exchange.collect_by = 0.0  # slower than the wait: read the moment it comes
+
     def _on_readable(self, sock: socket.socket) -> None:
         found = self._find(sock)
         if found is None:
@@ -543,6 +603,8 @@ class CanaryEngine:
         except OSError as error:
             self._fail(channel, exchange, error)
             return
+        if arrived is None:
+            self._stamped = False  # no stamp: answers must be read as they come from now on
         if not size:
             self._fail(channel, exchange, ConnectionResetError("connection closed by the server"))
         else:
