@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from real_triton import RealTriton
 
 HEAVY = ("grpc", "google", "tritonclient", "numpy", "ml_dtypes")
@@ -47,19 +49,25 @@ print(json.dumps({"ok": ok, "heavy": heavy}))
 """
 
 
+@pytest.mark.parametrize("named_by", ["http", "grpc"])
 def test_a_daemon_with_grpc_canaries_never_imports_grpc(
-    start_real_triton: Callable[..., RealTriton], tmp_path: Path
+    start_real_triton: Callable[..., RealTriton], tmp_path: Path, named_by: str
 ) -> None:
     """Breaks if anything on the gRPC canary's way (encoding, decoding, the streaming
-    transport, the preparation over the target's HTTP API) imports ``grpc``, protobuf,
-    ``tritonclient`` or numpy again, or if the lean path stops answering successfully."""
+    transport, the preparation over the target's HTTP API, the readiness check of a
+    target named by its gRPC URL) imports ``grpc``, protobuf, ``tritonclient`` or numpy
+    again, or if the lean path stops answering successfully."""
     triton = start_real_triton("llm_stream", "batching")
+    endpoints = (
+        f"url: {triton.http_url}\n    grpc_url: {triton.grpc_url}"
+        if named_by == "http"
+        else f"url: {triton.grpc_url}\n    http_url: {triton.http_url}"
+    )
     config = tmp_path / "c.yaml"
     config.write_text(
         f"""targets:
   - name: t
-    url: {triton.http_url}
-    grpc_url: {triton.grpc_url}
+    {endpoints}
     metrics_url: {triton.metrics_url}
     models: [{{name: llm_stream, canary: {{protocol: grpc}}}},
              {{name: batching, canary: {{protocol: grpc}}}}]

@@ -515,3 +515,16 @@ def decode_stream_infer_response(data: bytes) -> StreamInferResponseMessage:
         elif number == 2:
             response += raw  # a message field seen twice merges: its bytes concatenate
     return StreamInferResponseMessage(_text(error), decode_infer_response(response))
+
+
+def decode_server_ready_response(data: bytes) -> bool:
+    """``ServerReadyResponse.ready`` (field 1, bool; proto3 leaves a false one out).
+
+    Raises:
+        ProtobufDecodeError: ``data`` is no such message.
+    """
+    ready = False
+    for number, wire_type, value in _fields(data):
+        if number == 1 and wire_type == VARINT:
+            ready = bool(value)  # the last one wins, as proto3 reads a repeated scalar
+    return ready

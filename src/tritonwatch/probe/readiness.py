@@ -7,6 +7,7 @@ unreachable server must not stop the loop that checks the others.
 from __future__ import annotations
 
 import re
+import socket
 import time
 from collections.abc import Callable
 
@@ -15,7 +16,15 @@ import requests
 from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import Outcome, ReadinessObservation
+from tritonwatch.probe.http2 import (
+    ClientSession,
+    GrpcReply,
+    Http2ClosedError,
+    Http2Error,
+    grpc_unary_request,
+)
 from tritonwatch.probe.interfaces import ReadinessProbe
+from tritonwatch.probe.kserve_protobuf import ProtobufDecodeError, decode_server_ready_response
 
 Clock = Callable[[], float]
 _ERRNO_TEXT = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
@@ -71,7 +80,8 @@ class HttpReadinessProbe:
 
 
 class GrpcReadinessProbe:
-    """``ServerReady`` over gRPC with tritonclient; a channel is kept open between checks."""
+    """``ServerReady`` over gRPC with tritonclient (TLS targets); a channel is kept open
+    between checks."""
 
     def __init__(
         self,
@@ -123,7 +133,108 @@ def _observation(
 
 
 def readiness_probe_for(target: TargetConfig, timeout: float) -> ReadinessProbe:
-    """The probe that speaks the protocol of ``target.url``."""
+    """The probe that speaks the protocol of ``target.url``: plaintext gRPC on the
+    h2c client, gRPC over TLS on tritonclient's, HTTP(S) on ``requests``."""
+    if target.protocol == "grpc" and tls_for(target.url, target.client_tls) is None:
+        return H2cReadinessProbe(target.name, target.url, timeout)
     if target.protocol == "grpc":
         return GrpcReadinessProbe(target.name, target.url, timeout, tls=target.client_tls)
     return HttpReadinessProbe(target.name, target.url, timeout, tls=target.client_tls)
+
+
+# -- plaintext gRPC without grpc ---------------------------------------------------------
+# Why not tritonclient's gRPC client here too: importing it loads ``grpc``, protobuf and
+# numpy, about 28 MiB, into a daemon whose gRPC canaries, scrapes and discovery need none
+# of them when the target also names its HTTP API (``http_url``): only the readiness
+# check of a ``grpc://`` target still asked for them. The call is one empty request and
+# a one-field answer, spoken with the canary's sans-I/O HTTP/2 client on a blocking
+# socket kept open between checks (a new one after any failure).
+
+SERVER_READY = "/inference.GRPCInferenceService/ServerReady"
+_DEADLINE_EXCEEDED, _UNAVAILABLE = 4, 14
+
+
+class H2cReadinessProbe:
+    """``ServerReady`` on one h2c connection: ready, not ready, or why no answer came."""
+
+    def __init__(self, target: str, url: str, timeout: float, clock: Clock = time.monotonic):
+        address = url.partition("://")[2].rstrip("/")
+        host, _, port = address.rpartition(":")
+        self._target = target
+        self._address = (host.strip("[]"), int(port))
+        self._timeout = timeout
+        self._clock = clock
+        self._request = grpc_unary_request(address, SERVER_READY, b"", timeout)
+        self._socket: socket.socket | None = None
+        self._session = ClientSession()
+
+    def check(self) -> ReadinessObservation:
+        started = self._clock()
+        try:
+            reply = self._call()
+        except (OSError, Http2Error) as error:  # (timeouts and Http2ClosedError are OSErrors)
+            self.close()
+            outcome, text = _call_failure(error)
+        else:
+            outcome, text = _judged(reply)
+        ready = outcome == Outcome.SUCCESS
+        return self._observe(started, outcome, ready=ready, error=text)
+
+    def _call(self) -> GrpcReply:
+        """One ServerReady call, on the kept connection while it can take one; the whole
+        call (connecting included) bounded by the probe's timeout."""
+        deadline = time.monotonic() + self._timeout
+        if self._socket is None or not self._session.can_send(self._request):
+            self.close()
+            self._socket = socket.create_connection(self._address, timeout=self._timeout)
+            self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._session = ClientSession()
+        sock = self._socket
+        sock.sendall(self._session.start(self._request))
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{self._timeout:g} s passed")
+            sock.settimeout(left)
+            data = sock.recv(65536)
+            if not data:
+                raise Http2ClosedError("connection closed by the server")
+            reply = self._session.feed(data)
+            owed = self._session.take_output()
+            if owed:
+                sock.sendall(owed)  # SETTINGS and PING acknowledgements, window updates
+            if reply is not None:
+                return reply
+
+    def _observe(
+        self, started: float, outcome: Outcome, *, ready: bool = False, error: str = ""
+    ) -> ReadinessObservation:
+        return _observation(self._target, self._clock, started, outcome, ready=ready, error=error)
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+
+def _call_failure(error: OSError | Http2Error) -> tuple[Outcome, str]:
+    """What a call that got no gRPC answer says: timed out, no connection, or no gRPC."""
+    if isinstance(error, TimeoutError):
+        return Outcome.TIMEOUT, f"no answer in time: {error}"
+    if isinstance(error, Http2Error):
+        return Outcome.GRPC_ERROR, f"not gRPC: {error}"
+    return Outcome.CONNECTION_ERROR, _root_cause(error) if str(error) else type(error).__name__
+
+
+def _judged(reply: GrpcReply) -> tuple[Outcome, str]:
+    """A ServerReady answer's outcome: ready, not ready, or the status it failed with
+    (named as tritonclient's error would name it)."""
+    if reply.status:
+        outcome = {_DEADLINE_EXCEEDED: Outcome.TIMEOUT, _UNAVAILABLE: Outcome.CONNECTION_ERROR}
+        text = f"{reply.status_name}: {reply.message}" if reply.message else reply.status_name
+        return outcome.get(reply.status, Outcome.GRPC_ERROR), text
+    try:
+        ready = decode_server_ready_response(reply.payload)
+    except ProtobufDecodeError as error:
+        return Outcome.GRPC_ERROR, f"bad ServerReadyResponse: {error}"
+    return (Outcome.SUCCESS, "") if ready else (Outcome.GRPC_ERROR, "server not ready")
