@@ -158,9 +158,9 @@ def test_http_stream_canary_agrees_with_a_raw_socket_client(fast_stream: RealTri
     _agree_side_by_side(fast_stream, "http", lambda: HttpReference(fast_stream.http_port, MODEL))
 
 
-def test_grpc_stream_canary_agrees_with_tritonclients_stream(fast_stream: RealTriton) -> None:
-    """Breaks if the gRPC streaming canary's TTFT/ITL drift from tritonclient's own
-    stream's, or if it miscounts the tokens the model sent."""
+def test_grpc_stream_canary_agrees_with_a_raw_http2_client(fast_stream: RealTriton) -> None:
+    """Breaks if the gRPC streaming canary's TTFT/ITL drift from a hand-written
+    ModelStreamInfer client's, or if it miscounts the tokens the model sent."""
     _agree_side_by_side(fast_stream, "grpc", lambda: GrpcReference(fast_stream.grpc_address, MODEL))
 
 
