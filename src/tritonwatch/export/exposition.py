@@ -43,6 +43,8 @@ GZIP_LEVEL = 1
 _SIMPLE_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 """Names every escaping scheme and both formats write unchanged (no ``:``: OpenMetrics
 rewrites it in sample names under ``underscores``)."""
+_SIMPLE_LABEL = re.compile(r"(?!__)[a-zA-Z_][a-zA-Z0-9_]*")
+"""Label names the same: ``__``-prefixed ones are reserved, quoted under ``allow-utf-8``."""
 _FAST_ESCAPINGS = frozenset({om_format.UNDERSCORES, om_format.ALLOWUTF8})
 _TEXT_SPECIAL_SUFFIXES = ("_created", "_gcount", "_gsum")
 """Samples text 0.0.4 moves out of their family into gauges of their own, in this order."""
@@ -82,7 +84,7 @@ def _prefix(name: str, labels: dict[str, str]) -> str | None:
         return f"{name} "
     pairs = []
     for key, value in sorted(labels.items()):
-        if _SIMPLE_NAME.fullmatch(key) is None:
+        if _SIMPLE_LABEL.fullmatch(key) is None:
             return None
         pairs.append(f'{key}="{_escape_value(value)}"')
     return f"{name}{{{','.join(pairs)}}} "
