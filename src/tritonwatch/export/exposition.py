@@ -196,8 +196,8 @@ class Renderer:
             if prefix is None or value is None:
                 return -count - 1
             text = repr(value) if value.__class__ is float else ""
-            if len(text) > 8 or not text or text[-1] > "9":  # long, inf/nan, or not a float
-                text = go_float(value)
+            if not text or text[-1] > "9" or (len(text) > 8 and text.find(".") > 6):
+                text = go_float(value)  # not a float, inf/nan, or an exponent for Go
             if moved and name in moved:
                 special.setdefault(moved[name], []).append(f"{prefix}{text}\n")
             else:
