@@ -23,9 +23,10 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry
 
 from tritonwatch.export.basic_auth import BasicAuthChecker, parse_basic_authorization
+from tritonwatch.export.exposition import make_metrics_app
 from tritonwatch.export.web_config_watcher import WebConfigWatcher
 from tritonwatch.listen import ListenAddress
 from tritonwatch.logs import get_logger
@@ -106,8 +107,12 @@ def exporter_app(
     health: Callable[[], HealthReport],
     status_page: Callable[[], str] | None = None,
 ) -> WSGIApplication:
-    """Routes requests to the metrics, health and status-page handlers."""
-    metrics_app = make_wsgi_app(registry)
+    """Routes requests to the metrics, health and status-page handlers.
+
+    ``/metrics`` answers as ``prometheus_client.make_wsgi_app`` would, byte for byte,
+    at a fraction of its CPU (see :mod:`tritonwatch.export.exposition`).
+    """
+    metrics_app = make_metrics_app(registry)
 
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
