@@ -64,7 +64,7 @@ GRPC_STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE
                      "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
                      "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")  # fmt: skip
 """gRPC status codes by number, named as ``grpc.StatusCode`` names them."""
-UNKNOWN, INTERNAL, UNIMPLEMENTED, UNAVAILABLE = 2, 13, 12, 14
+UNKNOWN, DEADLINE_EXCEEDED, INTERNAL, UNIMPLEMENTED, UNAVAILABLE = 2, 4, 13, 12, 14
 _HTTP_TO_GRPC = {400: INTERNAL, 401: 16, 403: 7, 404: UNIMPLEMENTED, 429: UNAVAILABLE,
                  502: UNAVAILABLE, 503: UNAVAILABLE, 504: UNAVAILABLE}  # fmt: skip
 """gRPC's own mapping of an HTTP status on a non-gRPC answer (doc/http-grpc-status-mapping.md)."""

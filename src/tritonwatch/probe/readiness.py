@@ -17,6 +17,8 @@ from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import Outcome, ReadinessObservation
 from tritonwatch.probe.http2 import (
+    DEADLINE_EXCEEDED,
+    UNAVAILABLE,
     ClientSession,
     GrpcReply,
     Http2ClosedError,
@@ -151,7 +153,6 @@ def readiness_probe_for(target: TargetConfig, timeout: float) -> ReadinessProbe:
 # socket kept open between checks (a new one after any failure).
 
 SERVER_READY = "/inference.GRPCInferenceService/ServerReady"
-_DEADLINE_EXCEEDED, _UNAVAILABLE = 4, 14
 
 
 class H2cReadinessProbe:
@@ -230,7 +231,7 @@ def _judged(reply: GrpcReply) -> tuple[Outcome, str]:
     """A ServerReady answer's outcome: ready, not ready, or the status it failed with
     (named as tritonclient's error would name it)."""
     if reply.status:
-        outcome = {_DEADLINE_EXCEEDED: Outcome.TIMEOUT, _UNAVAILABLE: Outcome.CONNECTION_ERROR}
+        outcome = {DEADLINE_EXCEEDED: Outcome.TIMEOUT, UNAVAILABLE: Outcome.CONNECTION_ERROR}
         text = f"{reply.status_name}: {reply.message}" if reply.message else reply.status_name
         return outcome.get(reply.status, Outcome.GRPC_ERROR), text
     try:
