@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SOURCES := $(wildcard src tests benchmarks scripts)
 
-.PHONY: all demo test lint typecheck unit debian-packages real-triton real-mlserver bench-packages bench lock clean
+.PHONY: all demo test lint typecheck unit suite bench-tests debian-packages real-triton real-mlserver bench-packages bench lock clean
 
 all: test
 
@@ -40,10 +40,21 @@ lint: $(INSTALLED)
 typecheck: $(INSTALLED)
 	$(BIN)/mypy src
 
-unit: $(INSTALLED) debian-packages real-triton real-mlserver
-	$(BIN)/pytest
+# The whole suite (unit, sim and real tests; tests/README.md), in parallel: the users of
+# the shared real Triton run on one worker (--dist loadgroup), the rest spread over three.
+PYTEST_WORKERS ?= 3
+suite: $(INSTALLED) debian-packages real-triton real-mlserver
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
-test: lint typecheck unit
+# The edit-test loop: the unit tests alone (no simulator, no subprocess), well under a minute.
+unit: $(INSTALLED)
+	$(BIN)/pytest -m unit -n 2
+
+# The measurements that left the suite (bench marker): speeds, soaks, side-by-sides.
+bench-tests: $(INSTALLED) debian-packages real-triton real-mlserver
+	$(BIN)/pytest -m bench
+
+test: lint typecheck suite
 
 demo: $(INSTALLED)
 	$(BIN)/tritonwatch demo

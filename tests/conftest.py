@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 import structlog
 
+import kinds
 from real_mlserver import RealMLServer
 from real_triton import ALL_MODELS, RealTriton
 from support import ReadyEndpoint
@@ -85,3 +88,67 @@ def real_mlserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealMLSe
     server = RealMLServer(tmp_path_factory.mktemp("mlserver")).start()
     yield server
     server.stop()
+
+
+TRITON_STARTS_LOG = "TRITONWATCH_TRITON_STARTS_LOG"
+"""Each ``RealTriton.start()`` adds a line to this file (tests/real_triton.py)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller names the starts log before xdist spawns its workers, so every
+    worker writes to the same file."""
+    if not hasattr(config, "workerinput") and TRITON_STARTS_LOG not in os.environ:
+        handle, log = tempfile.mkstemp(prefix="tritonwatch-triton-starts-", suffix=".log")
+        os.close(handle)
+        os.environ[TRITON_STARTS_LOG] = log
+
+
+TRITON_STARTS_BUDGET = 6
+
+
+def _triton_starts(config: pytest.Config) -> list[str] | None:
+    """The lines of the starts log, on the controller (None on a worker)."""
+    log = os.environ.get(TRITON_STARTS_LOG)
+    if hasattr(config, "workerinput") or not log or not Path(log).exists():
+        return None
+    return Path(log).read_text().splitlines()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """More tritonserver starts than the budget fail the run: a new private server, or
+    shared-server tests split over workers, costs every run a minute."""
+    starts = _triton_starts(session.config)
+    if starts is not None and len(starts) > TRITON_STARTS_BUDGET:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    starts = _triton_starts(config)
+    if starts is None:
+        return
+    verdict = (
+        ""
+        if len(starts) <= TRITON_STARTS_BUDGET
+        else f", over the budget of {TRITON_STARTS_BUDGET}:"
+    )
+    terminalreporter.write_line(f"tritonserver starts: {len(starts)}{verdict}")
+    if verdict:
+        for line in starts:
+            terminalreporter.write_line(f"  {line}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    kinds.classify(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with kinds.guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with kinds.guarded(item):
+        return (yield)

@@ -35,3 +35,16 @@ def stream_step(level: float, *, tokens_per_second: float, requests_per_second: 
         generator_bound=False, server=None, ttft=quantiles(ttft_p95), itl=quantiles(itl_p95),
         itl_per_request=quantiles(itl_p95), output_tokens_per_second=tokens_per_second,
     )  # fmt: skip
+
+
+# Two instances of a 4 ms model, no batching: capacity ≈ 2 / 4 ms, reached by concurrency 2-4.
+TWO_INSTANCES = {
+    "timing": {
+        "compute_input": 0, "compute_input_per_item": 0, "compute_output": 0,
+        "compute_output_per_item": 0, "compute_infer": "4ms", "compute_infer_per_item": 0,
+        "noise_sigma": 0.0,
+    },
+    "dynamic_batching": None,
+    "instance_group": {"count": 2, "kind": "KIND_GPU", "gpus": [0]},
+    "gpu_occupancy": {"base": 0.3, "per_item": 0},
+}  # fmt: skip

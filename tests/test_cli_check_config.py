@@ -11,6 +11,8 @@ import pytest
 from config.test_invalid_configs import EXPECTED
 from support import REPO, TRITONWATCH
 
+pytestmark = pytest.mark.real
+
 INVALID = REPO / "tests" / "config" / "invalid"
 
 

@@ -10,6 +10,8 @@ from support import TRITONWATCH
 from tritonwatch.cli import build_parser
 from tritonwatch.cli_flags import env_name
 
+pytestmark = pytest.mark.real
+
 
 def test_env_name_follows_the_flag() -> None:
     """Each flag's environment variable is TRITONWATCH_ and its name in upper snake case."""

@@ -16,6 +16,8 @@ from tritonwatch.observations import ReadinessObservation
 from tritonwatch.probe.interfaces import ReadinessProbe
 from tritonwatch.probe.readiness import readiness_probe_for
 
+pytestmark = pytest.mark.sim
+
 
 class CountedProbe:
     """The daemon's own probe for a target, with its checks and its close counted.

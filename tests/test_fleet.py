@@ -16,6 +16,8 @@ from tritonwatch.config import load_config, parse_config
 from tritonwatch.daemon import Daemon
 from tritonwatch.fleet import Shard, discovered_targets, effective_config
 
+pytestmark = pytest.mark.real
+
 
 def _sd(path: Path, groups: list[dict[str, object]]) -> None:
     path.write_text(json.dumps(groups))

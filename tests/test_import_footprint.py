@@ -17,6 +17,8 @@ import pytest
 
 from tritonwatch.cli import build_parser
 
+pytestmark = pytest.mark.real
+
 NEVER_IN_RUN = ("rich", "pygments", "matplotlib", "grpc", "tritonclient.grpc", "tritonwatch.sim.server",
                 "tritonwatch.tune", "tritonwatch.sweep_cli")  # fmt: skip
 """Heavy packages no part of ``tritonwatch run`` uses (only the tools and the demo do)."""

@@ -25,6 +25,8 @@ from tritonwatch.scrape.model_apis import HttpModelApis
 from tritonwatch.sim.server import Simulator
 from tritonwatch.target_state import ScrapeSource
 
+pytestmark = pytest.mark.sim
+
 AWKWARD = "team/a b?c#d%e"
 """A name with every character that used to be quoted differently or could bend a URL."""
 TENSOR = Tensor("x", "INT32", (1,), b"\x01\x00\x00\x00")
@@ -111,7 +113,8 @@ def test_canary_sweep_scraper_and_discovery_ask_under_one_url(
     with requests.Session() as session:
         apis = HttpModelApis(url, session)
         for source in (ScrapeSource.CONFIG, ScrapeSource.STATS):
-            assert apis.read(source, ModelKey(AWKWARD, "2"), deadline=time.monotonic() + 30).ok
+            deadline = time.monotonic() + 30
+            assert apis.read(source, ModelKey(AWKWARD, "2"), deadline=deadline).ok
     reader = HttpModelReader(TargetConfig(name="t", url=url), timeout=10.0)
     try:
         reader.metadata(AWKWARD)

@@ -11,6 +11,8 @@ import pytest
 from tritonwatch.libc import load_libc
 from tritonwatch.malloc_arenas import limit_malloc_arenas
 
+pytestmark = pytest.mark.real
+
 
 @pytest.mark.skipif(sys.platform != "linux", reason="a glibc setting")
 def test_glibc_takes_the_cap_and_threads_then_share_one_arena() -> None:

@@ -7,8 +7,12 @@ import shlex
 import subprocess
 import tomllib
 
+import pytest
+
 from support import BIN, REPO, TRITONWATCH
 from tritonwatch.config.schema import DEFAULT_EXPORTER_LISTEN
+
+pytestmark = pytest.mark.real
 
 DEFAULT_EXPORTER_PORT = int(DEFAULT_EXPORTER_LISTEN.rsplit(":", 1)[1])
 

@@ -13,6 +13,8 @@ from tritonwatch.config import parse_config
 from tritonwatch.probe.sweep_schedule import sweep_plans
 from tritonwatch.sim.server import Simulator
 
+pytestmark = pytest.mark.real
+
 
 def _config(tmp_path: Path, url: str) -> Path:
     path = tmp_path / "prod.yaml"

@@ -25,6 +25,11 @@ from tritonwatch.demo_view import demo_screen, status_lines
 from tritonwatch.export.status_page import StatusSnapshot
 from tritonwatch.sim.server import Simulator
 from tritonwatch.terminal_table import Column, render_table
+from tritonwatch.tune.candidates import Change
+from tritonwatch.tune.cli import history_lines
+from tritonwatch.tune.tuner import TuneResult, TuneStep
+
+pytestmark = pytest.mark.real
 
 WIDTHS = (80, 120)
 
@@ -77,7 +82,6 @@ def sim() -> Iterator[SimProcess]:
         yield process
 
 
-@pytest.mark.e2e
 def test_sweep_fits_the_terminal_and_prints_every_level_whole(
     sim: SimProcess, tmp_path: Path
 ) -> None:
@@ -109,41 +113,76 @@ def test_sweep_fits_the_terminal_and_prints_every_level_whole(
     assert set(headers[80]) < set(headers[120])
 
 
-@pytest.mark.e2e
-def test_tune_history_fits_the_terminal_and_keeps_its_numbers(tmp_path: Path) -> None:
-    """Breaks if `tritonwatch tune`'s history table cuts its numbers or the change it
-    proposes, or overflows the terminal."""
-    headers = {}
-    with SimProcess(scenario="queue-delay-too-high") as sim:
-        for width in WIDTHS:
-            out = tmp_path / f"tune{width}.json"
-            text = _run("tune", "--url", sim.http_url, "--model", "resnet50",
-                        "--budget-p95", "50ms", "--concurrency", "1,2", "--apply",
-                        "--max-steps", "1", "--measurement-interval", "300ms", "--json", str(out),
-                        width=width, timeout=60)  # fmt: skip
-            _assert_fits(text, width)
-            headers[width] = _header(text, "step")
-            data = json.loads(out.read_text())
-            tokens = _tokens(text)
-            for step in data["history"]:
-                throughput = step["throughput_in_budget"]
-                p95 = step["p95_seconds"]
-                assert (f"{throughput:.1f}" if throughput is not None else "none") in tokens
-                assert p95 is None or f"{p95 * 1e3:.2f}" in tokens
-                assert step["reason"].split()[-1].strip(".,;()") in tokens
-                if step["parameter"] is not None:
-                    assert {
-                        step["parameter"],
-                        str(step["current"]),
-                        str(step["proposed"]),
-                    } <= tokens
-    # Each width is its own tune run, so the rows differ (a longer reason, another
-    # change): the wider table holds at least as many columns, the change among them.
-    assert len(headers[120]) >= len(headers[80])
-    assert "change" in headers[120]
+def _step(step: int, change: tuple[str, int, int] | None, throughput: float | None,
+          p95: float | None, verdict: str, reason: str) -> TuneStep:  # fmt: skip
+    moved = None if change is None else Change(*change, reason="")
+    return TuneStep(step, moved, throughput, p95, verdict, reason)
 
 
-@pytest.mark.e2e
+QUEUE_DELAY = "dynamic_batching.max_queue_delay_microseconds"
+TUNE_HISTORY = [
+    # Steps of two `tritonwatch tune --apply --max-steps 1` runs on the simulator's
+    # queue-delay-too-high scenario (their --json histories), then the other verdicts
+    # with their longest reasons (tune/judge.py): recorded, so no tuner runs here.
+    _step(0, None, None, 0.08687856100004865, "baseline", "current config"),
+    _step(
+        1,
+        (QUEUE_DELAY, 80000, 40000),
+        42.15313248868291,
+        0.047596683999927336,
+        "keep",
+        "now fits the budget at 2",
+    ),
+    _step(
+        2,
+        (QUEUE_DELAY, 40000, 20000),
+        73.1279930975885,
+        0.028029237000055218,
+        "keep",
+        "throughput in budget 42.1 → 73.1/s beyond noise",
+    ),
+    _step(
+        3,
+        ("instance_group.count", 1, 2),
+        71.90412,
+        0.0291833,
+        "inconclusive",
+        "too few requests at the operating points to compare (fewer than 30)",
+    ),
+    _step(
+        4, (QUEUE_DELAY, 20000, 10000), None, 0.0612, "revert", "nothing fits the budget any more"
+    ),
+]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_tune_history_fits_the_terminal_and_keeps_its_numbers(
+    width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Breaks if `tritonwatch tune`'s history table (as its command prints it, laid out
+    for ``COLUMNS``) cuts its numbers or the change it proposes, overflows the terminal,
+    or drops the change column on a wide one."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    result = TuneResult(original={}, final={}, history=TUNE_HISTORY)
+    console = Console(file=io.StringIO(), width=width)
+    console.out("\n".join(history_lines(result)), highlight=False)  # as run_tune_command
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    _assert_fits(text, width)
+    tokens = _tokens(text)
+    for step in TUNE_HISTORY:
+        assert (f"{step.throughput:.1f}" if step.throughput is not None else "none") in tokens
+        assert step.p95 is None or f"{step.p95 * 1e3:.2f}" in tokens
+        assert step.verdict in tokens
+        assert " ".join(step.reason.split()) in " ".join(text.split())
+        if step.change is not None:
+            change = step.change
+            assert {change.parameter, str(change.current), str(change.proposed)} <= tokens
+    header = _header(text, "step")
+    assert {"infer/s in budget", "p95 ms", "verdict"} <= set(header)
+    if width == 120:
+        assert "change" in header
+
+
 def test_rules_summary_fits_the_terminal_and_counts_what_it_wrote(tmp_path: Path) -> None:
     """Breaks if `tritonwatch rules --out` prints no summary, one that disagrees with the
     file it wrote, cuts a number, or shows no more on a wider terminal."""
@@ -201,7 +240,6 @@ def demo_snapshot() -> Iterator[StatusSnapshot]:
             daemon.stop()
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_live_view_fits_the_terminal_with_every_number_whole(
     demo_snapshot: StatusSnapshot, width: int, monkeypatch: pytest.MonkeyPatch

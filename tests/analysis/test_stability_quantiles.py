@@ -7,6 +7,8 @@ import pytest
 from tritonwatch.probe.stability import WindowResult, is_stable
 from tritonwatch.quantiles import nearest_rank, quantiles
 
+pytestmark = pytest.mark.real
+
 
 def test_three_agreeing_windows_are_stable() -> None:
     """Stability needs three agreeing windows in a row; two are not enough."""

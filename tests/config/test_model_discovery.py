@@ -33,6 +33,8 @@ from tritonwatch.model_discovery import (
 )
 from tritonwatch.sim.server import Simulator
 
+pytestmark = pytest.mark.sim
+
 SIM_MODELS = ("resnet50", "simple", "text_identity")
 """The simulator's built-in models, sorted."""
 

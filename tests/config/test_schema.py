@@ -8,6 +8,8 @@ import pytest
 
 from tritonwatch.config import ConfigError, parse_config
 
+pytestmark = pytest.mark.real
+
 ONE_MODEL = """
 targets:
   - name: prod

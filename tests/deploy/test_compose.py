@@ -22,6 +22,8 @@ from support import REPO
 from tritonwatch.config import load_config
 from tritonwatch.rules.generate import render_config_rules
 
+pytestmark = pytest.mark.real
+
 DEPLOY = REPO / "deploy"
 COMPOSE = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]

@@ -20,6 +20,8 @@ from promql_names import GRAFANA_BUILTINS, metric_names, substitute, variables
 from support import REPO, DaemonProcess, wait_until
 from tritonwatch.dashboards import DASHBOARDS, expressions, render_all
 
+pytestmark = pytest.mark.real
+
 DASHBOARD_DIR = REPO / "grafana" / "dashboards"
 
 # The public contract (docs/design.md §8, README, export/gpu_metrics.py): the only series a
@@ -324,7 +326,6 @@ def _exported_samples(families: dict[str, str]) -> set[str]:
     return {name for family, kind in families.items() for name in _sample_names(family, kind)}
 
 
-@pytest.mark.e2e
 def test_the_contract_names_only_metrics_the_daemon_exports(
     daemon_families: dict[str, str],
 ) -> None:
@@ -333,7 +334,6 @@ def test_the_contract_names_only_metrics_the_daemon_exports(
     assert not missing, f"in CONTRACT, not on the daemon's /metrics: {sorted(missing)}"
 
 
-@pytest.mark.e2e
 def test_every_exported_family_is_in_the_contract_or_allowed(
     daemon_families: dict[str, str],
 ) -> None:
@@ -351,7 +351,6 @@ def test_every_exported_family_is_in_the_contract_or_allowed(
     assert not both, f"in CONTRACT and NOT_ON_DASHBOARDS at once: {both}"
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_committed_dashboards_read_what_the_daemon_exports(
     name: str, daemon_families: dict[str, str]

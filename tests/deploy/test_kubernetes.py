@@ -19,6 +19,8 @@ from support import REPO
 from tritonwatch.config import load_config
 from tritonwatch.rules.generate import render_config_rules
 
+pytestmark = pytest.mark.real
+
 K8S = REPO / "deploy" / "kubernetes"
 VARIANTS = {"daemonset": "DaemonSet", "deployment": "Deployment"}
 PORT = 9849

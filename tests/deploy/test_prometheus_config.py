@@ -7,9 +7,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from support import REPO
+
+pytestmark = pytest.mark.real
 
 PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
 CONFIG = PROMETHEUS_DIR / "prometheus.yml"

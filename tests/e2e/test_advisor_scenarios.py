@@ -18,7 +18,7 @@ import pytest
 
 from sim_process import SimProcess
 from stream_load import StreamLoad
-from support import wait_until
+from support import SMOKE_FACTOR, wait_until
 from tritonwatch.analysis.advisor_records import Recommendation
 from tritonwatch.analysis.slo import Severity
 from tritonwatch.config import load_config
@@ -29,7 +29,7 @@ from tritonwatch.probe.load.spec import http_load_spec
 from tritonwatch.probe.payload import TensorSpec, build_inputs
 from tritonwatch.sim.models import ModelSet, parse_model_set
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.sim
 
 
 def _daemon(sim: SimProcess, folder: Path) -> Daemon:
@@ -49,8 +49,8 @@ targets:
       - {{name: text_identity, canary: {{inputs: {{INPUT0: {{file: {sample}}}}}}}}}
 canary: {{rate: 20/s, distribution: poisson, timeout: 1500ms}}
 scrape: {{interval: 1s, timeout: 800ms}}
-alerting: {{evaluation_interval: 1s}}
-advisor: {{window: 8s}}
+alerting: {{evaluation_interval: {EVALUATION_S:.0f}s}}
+advisor: {{window: {WINDOW_S:.0f}s}}
 """
     )
     daemon = Daemon(config, load_config(config), listen_override="127.0.0.1:0")
@@ -61,8 +61,20 @@ advisor: {{window: 8s}}
 Advice = tuple[str, str, str]
 """(target, model, action), as the recommendation itself names them."""
 
-SETTLE_TIMEOUT_S = 45
-"""How long the advisor may take to reach the expected advice (a loaded host is slow)."""
+EVALUATION_S = 1.0
+"""``alerting.evaluation_interval``: how often the advisor judges its window."""
+WINDOW_S = 8.0
+"""``advisor.window`` of the first three rounds."""
+
+
+def _settle_timeout(window_s: float) -> float:
+    """How long the advice may take to come: 5x what it needs at most, the advisor's
+    window filled and two evaluations of it (it usually comes well before the window
+    is full). A wait, not a bound on the advisor's speed: the rounds check what it
+    advises."""
+    return SMOKE_FACTOR * (window_s + 2 * EVALUATION_S)
+
+
 HOLD_S = 4.0
 """How long after that no recommendation outside the expected set may appear."""
 
@@ -104,14 +116,17 @@ def _round(
             workers = [ProcessWorker(spec)]
         daemon = _daemon(sim, tmp_path)
         try:
-            _expect_exactly(daemon, wanted)
+            _expect_exactly(daemon, wanted, WINDOW_S)
         finally:
             daemon.stop()
             stop_workers(workers)
 
 
 def _expect_exactly(
-    daemon: Daemon, wanted: set[Advice], evidence: Callable[[], bool] = lambda: True
+    daemon: Daemon,
+    wanted: set[Advice],
+    window_s: float,
+    evidence: Callable[[], bool] = lambda: True,
 ) -> None:
     """The daemon's advice reaches ``wanted`` (with ``evidence()`` true at that moment)
     and nothing else shows up while it holds."""
@@ -122,7 +137,7 @@ def _expect_exactly(
         return seen[-1] == wanted and evidence()
 
     try:
-        wait_until(settled, SETTLE_TIMEOUT_S, f"exactly the advice {sorted(wanted)}")
+        wait_until(settled, _settle_timeout(window_s), f"exactly the advice {sorted(wanted)}")
     except AssertionError as error:
         raise AssertionError(
             f"{error}; the advisor said {sorted(seen[-1])}, missing "
@@ -219,7 +234,7 @@ targets:
       - {{name: queued, canary: {{enabled: false}}}}
 slo: {{ttft: {{threshold: {TTFT_BUDGET_S * 1000:.0f}ms}}}}
 scrape: {{interval: 1s, timeout: 800ms}}
-alerting: {{evaluation_interval: 1s}}
+alerting: {{evaluation_interval: {EVALUATION_S:.0f}s}}
 advisor: {{window: {LLM_WINDOW_S:.0f}s}}
 """
     )
@@ -252,7 +267,7 @@ def test_kv_cache_pressure_and_ttft_queueing(tmp_path: Path) -> None:
         with full, queue:
             daemon = _llm_daemon(sim, tmp_path)
             try:
-                _expect_exactly(daemon, wanted, lambda: pressure_shown(daemon))
+                _expect_exactly(daemon, wanted, LLM_WINDOW_S, lambda: pressure_shown(daemon))
             finally:
                 daemon.stop()
     kv = shown["kv"]

@@ -25,7 +25,7 @@ from tritonwatch.export.alertmanager import AlertmanagerNotifier
 from tritonwatch.export.alerts import AlertBook, AlertSpec, active_alerts
 from tritonwatch.export.webhook import WebhookNotifier
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 Payload = dict[str, Any]
 

@@ -17,7 +17,7 @@ from alerting_support import Alertmanager, WebhookReceiver, fast_config
 from support import DaemonProcess, free_port, sample_value, wait_until
 from tritonwatch.sim.server import Simulator
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 
 def _config(sim: Simulator, path: Path, alertmanager_url: str, **extra: str) -> Path:

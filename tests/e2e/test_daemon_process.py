@@ -11,10 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from support import TRITONWATCH, DaemonProcess, ReadyEndpoint, http_get, sample_value, wait_until
+from support import (
+    SMOKE_FACTOR,
+    TRITONWATCH,
+    DaemonProcess,
+    ReadyEndpoint,
+    assert_within_smoke_bound,
+    http_get,
+    sample_value,
+    wait_until,
+)
 from tritonwatch import __version__
+from tritonwatch.cli import SHUTDOWN_BUDGET_SECONDS
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 
 def _config(*targets: tuple[str, str], interval: str = "300ms") -> str:
@@ -49,16 +59,18 @@ def daemon_config(tmp_path: Path, ready_endpoint: ReadyEndpoint, closed_url: str
 
 def test_metrics_health_and_promtool(daemon_config: Path) -> None:
     """Readiness becomes tritonwatch_up per target; the exposition passes promtool."""
+    launched = time.time()
     daemon = DaemonProcess(daemon_config)
     try:
         text = _metrics_when(
             daemon, lambda t: _up(t, "ready") == 1 and _up(t, "down") == 0, "both targets' up"
         )
+        checked_at = time.time()
         assert sample_value(text, "tritonwatch_build_info", [("version", __version__)]) == 1
         assert sample_value(text, "tritonwatch_config_last_reload_successful") == 1
         started = sample_value(text, "tritonwatch_config_last_reload_success_timestamp_seconds")
         assert started is not None
-        assert abs(started - time.time()) < 60
+        assert launched <= started <= checked_at  # the start-up load, in this run
         checked = subprocess.run(
             ["promtool", "check", "metrics"], input=text, capture_output=True, text=True
         )
@@ -122,10 +134,14 @@ def test_sighup_swaps_a_good_config_and_keeps_the_old_one_on_a_bad_one(
 
 
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
-def test_stop_signal_exits_zero_within_five_seconds(
+def test_stop_signal_exits_zero_with_a_probe_stuck_on_a_hanging_server(
     tmp_path: Path, hanging_endpoint: str, number: signal.Signals
 ) -> None:
-    """Even with a probe stuck on a hanging server, the process ends in time and says so."""
+    """Even with a probe stuck on a hanging server, the process ends in time and says so.
+
+    Its readiness probe holds a worker thread inside a 4 s timeout, which the exit waits
+    for at most SHUTDOWN_BUDGET_SECONDS (tests/test_shutdown_budget.py checks that wait
+    exactly); here the time has a 5x smoke bound on that budget."""
     config = tmp_path / "hang.yaml"
     config.write_text(
         "scrape: {interval: 5s, timeout: 4s}\n"
@@ -137,12 +153,12 @@ def test_stop_signal_exits_zero_within_five_seconds(
     started = time.monotonic()
     daemon.signal(number)
     try:
-        daemon.process.wait(timeout=10)
+        daemon.process.wait(timeout=SMOKE_FACTOR * SHUTDOWN_BUDGET_SECONDS + 10)
     finally:
         elapsed = time.monotonic() - started
         code = daemon.stop()
     assert code == 0
-    assert elapsed < 5.0
+    assert_within_smoke_bound(elapsed, SHUTDOWN_BUDGET_SECONDS, "the exit on a stop signal")
     daemon.wait_for_event("stopped", timeout=2)
     assert all("component" in event for event in daemon.events)
 

@@ -11,7 +11,7 @@ import pytest
 
 from support import TRITONWATCH, http_get, sample_value, wait_until
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 
 def test_demo_runs_its_models_against_the_simulator_and_stops_on_ctrl_c() -> None:

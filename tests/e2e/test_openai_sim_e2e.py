@@ -19,7 +19,7 @@ from support import DaemonProcess, http_get, wait_until
 from tritonwatch.sim.models import ModelSet, parse_model_set
 from tritonwatch.sim.server import Simulator
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 DECODE_STEP_S = 0.010
 """The simulated engine's decode step: no token can come sooner after the one before."""

@@ -1,8 +1,8 @@
 """The whole path on a real tritonserver: canary and scrapes → daemon → Prometheus and
 Alertmanager → webhook.
 
-One stack for the module: a private real Triton (``batching`` and ``slow_queue``), the
-daemon watching it over HTTP and gRPC, a real Prometheus scraping the daemon, and a real
+One stack for the module: the session's real Triton (its ``batching`` and ``slow_queue``),
+the daemon watching it over HTTP and gRPC, a real Prometheus scraping the daemon, and a real
 Alertmanager delivering to a local webhook receiver. ``batching`` is healthy and must stay
 silent; ``slow_queue`` waits ~30 ms for batches against a 10 ms budget and must get its
 ``lower_queue_delay`` recommendation delivered.
@@ -23,12 +23,14 @@ from alerting_support import Alertmanager, Prometheus, WebhookReceiver, fast_con
 from real_triton import RealTriton
 from support import DaemonProcess, free_port, wait_until
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 CANARY_RATE = 20
 """Canary requests per second on ``batching``, per protocol."""
 ENOUGH_REQUESTS = 600
 """About 30 s of canary per protocol: 99.9 % success then means no failure at all."""
+COUNT_WAIT_S = 5 * ENOUGH_REQUESTS / CANARY_RATE
+"""The wait for them: 5x the 30 s the open-loop canary takes to send them."""
 SLOW_QUEUE_DELAY_US = 30000
 """``max_queue_delay_microseconds`` in tests/triton_models/slow_queue/config.pbtxt."""
 
@@ -82,13 +84,14 @@ advisor: {{window: 6s, network_gap_min_seconds: 100ms}}
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """Real Triton → daemon → Prometheus and Alertmanager → webhook, all on loopback."""
+def stack(real_triton: RealTriton, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """Real Triton → daemon → Prometheus and Alertmanager → webhook, all on loopback.
+
+    The daemon watches only ``batching`` and ``slow_queue`` and changes neither: the
+    session's server serves them as their files say."""
     folder = tmp_path_factory.mktemp("real-triton-e2e")
+    triton = real_triton
     with contextlib.ExitStack() as cleanup:
-        triton = RealTriton(("batching", "slow_queue"), log_path=folder / "tritonserver.log")
-        triton.start()
-        cleanup.callback(triton.stop)
         receiver = WebhookReceiver()
         cleanup.callback(receiver.close)
         am_config = folder / "alertmanager.yml"
@@ -163,7 +166,9 @@ def test_healthy_model_succeeds_over_http_and_grpc_and_raises_no_alert(stack: St
         return seen if all(sum(o.values()) >= ENOUGH_REQUESTS for o in seen.values()) else None
 
     try:
-        outcomes = wait_until(counted, 90, f"{ENOUGH_REQUESTS} canary requests per protocol", 1)
+        outcomes = wait_until(
+            counted, COUNT_WAIT_S, f"{ENOUGH_REQUESTS} canary requests per protocol", 1
+        )
     except AssertionError as error:
         seen = {p: _outcomes(daemon.metrics(), p) for p in ("http", "grpc")}
         raise AssertionError(f"{error}; outcomes so far: {seen}") from None
@@ -218,7 +223,7 @@ def test_slow_queue_gets_lower_queue_delay_through_alertmanager(stack: Stack) ->
 
     try:
         wait_until(lambda: _samples(daemon.metrics(), "tritonwatch_recommendation", **wanted),
-                   timeout=45, what="lower_queue_delay at the daemon", every=0.5)  # fmt: skip
+                   timeout=60, what="lower_queue_delay at the daemon", every=0.5)  # fmt: skip
     except AssertionError as error:
         raise AssertionError(
             f"{error}; the daemon said:\n{_daemon_said(daemon, 'slow_queue')}"
@@ -289,12 +294,11 @@ scrape: {{interval: 1s, timeout: 800ms}}
 
 
 def test_decoupled_model_gets_streaming_canaries_with_ttft_itl_and_tokens(
-    start_real_triton: Any, tmp_path: Path
+    real_triton: RealTriton, tmp_path: Path
 ) -> None:
     """Fails if the daemon does not detect a decoupled model and stream from it over HTTP
     and gRPC, or exports no TTFT/ITL quantiles, or counts other tokens than the model sent."""
-    triton = start_real_triton("llm_stream")
-    daemon = DaemonProcess(_stream_config(triton, tmp_path / "tritonwatch.yaml"))
+    daemon = DaemonProcess(_stream_config(real_triton, tmp_path / "tritonwatch.yaml"))
     try:
 
         def settled() -> str | None:

@@ -10,7 +10,6 @@ error ratios that cross the page lines (6 × the 5 % budget over 6h and 30m, 30 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from alerting_support import WebhookReceiver
 from real_triton import RealTriton
 from support import DaemonProcess, wait_until
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 THRESHOLD_SECONDS = 0.5
 """``slo.ttft.threshold``: far above the model's 20 ms first token even on a loaded host."""
@@ -73,11 +72,11 @@ def _ttft_alerts(receiver: WebhookReceiver) -> list[dict[str, Any]]:
 
 
 def test_slow_first_tokens_burn_the_ttft_slo_and_page(
-    start_real_triton: Callable[..., RealTriton], tmp_path: Path
+    real_triton: RealTriton, tmp_path: Path
 ) -> None:
     """Fails if fast streams raise a TTFT alert, or if first tokens slowed past the
     threshold on real Triton do not burn the TTFT SLO into a page at the webhook."""
-    triton = start_real_triton("llm_stream")
+    triton = real_triton
     receiver = WebhookReceiver()
     daemon = DaemonProcess(_config(triton, receiver.url, tmp_path / "tritonwatch.yaml"))
     try:
@@ -113,8 +112,11 @@ def test_slow_first_tokens_burn_the_ttft_slo_and_page(
             raise AssertionError(f"{error}; TTFT burn: {_ttft_burn(daemon.metrics())}") from None
         text = daemon.metrics()
     finally:
-        assert daemon.stop() == 0, daemon.stderr_so_far()
-        receiver.close()
+        try:
+            assert daemon.stop() == 0, daemon.stderr_so_far()
+        finally:
+            receiver.close()
+            triton.reset("llm_stream")  # the session's server: its first token fast again
     assert page["labels"] == {
         "alertname": "TritonSLOBurn",
         "severity": "page",

@@ -24,7 +24,7 @@ from alerting_support import WebhookReceiver
 from support import TRITONWATCH, free_port, wait_until
 from tritonwatch.sim.server import Simulator
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 AM_PASSWORD = "am-pa55-Zq8vX1"
 WEBHOOK_PATH = "T0SECRET/B0SECRET/x9Yq2Lw7"

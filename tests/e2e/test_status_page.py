@@ -24,7 +24,7 @@ from tritonwatch.demo import demo_model_set
 from tritonwatch.export.status_charts import BUDGET_COLOUR, OVER_COLOUR, P95_COLOUR, spark_y
 from tritonwatch.sim.server import Simulator
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 CHROMIUM_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",

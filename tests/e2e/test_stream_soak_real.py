@@ -8,13 +8,16 @@ from /proc once a second and judged with the soak benchmark's arithmetic: no gro
 after the warm-up (a leak per stream or per token would show within thousands of
 tokens), and the resident size under the footprint goal of 60 MiB. CPU is a benchmark
 (``benchmarks/footprint.py --streams``), never asserted here.
+
+A soak (growth over 40 s of wall time), so ``bench``: ``pytest -m bench`` runs it. What
+it also checks about behaviour, every stream's tokens counted, the suite keeps in
+tests/e2e/test_real_triton_e2e.py (the streaming canaries' exact token counts).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,7 +29,7 @@ import soak
 from real_triton import RealTriton
 from support import http_get, sample_value
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.bench
 
 DURATION_S, WARM_UP_S = 40.0, 15.0
 TOKENS = 16
@@ -62,12 +65,11 @@ alerting: {{evaluation_interval: 2s}}
 
 
 def test_streaming_canaries_grow_neither_memory_threads_nor_files(
-    start_real_triton: Callable[..., RealTriton], tmp_path: Path
+    real_triton: RealTriton, tmp_path: Path
 ) -> None:
     """Breaks if streaming canaries leak memory, threads or descriptors per stream or per
     token, lift the daemon over 60 MiB resident, or lose or miscount streamed tokens."""
-    triton = start_real_triton("llm_stream", "batching")
-    config = _config(triton, tmp_path / "c.yaml")
+    config = _config(real_triton, tmp_path / "c.yaml")
     daemon = soak.Daemon.start(config, tmp_path / "daemon.log", nvml=False)
     samples: list[soak.Sample] = []
     started = time.monotonic()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from types import MappingProxyType
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from support import sample_value
@@ -12,6 +13,8 @@ from tritonwatch.analysis.advisor_records import Action, Recommendation
 from tritonwatch.analysis.slo import WINDOWS, Severity, SliSource, SLOKind, SLOSpec, SLOStatus
 from tritonwatch.export.alert_queue import QueueStats
 from tritonwatch.export.slo_metrics import AlertDeliveryCollector, SLOCollector
+
+pytestmark = pytest.mark.real
 
 SPEC = SLOSpec("t", "m", SLOKind.LATENCY, 0.95, 28 * 86400.0, 0.05)
 OTHER = SLOSpec("t", "quiet", SLOKind.AVAILABILITY, 0.999, 28 * 86400.0)

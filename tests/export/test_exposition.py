@@ -45,6 +45,8 @@ from tritonwatch.export.exposition import Renderer, go_float, make_metrics_app
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
 from tritonwatch.listen import ListenAddress
 
+pytestmark = pytest.mark.real
+
 PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
     "application/openmetrics-text;version=0.0.1;q=0.5,"

@@ -12,6 +12,8 @@ from tritonwatch.observations import GpuSample, NvmlState, TritonGpuRates
 from tritonwatch.scrape.nvml_fake import FakeNvml
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
 
+pytestmark = pytest.mark.real
+
 H200 = "GPU-7c754c05-34be-83d3-deff-8175702c18c4"
 REMOTE = "GPU-8331ed5e-e44e-72c7-fba5-ed5d48487989"  # the T4 of triton_metrics/sample_05
 

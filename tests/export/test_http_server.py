@@ -16,6 +16,8 @@ from support import http_get
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
 from tritonwatch.listen import ListenAddress
 
+pytestmark = pytest.mark.real
+
 
 @pytest.fixture
 def registry() -> CollectorRegistry:

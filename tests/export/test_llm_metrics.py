@@ -15,6 +15,8 @@ from tritonwatch.scrape.llm_readings import llm_readings
 from tritonwatch.scrape.triton_text import parse_triton_metrics
 from tritonwatch.target_state import ModelState, TargetState
 
+pytestmark = pytest.mark.real
+
 FAMILIES = (
     "tritonwatch_llm_kv_cache_usage_ratio",
     "tritonwatch_llm_requests",

@@ -34,6 +34,8 @@ from tritonwatch.export.status_page import (
     render_status_page,
 )
 
+pytestmark = pytest.mark.sim
+
 Element = tuple[str, dict[str, str]]
 
 

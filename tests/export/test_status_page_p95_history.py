@@ -9,6 +9,8 @@ import pytest
 from tritonwatch.canary_series import SeriesSnapshot
 from tritonwatch.export.latency_history import CAPACITY, HORIZON_SECONDS, P95History, P95Point
 
+pytestmark = pytest.mark.sim
+
 KEY = ("sim", "simple", "http")
 
 

@@ -10,6 +10,8 @@ from tritonwatch.export.stream_metrics import StreamCollector
 from tritonwatch.observations import Outcome, StreamResult
 from tritonwatch.stream_series import ITL_DEFAULT_BUCKETS, StreamStats
 
+pytestmark = pytest.mark.real
+
 LLM = ("trtllm", "ensemble", "http")
 IDLE = ("vllm", "llama", "openai")
 NOW = 1000.0

@@ -32,6 +32,8 @@ from tritonwatch.export.basic_auth import BasicAuthChecker
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
 from tritonwatch.listen import ListenAddress
 
+pytestmark = pytest.mark.real
+
 EC_KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 LEAF = "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nauthorityKeyIdentifier=keyid,issuer\n"
 SERVER_EXT = LEAF + "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
@@ -634,7 +636,6 @@ def test_a_good_web_config_passes_check_config(
     assert capsys.readouterr().out.startswith(f"ok: {config}: 1 target")
 
 
-@pytest.mark.e2e
 def test_daemon_reads_the_web_config_from_the_environment(tmp_path: Path) -> None:
     """The daemon takes its web-config from the environment and never logs the password."""
     web = _write(tmp_path / "web.yml", f"basic_auth_users: {{alice: '{_hash('wonderland')}'}}\n")
@@ -651,7 +652,6 @@ def test_daemon_reads_the_web_config_from_the_environment(tmp_path: Path) -> Non
         assert daemon.stop() == 0
 
 
-@pytest.mark.e2e
 def test_daemon_exits_2_on_a_bad_web_config_flag(tmp_path: Path) -> None:
     """The daemon exits 2 on a bad --web-config-file, naming each unreadable file."""
     web = _write(tmp_path / "web.yml", "tls_server_config: {cert_file: a.crt, key_file: a.key}\n")
@@ -703,7 +703,6 @@ def _up_by_job(prometheus_url: str) -> Callable[[], dict[str, float] | None]:
     return read
 
 
-@pytest.mark.e2e
 def test_prometheus_scrapes_the_tls_exporter_with_basic_auth(pki: Path, tmp_path: Path) -> None:
     """A real Prometheus scrapes the TLS exporter with the right password, not the wrong one."""
     web = _write(

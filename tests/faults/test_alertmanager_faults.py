@@ -27,13 +27,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from structlog.testing import capture_logs
 
 from alerting_support import Alertmanager, WebhookReceiver, fast_config
-from support import free_port, sample_value, wait_until
+from support import assert_within_smoke_bound, free_port, sample_value, wait_until
 from tritonwatch.export.alert_queue import QueueOptions
 from tritonwatch.export.alertmanager import AlertmanagerNotifier
 from tritonwatch.export.alerts import AlertBook, AlertSpec
 from tritonwatch.export.slo_metrics import AlertDeliveryCollector
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 EVALUATION_S = 0.1
 RESEND_S = 0.3
@@ -189,13 +189,19 @@ def test_down_for_several_resends_then_back_delivers_everything(
             assert queued == 4  # a (resolved), b, c, d (resolved): one entry per alert
             alertmanager.start()
             up_at = time.monotonic()
+            failed = daemon.metric("tritonwatch_alert_delivery_failures_total") or 0
             wait_until(
                 lambda: daemon.metric("tritonwatch_alerts_queue_length") == 0,
                 10,
                 "the queue drained",
             )
         delivered_in = time.monotonic() - up_at
-        assert delivered_in <= BACKOFF.backoff_max + 2.0
+        # The first delivery after the return drained it: at most the attempt already
+        # under way failed (the backoff's cap itself is exact in test_alerts_queue.py).
+        assert (daemon.metric("tritonwatch_alert_delivery_failures_total") or 0) <= failed + 1
+        assert_within_smoke_bound(
+            delivered_in, BACKOFF.backoff_max + 0.5, "the queue draining once Alertmanager is back"
+        )
 
         events = [log["event"] for log in logs]
         assert events.count("alert_delivery_failed") >= 3
@@ -204,8 +210,9 @@ def test_down_for_several_resends_then_back_delivers_everything(
 
         last = daemon.session.last_state()
         assert set(last) == {"a", "b", "c", "d"}  # everything reached Alertmanager
+        now = time.time()
         for model in ("a", "d"):  # resolved during the outage: sent as resolved
-            assert _unix(last[model]["endsAt"]) <= time.time()
+            assert _unix(last[model]["endsAt"]) <= now
             assert any(m == model and resolved for _, m, resolved in daemon.handed)
         for model in ("b", "c"):  # still firing: valid for a while after the last send
             assert _unix(last[model]["endsAt"]) > _unix(last[model]["startsAt"])

@@ -27,6 +27,8 @@ from tritonwatch.scrape.nvml_fake import FakeNvml
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
 from tritonwatch.sim.server import Simulator
 
+pytestmark = pytest.mark.real
+
 GPU0 = "GPU-7c754c05-34be-83d3-deff-8175702c18c4"
 GPU1 = "GPU-7c754c05-34be-83d3-deff-8175702c1801"
 REMOTE = "GPU-8331ed5e-e44e-72c7-fba5-ed5d48487989"  # a GPU only a Triton server reports
@@ -250,7 +252,6 @@ def test_nvml_missing_at_start_leaves_the_triton_gpus() -> None:
     assert _value(text, "tritonwatch_gpu_power_watts", GPU0) is None
 
 
-@pytest.mark.e2e
 def test_the_daemon_keeps_serving_while_nvml_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,7 +5,10 @@
   shows in ``tritonwatch_config_last_reload_successful`` and ``config_reload_failed``.
 * SIGTERM during a scheduled sweep and during ``tritonwatch tune --apply``: the load
   stops (no connection left on the server, nothing pending in it), ``tune`` puts the
-  last kept config back, and both exit within 5 s.
+  last kept config back, and both exit on the signal rather than at the work's end:
+  the sweep's thread joins (nothing abandoned), ``tune`` says it was interrupted.
+  Their exit times have a 5x smoke bound only; the daemon's shutdown budget itself is
+  checked exactly in tests/test_shutdown_budget.py.
 """
 
 from __future__ import annotations
@@ -25,13 +28,21 @@ from faults_support import (
     port_of,
 )
 
-from support import TRITONWATCH, DaemonProcess, http_get, sample_value, wait_until
+from support import (
+    TRITONWATCH,
+    DaemonProcess,
+    assert_within_smoke_bound,
+    http_get,
+    sample_value,
+    wait_until,
+)
 from tritonwatch.sim.server import Simulator
 from tritonwatch.tune.repository import ModelRepository
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
-EXIT_BOUND_S = 5.0
+EXIT_EXPECTED_S = 1.0
+"""What a stop on SIGTERM takes: the main thread wakes every 0.5 s, the load ends."""
 
 
 def _target(sim: Simulator) -> str:
@@ -145,7 +156,7 @@ def test_sigterm_during_a_sweep(tmp_path: Path) -> None:
             elapsed = time.monotonic() - started
             daemon.stop()
         assert code == 0
-        assert elapsed < EXIT_BOUND_S
+        assert_within_smoke_bound(elapsed, EXIT_EXPECTED_S, "the daemon's exit mid-sweep")
         names = [event.get("event") for event in daemon.events]
         assert "stopped" in names
         assert "exit_abandons_threads" not in names  # the sweep ended, not abandoned
@@ -186,7 +197,7 @@ def test_sigterm_during_tune_restores_the_config(tmp_path: Path) -> None:
         restored = repository.config()
         repository.close()
         assert process.returncode == 130, rest
-        assert elapsed < EXIT_BOUND_S
+        assert_within_smoke_bound(elapsed, EXIT_EXPECTED_S, "tune's exit mid-step")
         assert "restored the last kept config" in rest
         assert "interrupted; the last kept config is in place" in " ".join(rest.split())
         assert restored == original

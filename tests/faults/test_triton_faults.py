@@ -4,8 +4,8 @@ back, hanging, slow, garbage and oversized ``/metrics``.
 Each test checks that the daemon keeps serving ``/metrics`` throughout (a recorder reads
 it every 100 ms), reports the fault in its own metrics and log lines, loses nothing
 (counters only grow, rates are never negative) and recovers by itself once Triton
-behaves: ``tritonwatch_up`` and the scrape within one scrape interval of its return
-(plus slack for a loaded two-core machine).
+behaves: ``tritonwatch_up`` and the scrape on the first scrape after its return (at
+most the one already under way fails), timed only by a 5x smoke bound on the interval.
 """
 
 from __future__ import annotations
@@ -30,16 +30,21 @@ from faults_support import (
 )
 
 from sim_process import SimProcess
-from support import DaemonProcess, free_port, http_get, sample_value, wait_until
+from support import (
+    DaemonProcess,
+    assert_within_smoke_bound,
+    free_port,
+    http_get,
+    sample_value,
+    wait_until,
+)
 from tritonwatch.probe.canary import BREAKER_PROBE_SECONDS
 from tritonwatch.sim.server import Simulator
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 INTERVAL_S = 1.0
 """The scrape (and readiness) interval of every test here."""
-SLACK_S = 1.0
-"""Allowance on top of one interval for a loaded two-core machine."""
 MAX_IN_FLIGHT = 2
 TARGET = {"target": "sim"}
 METRICS = {"target": "sim", "source": "metrics"}
@@ -81,10 +86,19 @@ def _serving(daemon: DaemonProcess) -> bool:
     )
 
 
-def _recovery_seconds(daemon: DaemonProcess, back_at: float) -> float:
-    """Seconds from ``back_at`` until the daemon saw the target up and scraped again."""
+def _scrape_failures(daemon: DaemonProcess) -> float:
+    return counter_total(daemon.metrics(), "tritonwatch_scrape_failures_total", **METRICS)
+
+
+def _assert_recovers(daemon: DaemonProcess) -> None:
+    """Called once the target behaves again: the daemon sees it up and scraped on its
+    next scrape, with at most the one scrape already under way failing after it."""
+    back_at = time.monotonic()
+    failed = _scrape_failures(daemon)
     wait_until(lambda: _serving(daemon), 15, "the target up and scraped again", every=0.05)
-    return time.monotonic() - back_at
+    recovery_s = time.monotonic() - back_at
+    assert _scrape_failures(daemon) <= failed + 1
+    assert_within_smoke_bound(recovery_s, INTERVAL_S, "recovery once the target behaves")
 
 
 def _rates_present(daemon: DaemonProcess) -> bool:
@@ -138,8 +152,7 @@ def test_unreachable_at_start_then_up(tmp_path: Path, ports: dict[str, int]) -> 
         assert http_get(f"{daemon.url}/health")[0] == 200  # the daemon itself is fine
 
         with Simulator(**ports):
-            back = time.monotonic()
-            assert _recovery_seconds(daemon, back) <= INTERVAL_S + SLACK_S
+            _assert_recovers(daemon)
             daemon.wait_for_event("target_ready", target="sim")
             daemon.wait_for_event("scrape_recovered", target="sim", source="metrics")
             # The canary retries metadata with backoff (1 s, 2 s, …): it starts by itself.
@@ -181,12 +194,11 @@ def test_killed_mid_run_and_back(tmp_path: Path, ports: dict[str, int]) -> None:
         assert sample_value(text, "tritonwatch_canary_circuit_open", [("model", "simple")]) == 1
 
         sim = SimProcess(**ports)
-        back = time.monotonic()
-        assert _recovery_seconds(daemon, back) <= INTERVAL_S + SLACK_S
+        _assert_recovers(daemon)
         reset = daemon.wait_for_event("triton_counters_reset", after=mark, target="sim")
         assert reset["models"] == ["simple"]
         # The canary's breaker sends one probe per BREAKER_PROBE_SECONDS while open.
-        wait_until(lambda: _canary(daemon, "success") > successes, BREAKER_PROBE_SECONDS + 5,
+        wait_until(lambda: _canary(daemon, "success") > successes, 5 * BREAKER_PROBE_SECONDS,
                    "canary successes again")  # fmt: skip
         daemon.wait_for_event("canary_circuit_closed", after=mark, model="simple")
         assert metric(daemon, "tritonwatch_canary_circuit_open", model="simple") == 0
@@ -238,11 +250,11 @@ def test_hanging_triton_times_out_without_piling_up(tmp_path: Path) -> None:
             assert most_fds <= fds + 8, (fds, seen)
             # the canary's slots, the readiness probe and the scraper's session at most
             assert most_connections <= MAX_IN_FLIGHT + 2, seen
-            assert len(seen) >= 10  # sampled over several canary periods and scrapes
+            # sampled from the fault's start until three scrapes had timed out
+            assert len(seen) >= 3
 
             sim.clear_faults()
-            back = time.monotonic()
-            assert _recovery_seconds(daemon, back) <= INTERVAL_S + SLACK_S
+            _assert_recovers(daemon)
             daemon.wait_for_event("target_ready", after=mark)
         finally:
             recorder.stop()
@@ -273,8 +285,7 @@ def test_slow_metrics_beyond_the_timeout(tmp_path: Path) -> None:
             wait_until(lambda: _canary(daemon, "success") >= successes + 5, 10, "canary going on")
 
             sim.clear_faults()
-            back = time.monotonic()
-            assert _recovery_seconds(daemon, back) <= INTERVAL_S + SLACK_S
+            _assert_recovers(daemon)
             daemon.wait_for_event("scrape_recovered", after=mark, source="metrics")
             wait_until(lambda: _rates_present(daemon), 10, "rates after the fault")
         finally:
@@ -337,8 +348,7 @@ def test_garbage_and_oversized_metrics(tmp_path: Path, sim: Simulator) -> None:
         assert front.count("huge") >= 2
 
         front.mode = "proxy"
-        back = time.monotonic()
-        assert _recovery_seconds(daemon, back) <= INTERVAL_S + SLACK_S
+        _assert_recovers(daemon)
         daemon.wait_for_event("scrape_recovered", after=mark, source="metrics")
         wait_until(lambda: _rates_present(daemon), 10, "rates from the real page again")
         assert metric(daemon, "tritonwatch_up", **TARGET) == 1

@@ -8,32 +8,14 @@ from collections.abc import Iterator
 import pytest
 from structlog.testing import capture_logs
 
-from sim_process import SimProcess
-from support import wait_until
+from support import assert_within_smoke_bound, wait_until
 from tritonwatch.canary_series import CanaryStats, SeriesSnapshot, latency_buckets
 from tritonwatch.config.schema import InputOverride
 from tritonwatch.probe.canary import CanaryPlan
 from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.quantiles import quantiles
 from tritonwatch.sim.server import Simulator
-from tritonwatch.sim.testing import model_set_with
 
-pytestmark = pytest.mark.e2e
-
-SLOW_LOGNORMAL = {
-    "timing": {
-        "compute_input": 0,
-        "compute_input_per_item": 0,
-        "compute_output": 0,
-        "compute_output_per_item": 0,
-        "compute_infer": "100ms",
-        "compute_infer_per_item": 0,
-        "noise_sigma": 0.25,
-    },
-    "dynamic_batching": None,
-    "instance_group": {"count": 6, "kind": "KIND_GPU", "gpus": [0]},
-    "gpu_occupancy": {"base": 0.05, "per_item": 0.0},
-}
+pytestmark = pytest.mark.sim
 
 
 def _plan(
@@ -99,30 +81,16 @@ def test_canary_succeeds_and_fills_histogram_and_windows(
     assert 0.0005 < one_minute[0.5] < 0.1  # ~1 ms model plus client and loopback time
 
 
-def test_canary_p95_within_five_percent_of_the_servers_true_p95(runner: CanaryRunner) -> None:
-    """100 ms log-normal service time (σ 0.25): the client's own ~2.5 ms stays within 5 %.
-
-    The simulator runs in its own process so that client and server do not share a GIL."""
-    with SimProcess(models=model_set_with(simple=SLOW_LOGNORMAL), seed=3) as sim:
-        runner.start([_plan(sim, rate=15.0, timeout=1.5)])
-        snap = _wait_for(runner, "success", 90)
-        runner.stop()
-        truth = quantiles(sim.latency_samples("simple"), (0.95,))[0.95]
-    measured = snap.window_quantiles["5m"][0.95]
-    assert truth > 0.1
-    assert measured == pytest.approx(truth, rel=0.05)
-    assert measured >= truth  # end to end can only add time
-
-
-def test_a_two_second_hang_shows_in_p99(runner: CanaryRunner) -> None:
-    """A 2 s server hang under a 5 s timeout shows in the 1-minute p99, not as timeouts."""
+def test_a_one_second_hang_shows_in_p99(runner: CanaryRunner) -> None:
+    """A 1 s server hang under a 5 s timeout shows in the 1-minute p99, not as timeouts."""
     with Simulator() as sim:
         runner.start([_plan(sim, rate=10.0, timeout=5.0)])
-        _wait_for(runner, "success", 5)
-        sim.inject_fault(kind="hang", duration_s=2.0)
-        time.sleep(2.5)  # the hang itself has to happen in real time: it is what we measure
-        snap = _wait_for(runner, "success", 30)
-    assert snap.window_quantiles["1m"][0.99] >= 1.8
+        before = _wait_for(runner, "success", 5).outcomes["success"]
+        sim.inject_fault(kind="hang", duration_s=1.0)
+        # Ten more: the requests the hang held (a lower bound on their latency: a slow
+        # host only adds), and some after it.
+        snap = _wait_for(runner, "success", before + 10)
+    assert snap.window_quantiles["1m"][0.99] >= 0.85  # sent within 0.1 s of it starting
     assert snap.outcomes["timeout"] == 0
 
 
@@ -186,7 +154,9 @@ def test_a_hanging_target_never_delays_another(runner: CanaryRunner, hanging_end
         started = time.monotonic()
         snap = _wait_for(runner, "success", 30)
         elapsed = time.monotonic() - started
-    assert elapsed < 3.0  # 30 successes at 20/s: about 1.5 s, not held up by the stuck target
-    stuck_series = next(s for s in runner.stats.snapshot(time.monotonic()) if s.target == "stuck")
+    # 30 successes at 20/s: 1.5 s, not held up by the stuck target's 0.5 s timeouts.
+    assert_within_smoke_bound(elapsed, 1.5, "30 canary successes beside a hanging target")
+    now = time.monotonic()
+    stuck_series = next(s for s in runner.stats.snapshot(now) if s.target == "stuck")
     assert stuck_series.outcomes["success"] == 0
     assert snap.outcomes["timeout"] == 0

@@ -29,6 +29,8 @@ from tritonwatch.probe.clients import ACCEPT_ENCODING, HttpInferenceClient
 from tritonwatch.probe.infer_response import MAX_DECOMPRESSED_BYTES, ResponseDecodeError
 from tritonwatch.probe.payload import Tensor
 
+pytestmark = pytest.mark.real
+
 METADATA = {
     "name": "m",
     "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 2]}],

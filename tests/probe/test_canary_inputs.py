@@ -20,6 +20,8 @@ from tritonwatch.probe.canary import CanaryPlan, ModelCanary
 from tritonwatch.probe.datatypes import TRITON_DATATYPES, item_size
 from tritonwatch.probe.payload import PayloadError, TensorSpec, build_inputs, input_specs
 
+pytestmark = pytest.mark.real
+
 SHAPE_TENSOR_CONFIG = {
     "max_batch_size": 0,
     "input": [

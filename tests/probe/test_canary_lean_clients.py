@@ -33,6 +33,8 @@ from tritonwatch.probe.http2 import DATA, HEADERS
 from tritonwatch.probe.load.encoded import encode_http_infer, grpc_infer_request
 from tritonwatch.probe.payload import DataMode, Tensor, TensorSpec, build_inputs
 
+pytestmark = pytest.mark.real
+
 TENSORS = [
     Tensor.from_numpy("a", "FP32", np.arange(16, dtype=np.float32).reshape(1, 16)),
     Tensor.from_numpy("b", "BYTES", np.array([[b"hi", b"\xff\x00", b""]], dtype=np.object_)),

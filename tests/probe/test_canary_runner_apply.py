@@ -21,7 +21,7 @@ from tritonwatch.probe.canary import CanaryPlan
 from tritonwatch.probe.canary_runner import CanaryRunner
 from tritonwatch.sim.server import Simulator
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.sim
 TARGET = "sim"
 
 

@@ -23,6 +23,8 @@ from tritonwatch.probe.infer_response import InferResponse
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.sim import precise_loop
 
+pytestmark = pytest.mark.real
+
 PLAN = CanaryPlan("t", "m", "", "http", "http://127.0.0.1:9", "", 10.0, False, 5.0, 1, "zero")
 DECODE_SECONDS = 0.05
 T = TypeVar("T")

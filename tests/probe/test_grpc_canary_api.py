@@ -11,10 +11,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from real_triton import RealTriton
 from tritonwatch.config import parse_config
 from tritonwatch.probe.canary import canary_plans
 from tritonwatch.probe.clients import client_for
+
+pytestmark = pytest.mark.real
 
 
 def test_only_a_target_without_an_http_api_is_grpc_only() -> None:

@@ -20,6 +20,8 @@ from tritonwatch.probe.readiness import (
     readiness_probe_for,
 )
 
+pytestmark = pytest.mark.real
+
 Behaviour = Callable[[bytes, grpc.ServicerContext], bytes]
 
 

@@ -15,6 +15,8 @@ from tritonwatch.probe.datatypes import TRITON_DATATYPES
 from tritonwatch.probe.load.encoded import grpc_infer_request
 from tritonwatch.probe.payload import Tensor, TensorSpec, build_inputs
 
+pytestmark = pytest.mark.real
+
 FP32 = Tensor.from_numpy("x", "FP32", np.arange(16, dtype=np.float32).reshape(1, 16))
 INT64 = Tensor.from_numpy("ids", "INT64", np.array([[1, -2, 3]], dtype=np.int64))
 BYTES = Tensor.from_numpy("text", "BYTES", np.array([[b"hi", b"\xff\x00", b""]], dtype=object))

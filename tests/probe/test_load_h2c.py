@@ -23,6 +23,8 @@ from tritonwatch.probe.load.spec import LoadSpec, grpc_load_spec
 from tritonwatch.probe.load.worker import LoadWorker
 from tritonwatch.probe.payload import TensorSpec, build_inputs
 
+pytestmark = pytest.mark.sim
+
 
 async def _answer_once_then_close(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -81,7 +83,6 @@ def test_a_connection_the_server_closed_is_replaced_not_counted_as_a_failure() -
     assert (len(answered), sent, errors) == (3, 3, 0)
 
 
-@pytest.mark.e2e
 def test_an_unknown_model_is_counted_as_an_error_on_every_call() -> None:
     """Breaks if a non-OK gRPC status on the h2c path is recorded as a latency sample."""
     tensors = build_inputs("nope", [TensorSpec("INPUT0", "INT32", (1, 16))], {})

@@ -30,6 +30,8 @@ from tritonwatch.sweep_records import SweepSettings
 from tritonwatch.target_state import ScrapeSource
 from tritonwatch.tune.repository import ModelRepository
 
+pytestmark = pytest.mark.real
+
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
@@ -194,7 +196,6 @@ def test_sweep_and_repository_over_tls(
         repository.close()
 
 
-@pytest.mark.e2e
 def test_the_daemon_watches_a_target_behind_mutual_tls(
     sim: Simulator, api_proxy: TlsProxy, metrics_proxy: TlsProxy, pki: Pki, tmp_path: Path
 ) -> None:

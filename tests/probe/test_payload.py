@@ -21,6 +21,8 @@ from tritonwatch.probe.payload import (
     input_specs,
 )
 
+pytestmark = pytest.mark.real
+
 
 def _metadata_from_config(config: dict[str, object]) -> dict[str, object]:
     """The metadata Triton derives from a config: batch dim -1 prepended when batching."""

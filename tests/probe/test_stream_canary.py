@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from stream_real_support import RecordingStreamStats
 
 from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import StreamConfig
@@ -175,18 +176,6 @@ async def test_a_refused_stream_raises_the_servers_error_from_its_sse_body() -> 
     assert str(raised.value) == "[400] bad input"
 
 
-class RecordingStreamStats(StreamStats):
-    """StreamStats that keeps every result."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.results: list[StreamResult] = []
-
-    def record(self, result: StreamResult) -> None:
-        self.results.append(result)
-        super().record(result)
-
-
 def _chat(content: str | None, role: bool = False) -> str:
     delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {"content": content}
     return json.dumps(
@@ -247,7 +236,8 @@ async def _openai_canary_against_a_script(root: str, path: str) -> None:
                     "max_tokens": 5, "stream": True,
                     "stream_options": {"include_usage": True}}  # fmt: skip
     assert server.requests[0].startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
-    assert [s.outcomes.get("success") for s in stats.snapshot(time.monotonic())] == [1]
+    snapshots = stats.snapshot(time.monotonic())
+    assert [s.outcomes.get("success") for s in snapshots] == [1]
 
 
 class _NoKServe:

@@ -23,6 +23,8 @@ from tritonwatch.sim.models import ModelSet, parse_model_set
 from tritonwatch.sweep_cli import settings_from, streaming_settings
 from tritonwatch.sweep_records import StepResult, SweepBoard, SweepProtocol, SweepSettings
 
+pytestmark = pytest.mark.sim
+
 MAX_TOKENS = 8
 DECODE_STEP_S = 0.002
 """The simulated model's decode step: no gap between two tokens can be shorter."""

@@ -1,4 +1,5 @@
-"""The sweep against the simulator: knee, budget stop, perf_analyzer CSV, JSON, plot, CLI."""
+"""The sweep: its knee and budget stop on recorded steps; against the simulator its
+perf_analyzer CSV, JSON, plot, CLI and load engines (the live knee: test_sweep_bench.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from pathlib import Path
 import pytest
 
 import tritonwatch.probe.load.worker as worker_module
+import tritonwatch.probe.sweep as sweep_module
 from sim_process import SimProcess
-from support import TRITONWATCH, fixtures_dir, free_port, wait_until
-from sweep_support import judged
+from support import TRITONWATCH, assert_within_smoke_bound, fixtures_dir, free_port, wait_until
+from sweep_support import TWO_INSTANCES, judged, quantiles
 from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.cli import build_parser
 from tritonwatch.client_tls import ClientTLS
@@ -34,20 +36,10 @@ from tritonwatch.probe.sweep import SweepRunner, _step_result
 from tritonwatch.probe.sweep_schedule import sweep_plans
 from tritonwatch.sim.testing import model_set_with
 from tritonwatch.sweep_cli import parse_levels, settings_from
-from tritonwatch.sweep_records import LoadMode, SweepSettings
+from tritonwatch.sweep_records import LoadMode, ServerBreakdown, StepResult, SweepSettings
 from tritonwatch.tune.cli import sweep_settings_from
 
-# Two instances of a 4 ms model, no batching: capacity ≈ 2 / 4 ms, reached by concurrency 2-4.
-TWO_INSTANCES = {
-    "timing": {
-        "compute_input": 0, "compute_input_per_item": 0, "compute_output": 0,
-        "compute_output_per_item": 0, "compute_infer": "4ms", "compute_infer_per_item": 0,
-        "noise_sigma": 0.0,
-    },
-    "dynamic_batching": None,
-    "instance_group": {"count": 2, "kind": "KIND_GPU", "gpus": [0]},
-    "gpu_occupancy": {"base": 0.3, "per_item": 0},
-}  # fmt: skip
+pytestmark = pytest.mark.real
 
 
 PERF_ANALYZER_CSV_HEADERS: dict[str, str] = json.loads(
@@ -84,57 +76,95 @@ def test_bad_levels_are_refused(text: str) -> None:
         parse_levels(text, integers=True)
 
 
-@pytest.mark.e2e
-def test_sweep_finds_the_knee_where_throughput_flattens(sim: SimProcess) -> None:
-    """The sweep finds the knee where throughput flattens, errorless, with the server's stages."""
-    settings = SweepSettings(
-        url=sim.http_url, model="simple", levels=(1, 2, 4, 8, 16), window_seconds=0.7
-    )
-    result = judge_sweep(SweepRunner(settings).run())
-    by_level = {s.level: s for s in result.steps}
+def _recorded_step(level: float, rate: float, p95: float) -> StepResult:
+    """A step as the runner measures one: ``rate`` inferences/s at ``p95`` seconds."""
+    latencies = tuple([p95 / 2] * 90 + [p95] * 10)
+    return StepResult(
+        level=level, requests_per_second=rate, inferences_per_second=rate,
+        latency=quantiles(p95), requests=int(rate * 3), errors=0, error_rate=0.0,
+        stable=True, windows=3, processes=1, client_cpu_per_request=1e-4,
+        client_latency_share=0.02, generator_utilisation=0.3, generator_bound=False,
+        server=ServerBreakdown(int(rate * 3), p95 / 2, {"queue": p95 / 4, "compute_infer": 0.004},
+                               1.0),
+        window_throughputs=(rate, rate, rate), latency_samples=latencies,
+    )  # fmt: skip
+
+
+TWO_INSTANCES_STEPS = {
+    1: _recorded_step(1, 236.0, 0.0046),
+    2: _recorded_step(2, 451.0, 0.0049),
+    4: _recorded_step(4, 472.0, 0.0093),
+    8: _recorded_step(8, 478.0, 0.0181),
+    16: _recorded_step(16, 481.0, 0.0352),
+    32: _recorded_step(32, 483.0, 0.0690),
+}
+"""What a sweep of :data:`TWO_INSTANCES` (ceiling 2 / 4 ms = 500/s) measures: the rise
+stops at 2 in flight, after which only the queue (and so the p95) grows."""
+
+
+class RecordedSweep(SweepRunner):
+    """A :class:`SweepRunner` whose steps are :data:`TWO_INSTANCES_STEPS` (or ``steps``):
+    what ``run`` does with them (which levels it runs, where it stops) is under test."""
+
+    def __init__(self, settings: SweepSettings, steps: dict[int, StepResult]) -> None:
+        super().__init__(settings)
+        self.steps = steps
+        self.ran: list[float] = []
+
+    def _step(self, tensors: list[Tensor], batch: int, level: float, **_: object) -> StepResult:
+        self.ran.append(level)
+        return self.steps[int(level)]
+
+
+class _NoStats:
+    def __init__(self, *_: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> type[RecordedSweep]:
+    """:class:`RecordedSweep`, with no server to ask for tensors or statistics."""
+    monkeypatch.setattr(sweep_module, "prepare_tensors", lambda settings: ([], 1))
+    monkeypatch.setattr(sweep_module, "StatsReader", _NoStats)
+    return RecordedSweep
+
+
+def test_the_knee_is_where_throughput_flattens(recorded: type[RecordedSweep]) -> None:
+    """Breaks if the sweep's verdict misplaces the knee of a curve that flattens after 2
+    in flight (or calls it unreached), drops a level or its server stages, or finds a
+    knee on a curve that is still rising."""
+    settings = SweepSettings(url="http://127.0.0.1:1", model="simple", levels=(1, 2, 4, 8, 16))
+    runner = recorded(settings, TWO_INSTANCES_STEPS)
+    result = judge_sweep(runner.run())
+    assert runner.ran == [1, 2, 4, 8, 16]
     assert [s.level for s in result.steps] == [1, 2, 4, 8, 16]
-    assert all(s.errors == 0 and s.requests > 50 for s in result.steps)
     assert result.knee is not None
-    assert result.knee.reached
-    # 2 instances of 4 ms: the server saturates at 2-4 in flight; a loaded host's
-    # client can hold the rise back to 8 (16 is then surely on the plateau)
-    assert result.knee.concurrency in (2, 4, 8)
-    # Flat after the knee, while the queue (and so p95) keeps growing. The server's
-    # ceiling is 2 / 4 ms = 500/s; on two shared cores the simulator's own Python can hold
-    # it near 350-420/s, so "flat" is: never above the ceiling, and doubling the
-    # concurrency from 8 to 16 buys far less than double (a CI run read 347 -> 413/s).
-    capacity = 2 / 0.004
-    assert by_level[16].inferences_per_second <= 1.05 * capacity
-    assert by_level[16].inferences_per_second < 1.4 * by_level[8].inferences_per_second
-    assert by_level[16].p95 > by_level[8].p95
-    assert by_level[16].p95 > 1.5 * by_level[2].p95
-    assert by_level[16].server is not None
-    assert (
-        by_level[16].server.stage_seconds["queue"]
-        > by_level[16].server.stage_seconds["compute_infer"]
-    )
-    assert by_level[1].server is not None
-    assert by_level[1].server.stage_seconds["compute_infer"] == pytest.approx(0.004, rel=0.25)
-    assert by_level[1].server.batch_size_average == 1.0
+    assert (result.knee.concurrency, result.knee.reached) == (2, True)
+    assert result.steps[-1].server == TWO_INSTANCES_STEPS[16].server
+    assert result.warnings == ()
+    rising = {level: _recorded_step(level, 236.0 * level, 0.0046) for level in (1, 2, 4, 8)}
+    still_rising = judge_sweep(recorded(replace(settings, levels=(1, 2, 4, 8)), rising).run())
+    assert still_rising.knee is not None
+    assert (still_rising.knee.concurrency, still_rising.knee.reached) == (8, False)
 
 
-@pytest.mark.e2e
-def test_sweep_stops_at_the_budget_and_reports_its_operating_point(sim: SimProcess) -> None:
-    """The sweep stops at the first step over the p95 budget and reports one within it."""
+def test_sweep_stops_at_the_budget_and_reports_its_operating_point(
+    recorded: type[RecordedSweep],
+) -> None:
+    """Breaks if the sweep runs past the first step over the p95 budget, or reports an
+    operating point outside it (or not the lowest level within 2 % of the best)."""
     settings = SweepSettings(
-        url=f"grpc://{sim.grpc_url}", protocol="grpc", model="simple",
+        url="grpc://127.0.0.1:1", protocol="grpc", model="simple",
         levels=(1, 2, 4, 8, 16, 32), window_seconds=0.5, budget_p95=0.025,
     )  # fmt: skip
-    result = judge_sweep(SweepRunner(settings).run())
+    runner = recorded(settings, TWO_INSTANCES_STEPS)
+    result = judge_sweep(runner.run())
+    assert runner.ran == [1, 2, 4, 8, 16]  # 16 is over the budget: 32 never runs
     assert result.stopped_at_budget
-    assert result.steps[-1].p95 > 0.025
-    assert all(step.p95 <= 0.025 for step in result.steps[:-1])
-    # 16 in flight on 2 instances of 4 ms queue 8 deep: over 32 ms. (The simulator's gRPC
-    # at one in flight takes 6 ms, 11 ms on a loaded host — perf_analyzer sees the same —
-    # so the budget leaves room for level 1.)
-    assert result.steps[-1].level <= 16
-    assert result.operating_point is not None
-    assert result.operating_point.p95 <= 0.025
+    assert result.operating_point is TWO_INSTANCES_STEPS[4]  # 472/s; 8's 478 is within 2 %
     data = to_json(result)
     assert set(data) == {
         "settings",
@@ -159,14 +189,13 @@ def test_sweep_stops_at_the_budget_and_reports_its_operating_point(sim: SimProce
     json.dumps(data)  # serialisable as is
 
 
-@pytest.mark.e2e
 def test_cli_writes_perf_analyzer_csv_json_and_plot(sim: SimProcess, tmp_path: Path) -> None:
     """Breaks if `tritonwatch sweep` stops writing perf_analyzer's CSV (header, level
     order, µs), the JSON steps or the plot's budget, knee and operating-point marks."""
     out_csv, out_json, out_svg = tmp_path / "p.csv", tmp_path / "p.json", tmp_path / "p.svg"
     result = subprocess.run(
         [TRITONWATCH, "sweep", "--url", sim.http_url, "--model", "simple", "--concurrency", "1,4",
-         "--measurement-interval", "400ms", "--budget-p95", "50ms",
+         "--measurement-interval", "250ms", "--budget-p95", "50ms",
          "--csv", str(out_csv), "--json", str(out_json), "--plot", str(out_svg)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -175,7 +204,9 @@ def test_cli_writes_perf_analyzer_csv_json_and_plot(sim: SimProcess, tmp_path: P
     rows = list(csv.reader(io.StringIO(out_csv.read_text())))
     assert rows[0] == PERF_ANALYZER_CSV_HEADERS["concurrency"].split(",")
     assert [row[0] for row in rows[1:]] == ["1", "4"]  # sorted by increasing inferences/s
-    assert 3000 <= int(rows[1][6]) <= 6000  # compute infer ≈ 4000 µs
+    compute_infer_us = int(rows[1][6])  # the simulator's own time: 4000 µs or, loaded, more
+    assert compute_infer_us >= 3900
+    assert_within_smoke_bound(compute_infer_us / 1e6, 0.004, "the CSV's compute infer")
     assert len(json.loads(out_json.read_text())["steps"]) == 2
     svg = out_svg.read_text()
     assert svg.startswith("<svg") and 'class="budget"' in svg and 'class="knee"' in svg
@@ -221,7 +252,6 @@ def test_split_and_exact_merge() -> None:
     )  # fmt: skip
 
 
-@pytest.mark.e2e
 def test_two_worker_processes_share_the_load(sim: SimProcess) -> None:
     """Two worker processes share the load and their windows come back as one."""
     tensors = build_inputs(
@@ -239,7 +269,7 @@ def test_two_worker_processes_share_the_load(sim: SimProcess) -> None:
     finally:
         stop_workers(workers)
     assert window.workers == 2
-    assert len(window.latencies) > 100
+    assert len(window.latencies) > 20  # about 500/s: dozens even on a starved host
     assert window.errors == 0
     assert window.cpu_seconds > 0
 
@@ -252,7 +282,6 @@ def _simple_tensors() -> list[Tensor]:
     )
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("engine", "concurrency"),
     [("h2c", 1), ("h2c", CALLBACK_MAX_CONCURRENCY + 4), ("callbacks", 1),
@@ -282,7 +311,8 @@ def test_grpc_closed_loop_measures_on_every_engine(
     assert len(window.latencies) > 20
     assert (window.errors, window.timeouts) == (0, 0)
     assert min(window.latencies) >= 0.004
-    assert 0.9 < window.wall_seconds < 5.0
+    assert window.wall_seconds > 0.9  # the second between the cuts, at least
+    assert_within_smoke_bound(window.wall_seconds, 1.0, "a one-second window")
 
 
 def test_plaintext_grpc_runs_on_h2c_and_only_the_rest_on_callbacks() -> None:
@@ -312,8 +342,9 @@ def test_callback_grpc_load_counts_failures_and_stops() -> None:
     finally:
         started = time.monotonic()
         load.stop(timeout=5.0)
+        stopped_in = time.monotonic() - started
     assert all(failures)
-    assert time.monotonic() - started < 5.0
+    assert_within_smoke_bound(stopped_in, 1.0, "stopping the callback load")
 
 
 def test_a_step_stopped_before_its_first_window_reports_nothing_measured() -> None:

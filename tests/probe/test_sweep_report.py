@@ -20,6 +20,8 @@ from tritonwatch.export.sweep_report import (
 )
 from tritonwatch.sweep_records import ServerBreakdown, StepResult, SweepSettings
 
+pytestmark = pytest.mark.real
+
 STAGES = {"queue": 0.000304, "compute_input": 0.000045, "compute_infer": 0.002877,
           "compute_output": 0.000362}  # fmt: skip
 """perf_analyzer's server averages for the batching model at concurrency 1 (real Triton)."""

@@ -22,6 +22,8 @@ from tritonwatch.observations import CanaryResult, Outcome
 from tritonwatch.rules import cli
 from tritonwatch.rules.generate import le_label, render_config_rules
 
+pytestmark = pytest.mark.real
+
 DEMO = REPO / "examples" / "demo.yaml"
 COMMITTED = REPO / "deploy" / "prometheus" / "rules" / "tritonwatch-slo.rules.yml"
 RULE_TESTS = sorted((REPO / "deploy" / "prometheus" / "tests").glob("*.test.yml"))
@@ -133,7 +135,6 @@ def _close_to(expr: str, slo: str, value: float) -> dict[str, object]:
     }
 
 
-@pytest.mark.e2e
 def test_committed_rules_compute_the_slis_from_the_daemons_series(tmp_path: Path) -> None:
     """Breaks if the committed rules read series the daemon lacks or compute other SLIs."""
     # promtool evaluates them over two real scrapes of a daemon running the demo config.

@@ -13,6 +13,8 @@ import yaml
 from tritonwatch.config import parse_config
 from tritonwatch.rules.generate import ITL, TTFT, le_label, render_config_rules
 
+pytestmark = pytest.mark.real
+
 CONFIG = """
 slo:
   ttft: {threshold: 500ms, objective: 0.95}

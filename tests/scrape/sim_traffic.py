@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,7 +11,8 @@ from typing import Any
 import tritonclient.http as httpclient
 
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.sim.load import example_inputs
+from tritonwatch.sim.core import SimCore
+from tritonwatch.sim.load import as_request, example_inputs
 from tritonwatch.sim.server import Simulator
 from tritonwatch.sim.testing import builtin_model
 
@@ -66,6 +68,24 @@ def infer(sim: Simulator, model: str, count: int, batch_size: int = 1) -> list[f
             client.infer(model, tensors)
             latencies.append(time.perf_counter() - started)
     return latencies
+
+
+def infer_in_process(sim: Simulator, model: str, count: int) -> list[float]:
+    """Sends ``count`` requests one after another in process (on virtual time with a
+    ``clock="virtual"`` simulator); returns each one's end-to-end seconds, the network
+    delay a scenario adds after Triton's timers stop included, as the frontends add it."""
+
+    async def one_at_a_time(core: SimCore) -> list[float]:
+        inputs = as_request(example_inputs(core.repository.slot(model).spec))
+        latencies = []
+        for _ in range(count):
+            started = core.loop.time()
+            outcome = await core.repository.infer(model, "", inputs)
+            await asyncio.sleep(outcome.network_delay_s)
+            latencies.append(core.loop.time() - started)
+        return latencies
+
+    return sim.run_async(one_at_a_time)
 
 
 class MeasuredCanary:

@@ -32,7 +32,7 @@ from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import GrpcTLS, Simulator
 from tritonwatch.target_state import FetchStatus, ScrapeSource
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 
 class ScriptedTriton(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]

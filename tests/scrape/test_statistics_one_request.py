@@ -20,6 +20,7 @@ from sim_traffic import FakeClock
 from structlog.testing import capture_logs
 from stub_server import Route, StubServer
 
+import support
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.observations import ModelStatistics
 from tritonwatch.scrape import target_scraper
@@ -31,7 +32,7 @@ from tritonwatch.sim.models import ModelSet, parse_model_set
 from tritonwatch.sim.server import Simulator
 from tritonwatch.target_state import FetchStatus, ScrapeOutcome, ScrapeSource
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 COUNT = 20
 NAMES = [f"simple_{index:02d}" for index in range(COUNT)]
@@ -386,7 +387,8 @@ def test_the_cycle_deadline_holds_for_the_all_models_request(stub: StubServer) -
     scraper = TargetScraper(config, 0.3, config_every=1000)
     started = time.monotonic()
     outcome = scraper.scrape_once()
-    assert time.monotonic() - started < 2.0
+    # The stalled answer is abandoned at the 0.3 s deadline: a smoke bound, 5x 0.4 s.
+    support.assert_within_smoke_bound(time.monotonic() - started, 0.4, "a cycle with a stall")
     status, error = outcome_of(outcome)
     assert status is FetchStatus.TIMEOUT and error.startswith("all models: ")
     assert stats_paths(stub.requests) == ["/v2/models/stats"]

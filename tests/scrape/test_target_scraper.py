@@ -20,7 +20,7 @@ from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import Simulator
 from tritonwatch.target_state import FetchStatus, ScrapeSource
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.sim
 
 SIMPLE = ModelKey("simple", "")
 

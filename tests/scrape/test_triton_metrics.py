@@ -37,6 +37,8 @@ from tritonwatch.target_state import (
     TargetState,
 )
 
+pytestmark = pytest.mark.real
+
 RATES = ModelRates(
     model="resnet50",
     version="",
@@ -185,7 +187,6 @@ def test_an_idle_summary_stays_nan_and_passes_promtool() -> None:
     assert nan is not None and math.isnan(nan)
 
 
-@pytest.mark.e2e
 def test_a_real_scrape_of_the_simulator_passes_promtool() -> None:
     """Everything the scrape feeds — model families, server quantiles from Triton's
     summaries, Triton's GPUs through the GPU collector — on one registry."""

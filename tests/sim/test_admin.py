@@ -16,6 +16,8 @@ from tritonwatch.sim.admin import add_admin_routes, is_loopback
 from tritonwatch.sim.server import Simulator
 from tritonwatch.sim.testing import fetch
 
+pytestmark = pytest.mark.sim
+
 
 def post(url: str, document: object, method: str = "POST") -> tuple[int, dict[str, Any]]:
     request = urllib.request.Request(url, data=json.dumps(document).encode(), method=method)

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 from tritonwatch.sim.batcher import BatchDecision, decide_batch
 from tritonwatch.sim.models import DynamicBatchingSpec
 
+pytestmark = pytest.mark.sim
+
 
 def batching(delay_us: int = 0, preferred: tuple[int, ...] = ()) -> DynamicBatchingSpec:
     return DynamicBatchingSpec(

@@ -17,6 +17,8 @@ import pytest
 from tritonwatch.sim import cli
 from tritonwatch.sim.testing import fetch
 
+pytestmark = pytest.mark.real
+
 START_TIMEOUT_S = 20.0
 
 
@@ -102,7 +104,6 @@ def _first_line(process: subprocess.Popen[str], timeout_s: float = START_TIMEOUT
     return lines[0]
 
 
-@pytest.mark.e2e
 def test_process_prints_ports_serves_and_stops_on_sigterm() -> None:
     """With port 0 it prints the bound ports, serves on them, and exits 0 on SIGTERM."""
     process = _start(
@@ -127,7 +128,6 @@ def test_process_prints_ports_serves_and_stops_on_sigterm() -> None:
         process.stderr.close()  # type: ignore[union-attr]
 
 
-@pytest.mark.e2e
 def test_process_reports_bad_model_set_and_busy_port(tmp_path: Path) -> None:
     """A bad --models file exits 2 naming the field; a taken port exits 1."""
     bad = tmp_path / "models.yaml"

@@ -25,6 +25,8 @@ from tritonclient.utils import InferenceServerException
 from tritonwatch.sim.server import Simulator
 from tritonwatch.sim.testing import simple_inputs
 
+pytestmark = pytest.mark.sim
+
 
 class Adapter:
     """Uniform view of one tritonclient flavour; subclasses read HTTP or gRPC results."""

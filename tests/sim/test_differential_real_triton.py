@@ -42,6 +42,9 @@ from real_triton import RealTriton
 from support import wait_until
 from tritonwatch.sim.server import Simulator
 
+# One worker runs the whole module under xdist, so its private servers start once.
+pytestmark = [pytest.mark.real, pytest.mark.xdist_group("differential_real_triton")]
+
 MODELS = ("batching", "needs_two", "text")
 MODEL_SET = Path(__file__).with_name("real_triton_models.yaml")
 SETTLE_TIMEOUT_S = 30.0
@@ -198,7 +201,10 @@ def settled(base: str, model: str) -> bool:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    """A real Triton with only the three models in its repository, and their simulator."""
+    """A real Triton with only the three models in its repository, and their simulator.
+
+    Private: whole-server answers (the repository index, all-model statistics, /metrics)
+    must list exactly the simulator's three models, which the session's server cannot."""
     root = tmp_path_factory.mktemp("differential")
     repository = root / "models"
     for model in MODELS:  # copies (model.py links resolved): a repository of just these
@@ -431,21 +437,59 @@ def _counts(stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.usefixtures("traffic")
+TRAFFIC_SUCCESSES = {"batching": 3, "needs_two": 2, "text": 2}
+"""Requests of :func:`send_traffic` each model answers (the refused ones count nowhere)."""
+
+
+def _increase(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_counts` of ``after`` less those of ``before`` (batch sizes that grew only)."""
+    now, old = _counts(after), _counts(before)
+    old_batches = dict(old["batch_sizes"])
+    return {
+        "inference_count": now["inference_count"] - old["inference_count"],
+        "execution_count": now["execution_count"] - old["execution_count"],
+        "counts": {stage: n - old["counts"].get(stage, 0) for stage, n in now["counts"].items()},
+        "batch_sizes": [
+            (size, n - old_batches.get(size, 0))
+            for size, n in now["batch_sizes"]
+            if n > old_batches.get(size, 0)
+        ],
+        "ran": now["ran"],
+    }
+
+
+def _model_stats(base: str, model: str) -> dict[str, Any]:
+    answer = http_call(base, "GET", f"/v2/models/{model}/stats")
+    assert answer.status == 200, answer
+    stats: dict[str, Any] = answer.json()["model_stats"][0]
+    return stats
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_statistics_match(pair: Pair, model: str) -> None:
-    """Statistics after the same traffic: same keys and counts; refused requests count nowhere."""
-    real, sim = pair.both("GET", f"/v2/models/{model}/stats")
-    assert real.status == sim.status == 200
-    assert key_paths(sim.json()) == key_paths(real.json())
-    real_stats, sim_stats = real.json()["model_stats"][0], sim.json()["model_stats"][0]
-    assert _counts(sim_stats) == _counts(real_stats)
-    assert sim_stats["inference_stats"]["fail"]["count"] == 0
+    """Statistics around the same traffic: same keys, and the same increases of every
+    count; refused requests count nowhere."""
+    sides = (pair.real.http_url, pair.sim.http_url)
+    before = [_model_stats(base, model) for base in sides]
+    send_traffic(pair)
+    wanted = before[0]["inference_stats"]["success"]["count"] + TRAFFIC_SUCCESSES[model]
+    wait_until(
+        lambda: (
+            _model_stats(pair.real.http_url, model)["inference_stats"]["success"]["count"] >= wanted
+        ),
+        SETTLE_TIMEOUT_S,
+        "real Triton to count the traffic",
+    )
+    real_stats, sim_stats = (_model_stats(base, model) for base in sides)
+    assert key_paths(sim_stats) == key_paths(real_stats)
+    assert _increase(sim_stats, before[1]) == _increase(real_stats, before[0])
+    assert _increase(sim_stats, before[1])["counts"]["success"] == TRAFFIC_SUCCESSES[model]
+    assert _increase(sim_stats, before[1])["counts"]["fail"] == 0
 
 
-@pytest.mark.usefixtures("traffic")
 def test_all_model_statistics_match(pair: Pair) -> None:
     """GET /v2/models/stats lists the same models in the same order with the same keys."""
+    send_traffic(pair)  # every model has run on both, whatever ran before
     real, sim = pair.both("GET", "/v2/models/stats")
     assert [m["name"] for m in sim.json()["model_stats"]] == [
         m["name"] for m in real.json()["model_stats"]
@@ -499,7 +543,6 @@ def compare_families(
             assert sim[name].series == real[name].series, name
 
 
-@pytest.mark.usefixtures("traffic")
 def increases(now: dict[str, Family], before: dict[str, Family]) -> dict[str, Family]:
     """``now`` with each counted series less its value in ``before``.
 
@@ -536,27 +579,56 @@ def test_metrics_families_match(pair: Pair) -> None:
     compare_families(*pair.metrics(), baselines=before)
 
 
-def test_summary_families_match(tmp_path: Path, start_sim: Any, pair: Pair) -> None:
-    """With summary latencies on, the five summary families match too (type, HELP, labels)."""
-    real = RealTriton(
-        ("batching",),
-        repository=pair.real.repository,
-        extra_args=["--metrics-config=summary_latencies=true"],
-        log_path=tmp_path / "tritonserver.log",
-    ).start()
+@pytest.fixture(scope="module")
+def restricted(
+    pair: Pair, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, RealTriton]]:
+    """Real Tritons outside explicit model control, by mode, over the pair's repository.
+
+    Private: the model-control mode and ``--metrics-config`` are server flags. The
+    ``poll`` one also exports the summary families, so one server serves both tests."""
+    root = tmp_path_factory.mktemp("restricted")
+    started: dict[str, RealTriton] = {}
     try:
-        sim = start_sim(models=MODEL_SET, summary_latencies=True)
-        http_call(sim.http_url, "POST", "/v2/repository/models/needs_two/unload", {})
-        http_call(sim.http_url, "POST", "/v2/repository/models/text/unload", {})
-        for base in (real.http_url, sim.http_url):
-            answer = http_call(base, "POST", "/v2/models/batching/infer", infer_body("batching"))
-            assert answer.status == 200
-        real_text = http_call(real.metrics_url, "GET", "").body.decode()
-        sim_text = http_call(sim.metrics_url, "GET", "").body.decode()
+        for mode in ("none", "poll"):
+            extra = [f"--model-control-mode={mode}"]
+            if mode == "poll":
+                extra.append("--metrics-config=summary_latencies=true")
+            started[mode] = RealTriton(
+                (),
+                repository=pair.real.repository,
+                extra_args=extra,
+                log_path=root / f"tritonserver-{mode}.log",
+            ).start()
+        yield started
     finally:
-        real.stop()
+        for server in started.values():
+            server.stop()
+
+
+def test_summary_families_match(start_sim: Any, restricted: dict[str, RealTriton]) -> None:
+    """With summary latencies on, the five summary families match too (type, HELP, labels)."""
+    real = restricted["poll"]
+    sim = start_sim(models=MODEL_SET, summary_latencies=True, model_control_mode="poll")
+    before = (
+        http_call(real.metrics_url, "GET", "").body.decode(),
+        http_call(sim.metrics_url, "GET", "").body.decode(),
+    )
+    for base in (real.http_url, sim.http_url):
+        answer = http_call(base, "POST", "/v2/models/batching/infer", infer_body("batching"))
+        assert answer.status == 200
+    wait_until(
+        lambda: (
+            batching_inferences(http_call(real.metrics_url, "GET", "").body.decode())
+            >= batching_inferences(before[0]) + 1
+        ),
+        SETTLE_TIMEOUT_S,
+        "real Triton to count the request",
+    )
+    real_text = http_call(real.metrics_url, "GET", "").body.decode()
+    sim_text = http_call(sim.metrics_url, "GET", "").body.decode()
     assert "nv_inference_compute_infer_summary_us" in families(real_text)
-    compare_families(real_text, sim_text)
+    compare_families(real_text, sim_text, baselines=before)
 
 
 def test_metrics_endpoint_answers_match(pair: Pair) -> None:
@@ -602,27 +674,19 @@ def test_repository_index_matches(pair: Pair) -> None:
 
 @pytest.mark.parametrize("mode", ["none", "poll"])
 def test_model_control_refusal_matches(
-    tmp_path: Path, start_sim: Any, pair: Pair, mode: str
+    start_sim: Any, restricted: dict[str, RealTriton], mode: str
 ) -> None:
     """Outside explicit model control, load and unload are refused with Triton's 503."""
-    real = RealTriton(
-        (),
-        repository=pair.real.repository,
-        extra_args=[f"--model-control-mode={mode}"],
-        log_path=tmp_path / "tritonserver.log",
-    ).start()
-    try:
-        sim = start_sim(models=MODEL_SET, model_control_mode=mode)
-        for action in ("load", "unload"):
-            path = f"/v2/repository/models/batching/{action}"
-            answers = [http_call(base, "POST", path, {}) for base in (real.http_url, sim.http_url)]
-            for answer in answers:
-                assert (answer.status, answer.json()) == (
-                    503,
-                    {"error": "explicit model load / unload is not allowed if polling is enabled"},
-                ), action
-    finally:
-        real.stop()
+    real = restricted[mode]
+    sim = start_sim(models=MODEL_SET, model_control_mode=mode)
+    for action in ("load", "unload"):
+        path = f"/v2/repository/models/batching/{action}"
+        answers = [http_call(base, "POST", path, {}) for base in (real.http_url, sim.http_url)]
+        for answer in answers:
+            assert (answer.status, answer.json()) == (
+                503,
+                {"error": "explicit model load / unload is not allowed if polling is enabled"},
+            ), action
 
 
 def test_grpc_repository_index_matches(pair: Pair) -> None:

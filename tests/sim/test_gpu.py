@@ -7,6 +7,8 @@ import pytest
 from tritonwatch.sim.gpu import OutOfGpuMemoryError, SharedGpu
 from tritonwatch.sim.models import GpuSpec
 
+pytestmark = pytest.mark.sim
+
 SPEC = GpuSpec(
     uuid="GPU-00000000-0000-4000-8000-000000000001",
     memory_total=1000,

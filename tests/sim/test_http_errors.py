@@ -15,6 +15,8 @@ import pytest
 
 from tritonwatch.sim.server import Simulator
 
+pytestmark = pytest.mark.real
+
 INPUT0 = {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16]}
 DATA = {**INPUT0, "data": [1] * 16}
 

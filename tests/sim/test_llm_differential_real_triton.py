@@ -1,6 +1,6 @@
 """Differential: a decoupled model on real Triton 2.51 and its twin in the simulator.
 
-Real Triton serves ``tests/triton_models/streaming`` (PROMPT → 8 TOKEN responses, then a
+The session's real Triton serves ``tests/triton_models/streaming`` (PROMPT → 8 TOKEN responses, then a
 flag-only final, as a Python-backend model sends them); the simulator serves an LLM model
 configured the same way (``TWIN``). The same requests go to both and the tests compare
 what a client sees byte for byte where it is fixed: the config, generate_stream's status,
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import queue
-import shutil
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,10 +24,12 @@ import tritonclient.grpc as grpcclient
 from llm_support import RawAnswer, post_raw
 from tritonclient.utils import InferenceServerException
 
-from real_triton import MODELS as TRITON_MODELS
 from real_triton import RealTriton
 from tritonwatch.sim.models import parse_model_set
 from tritonwatch.sim.server import Simulator
+
+# The session server's group, named here as well as by tests/kinds.py from the fixture.
+pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real_triton")]
 
 TIMEOUT_S = 30.0
 TWIN: dict[str, Any] = {
@@ -67,25 +68,14 @@ class Pair:
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    """Real Triton with only the streaming model, and the simulator with its twin."""
-    root = tmp_path_factory.mktemp("llm-differential")
-    shutil.copytree(
-        TRITON_MODELS / "streaming",
-        root / "models" / "streaming",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    real = RealTriton(
-        ["streaming"], repository=root / "models", log_path=root / "tritonserver.log"
-    ).start()
+def pair(real_triton: RealTriton) -> Iterator[Pair]:
+    """The session's real Triton (its ``streaming`` model is the file's), and the
+    simulator with the twin. Nothing here changes the model, so the shared server does."""
     model_set = parse_model_set(
         {"gpus": [{"uuid": "GPU-d1ff0000-0000-4000-8000-000000000001"}], "models": [TWIN]}
     )
-    try:
-        with Simulator(model_set) as sim:
-            yield Pair(real, sim)
-    finally:
-        real.stop()
+    with Simulator(model_set) as sim:
+        yield Pair(real_triton, sim)
 
 
 def same_answer(real: RawAnswer, sim: RawAnswer) -> None:

@@ -19,6 +19,8 @@ from tritonwatch.sim.llm_engine import (
 )
 from tritonwatch.sim.models import LlmSpec
 
+pytestmark = pytest.mark.sim
+
 
 class FakeClock:
     """A clock that moves only when the engine sleeps."""

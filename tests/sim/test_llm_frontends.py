@@ -21,6 +21,8 @@ from tritonclient.utils import InferenceServerException
 
 from tritonwatch.sim.server import Simulator
 
+pytestmark = pytest.mark.sim
+
 TIMEOUT_S = 10.0
 
 

@@ -14,6 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tritonwatch.sim.server import Simulator
 from tritonwatch.sim.testing import fetch, model_set_with, parse_scrape, scrape, simple_inputs
 
+pytestmark = pytest.mark.sim
+
 # Newest first: for a family several fixtures show, the newest server's shape is the one
 # to match (the failure `reason` label appeared in 24.07, `gpu_uuid` left per-model
 # series after ~21.05).

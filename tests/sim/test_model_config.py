@@ -18,6 +18,8 @@ from tritonwatch.sim.model_config import (
 )
 from tritonwatch.sim.testing import builtin_model
 
+pytestmark = pytest.mark.sim
+
 RESNET = builtin_model("resnet50")
 
 

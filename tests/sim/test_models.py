@@ -9,6 +9,8 @@ import pytest
 from tritonwatch.sim.builtin import builtin_model_set
 from tritonwatch.sim.models import ModelSetError, load_model_set
 
+pytestmark = pytest.mark.sim
+
 EXAMPLE = """\
 gpus:
   - uuid: GPU-00000000-0000-4000-8000-0000000000aa

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import urllib.request
 
+import pytest
+
 from tritonwatch.sim.server import Simulator
+
+pytestmark = pytest.mark.sim
 
 
 def _memory_used(sim: Simulator, gpu_suffix: str) -> float:

@@ -1,7 +1,8 @@
 """Each scenario produces the condition it names, in numbers a collector can see.
 
 Loads are canary-like (a few dozen requests per second, or a short concurrency burst),
-driven in process; the evidence is read from ``/metrics``, the statistics API, and the
+driven in process on virtual time, so the figures are the scenario's own on any host
+(noise comes from the seeded draws only); the evidence is read from ``/metrics``, the statistics API, and the
 simulator's ground truth (true server-side latencies).
 """
 
@@ -23,6 +24,8 @@ from tritonwatch.sim.scenarios import SCENARIOS
 from tritonwatch.sim.server import Simulator
 from tritonwatch.sim.stats import percentile
 from tritonwatch.sim.testing import Scrape, fetch, scrape, simple_inputs
+
+pytestmark = pytest.mark.sim
 
 NEVER_S = 3600.0
 GPU0 = "GPU-51a7c0de-0000-4000-8000-000000000000"
@@ -58,7 +61,7 @@ def test_every_scenario_is_covered() -> None:
 
 def test_healthy_stays_inside_the_budget(start_sim: Callable[..., Simulator]) -> None:
     """A concurrency-4 burst on the built-in models: p95 far under 50 ms, no failures."""
-    sim = start_sim(scenario="healthy")
+    sim = start_sim(scenario="healthy", clock="virtual")
     result: LoadResult = sim.run_async(
         lambda core: closed_loop(core, "simple", concurrency=4, duration_s=0.3)
     )
@@ -68,17 +71,18 @@ def test_healthy_stays_inside_the_budget(start_sim: Callable[..., Simulator]) ->
 
 def test_queue_delay_too_high_is_queue_dominated(start_sim: Callable[..., Simulator]) -> None:
     """20 req/s: p95 over 50 ms, and the queue is most of the server's time."""
-    sim = start_sim(scenario="queue-delay-too-high")
+    sim = start_sim(scenario="queue-delay-too-high", clock="virtual")
     before = scrape(sim)
     sim.run_async(lambda core: open_loop(core, "simple", rate_per_s=20, duration_s=0.4))
     after = scrape(sim)
-    assert percentile(sim.latency_samples("simple"), 0.95) > BUDGET_S
-    assert share(before, after, "queue") > 0.8
+    # Alone in the queue, each request waits out the 80 ms delay, then ~1 ms of work.
+    assert 0.080 < percentile(sim.latency_samples("simple"), 0.95) < 0.085
+    assert share(before, after, "queue") > 0.95
 
 
 def test_gpu_underused_queues_while_the_gpu_idles(start_sim: Callable[..., Simulator]) -> None:
     """A concurrency-8 burst: requests pending and queueing, GPU utilisation under 0.4."""
-    sim = start_sim(scenario="gpu-underused", metrics_interval_s=NEVER_S)
+    sim = start_sim(scenario="gpu-underused", metrics_interval_s=NEVER_S, clock="virtual")
 
     async def burst(core: SimCore) -> int:
         load = asyncio.ensure_future(closed_loop(core, "simple", concurrency=8, duration_s=0.5))
@@ -90,16 +94,17 @@ def test_gpu_underused_queues_while_the_gpu_idles(start_sim: Callable[..., Simul
     before = scrape(sim)
     pending_midway = sim.run_async(lambda core: over_one_interval(core, burst(core)))
     after = scrape(sim)
-    assert pending_midway > 0
-    assert share(before, after, "queue") > 0.3
-    assert after.value("nv_gpu_utilization", gpu_uuid=GPU0) < 0.4
+    assert pending_midway == 7  # one instance: the other seven of eight wait
+    assert share(before, after, "queue") > 0.8
+    # One instance busy all the time at 30 % occupancy: the GPU idles 70 % of it.
+    assert after.value("nv_gpu_utilization", gpu_uuid=GPU0) == pytest.approx(0.3, abs=0.01)
 
 
 def test_compute_bound_is_compute_dominated_on_a_busy_gpu(
     start_sim: Callable[..., Simulator],
 ) -> None:
     """Light load: compute_infer is nearly all of server time, GPU busy, p95 over budget."""
-    sim = start_sim(scenario="compute-bound", metrics_interval_s=NEVER_S)
+    sim = start_sim(scenario="compute-bound", metrics_interval_s=NEVER_S, clock="virtual")
     before = scrape(sim)
     sim.run_async(
         lambda core: over_one_interval(
@@ -107,13 +112,16 @@ def test_compute_bound_is_compute_dominated_on_a_busy_gpu(
         )
     )
     after = scrape(sim)
-    assert share(before, after, "compute_infer") > 0.8
-    assert after.value("nv_gpu_utilization", gpu_uuid=GPU0) >= 0.85
+    assert share(before, after, "compute_infer") > 0.99
+    assert after.value("nv_gpu_utilization", gpu_uuid=GPU0) >= 0.99
     assert percentile(sim.latency_samples("simple"), 0.95) > BUDGET_S
 
 
 def test_network_bound_delay_is_seen_only_by_the_client(sim: Simulator) -> None:
-    """The client waits 40 ms more than the server's own request duration says."""
+    """The client waits 40 ms more than the server's own request duration says.
+
+    Real sockets and real time: the client's wait can only be longer than the 40 ms
+    slept, and the server's ~1 ms is bounded at 10 ms (over 5x)."""
     sim.set_scenario("network-bound")
     client = httpclient.InferenceServerClient(sim.http_url.removeprefix("http://"))
     rows = np.ones((1, 16), dtype=np.int32)
@@ -127,7 +135,6 @@ def test_network_bound_delay_is_seen_only_by_the_client(sim: Simulator) -> None:
     server_s = parsed.model("nv_inference_request_duration_us", "simple") / 4 / 1e6
     assert min(client_s) >= 0.040
     assert server_s < 0.010
-    assert min(client_s) - server_s >= 0.035
 
 
 def test_memory_scarce_fills_gpu_memory(start_sim: Callable[..., Simulator]) -> None:
@@ -148,7 +155,7 @@ def test_memory_scarce_fills_gpu_memory(start_sim: Callable[..., Simulator]) -> 
 
 def test_low_throughput_small_batches_never_batches(start_sim: Callable[..., Simulator]) -> None:
     """Concurrency 8: every execution is a batch of one, while p95 has headroom."""
-    sim = start_sim(scenario="low-throughput-small-batches")
+    sim = start_sim(scenario="low-throughput-small-batches", clock="virtual")
     before = scrape(sim)
     sim.run_async(lambda core: closed_loop(core, "simple", concurrency=8, duration_s=0.3))
     after = scrape(sim)

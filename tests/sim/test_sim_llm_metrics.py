@@ -13,6 +13,8 @@ from tritonwatch.sim.load import stream_closed_loop
 from tritonwatch.sim.server import Simulator
 from tritonwatch.sim.testing import Scrape, scrape
 
+pytestmark = pytest.mark.real
+
 NAMING_LINT = re.compile(
     r"^\S+ (counter metrics should have \"_total\" suffix"
     r"|metric names should not contain abbreviated units"

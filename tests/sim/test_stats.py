@@ -18,6 +18,8 @@ from tritonwatch.sim.faults import (
 )
 from tritonwatch.sim.stats import Ledger, RequestTimes, SummaryWindow
 
+pytestmark = pytest.mark.sim
+
 
 def times(request_us: int, queue_us: int = 0) -> RequestTimes:
     return RequestTimes(

@@ -17,6 +17,8 @@ from tritonwatch.sim.tensors import (
 )
 from tritonwatch.sim.testing import builtin_model
 
+pytestmark = pytest.mark.sim
+
 SIMPLE = builtin_model("simple")
 
 

@@ -25,7 +25,7 @@ from tritonwatch.observations import Outcome
 from tritonwatch.probe.canary import CanaryPlan, ModelCanary, run_canaries
 from tritonwatch.probe.clients import client_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 WAIT_SECONDS = 30.0
 RESULTS = 5
 RATE = 20.0

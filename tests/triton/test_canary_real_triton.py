@@ -47,7 +47,7 @@ from tritonwatch.probe.http2 import UnaryRequest
 from tritonwatch.probe.infer_response import decode_http_infer_response
 from tritonwatch.probe.payload import Tensor
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 WAIT_SECONDS = 30.0
 
 
@@ -317,28 +317,38 @@ def test_a_failing_model_says_why_in_its_log_lines_and_its_stats(
     assert snap.last_error.error.startswith(error)
 
 
-def test_a_model_failing_at_random_is_logged_with_the_servers_reason(
+def test_a_model_failing_one_request_in_five_is_logged_with_the_servers_reason(
     real_triton: RealTriton,
 ) -> None:
-    """Breaks if a fail_ratio failure (successes in between) goes unlogged or unkept."""
+    """Breaks if a fail_ratio failure (successes in between) goes unlogged or unkept, or
+    the canary judges a request other than the one the server failed."""
     config = real_triton.config("flaky")
-    # One in five: five failures in a row would open the circuit breaker (one probe per
-    # 10 s) — at one in two that happens within 40 requests 47 % of the time.
+    assert config["instance_group"][0]["count"] == 1  # the model counts per instance
+    # One in five, counted by the model (tests/triton_models/identity.py): requests 5,
+    # 10, 15, … fail, never five in a row, so the circuit breaker stays closed.
     config["parameters"]["fail_ratio"] = {"string_value": "0.2"}
-    real_triton.load("flaky", config)
+    real_triton.load("flaky", config)  # a new instance: its count starts at zero
     try:
         with capture_logs() as logs:
-            run = _run(canary_plan(real_triton, "flaky", "http"), results=40)
+            run = _run(canary_plan(real_triton, "flaky", "http"), results=40, settle=True)
     finally:
         real_triton.reset("flaky")
-    snap = run.snap
-    assert snap.outcomes[Outcome.SUCCESS] > 0
-    assert snap.outcomes[Outcome.HTTP_ERROR] > 0
+    snap, canary = run.snap, run.canary
+    sent = len(canary.allowed)
+    assert sent >= 40
+    failed = [isinstance(answer, BaseException) for _, answer in canary.judged]
+    assert failed == [(k + 1) % 5 == 0 for k in range(sent)]
+    assert snap.outcomes[Outcome.HTTP_ERROR] == sent // 5
+    assert snap.outcomes[Outcome.SUCCESS] == sent - sent // 5
+    assert sum(snap.outcomes.values()) == sent
     _assert_echoed(run.exchanges, "OUTPUT0")  # the successes among them
+    assert len(run.exchanges) == sent - sent // 5
     lines = [log for log in logs if log["event"] == "canary_request_failed"]
-    assert 1 <= len(lines) <= 3
-    assert lines[0]["error"] == "[500] fail_ratio: failure asked for"
-    assert lines[0]["status"] == 500
+    assert len(lines) == 3  # FULL_LINES; the rest are counted within the minute
+    assert all(line["error"] == "[500] fail_ratio: failure asked for" for line in lines)
+    assert all(line["status"] == 500 for line in lines)
+    (suppressed,) = [log for log in logs if log["event"] == "canary_failures_suppressed"]
+    assert suppressed["count"] == sent // 5 - 3
     assert snap.last_error is not None
     assert snap.last_error.error == "[500] fail_ratio: failure asked for"
 

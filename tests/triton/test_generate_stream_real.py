@@ -21,19 +21,21 @@ import socket
 import struct
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from real_triton import RealTriton
+from real_triton import HISTOGRAM_LATENCIES, RealTriton
 from support import fixtures_dir
 from tritonwatch.probe.load.http1 import ChunkedDecoder, response_head
 from tritonwatch.probe.payload import input_specs
 from tritonwatch.probe.sse import SseParser
 from tritonwatch.probe.stream_request import GenerateCodec, GrpcStreamCodec, Piece, StreamFields
+
+pytestmark = pytest.mark.real
 
 MODEL = "llm_stream"
 RECORDINGS = fixtures_dir() / "generate_stream"
@@ -54,7 +56,8 @@ def _post(server: RealTriton, path: str, body: dict[str, Any]) -> bytes:
         deadline = time.monotonic() + _TIMEOUT_S
         while read := sock.recv(65536):
             answer += read
-            assert time.monotonic() < deadline, "the answer did not end"
+            if time.monotonic() > deadline:  # a wait that gave up
+                raise AssertionError("the answer did not end")
     return bytes(answer)
 
 
@@ -358,12 +361,15 @@ def test_a_keep_alive_connection_carries_stream_after_stream(real_triton: RealTr
 
 
 def test_triton_2_51_takes_histogram_latencies_but_has_no_first_response_histogram(
-    start_real_triton: Callable[..., RealTriton],
+    real_triton: RealTriton,
 ) -> None:
     """Breaks when the test server learns nv_inference_first_response_histogram_ms (24.11,
-    plan A5/B11): then tests/real_triton.py should turn it on and pin it; until then it is
-    read from fixtures and the simulator only."""
-    server = start_real_triton(MODEL, extra_args=["--metrics-config=histogram_latencies=true"])
+    plan A5/B11): then tests that read it should be written against it; until then it is
+    read from fixtures and the simulator only. tests/real_triton.py turns the flag on for
+    every server, this one (the session's) included."""
+    server = real_triton
+    assert server.process is not None
+    assert HISTOGRAM_LATENCIES in server.process.args
     _post(server, f"/v2/models/{MODEL}/generate_stream", {"text_input": "hi", "max_tokens": 2})
     with urllib.request.urlopen(server.metrics_url, timeout=_TIMEOUT_S) as page:
         families = {line.split()[2] for line in page.read().decode().splitlines() if line.startswith("# TYPE")}  # fmt: skip

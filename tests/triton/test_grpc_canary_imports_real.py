@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from real_triton import RealTriton
+
+pytestmark = pytest.mark.real
 
 HEAVY = ("grpc", "google", "tritonclient", "numpy", "ml_dtypes")
 """Top-level packages (``google`` is protobuf's) the gRPC canary's daemon never loads."""
@@ -51,13 +52,13 @@ print(json.dumps({"ok": ok, "heavy": heavy}))
 
 @pytest.mark.parametrize("named_by", ["http", "grpc"])
 def test_a_daemon_with_grpc_canaries_never_imports_grpc(
-    start_real_triton: Callable[..., RealTriton], tmp_path: Path, named_by: str
+    real_triton: RealTriton, tmp_path: Path, named_by: str
 ) -> None:
     """Breaks if anything on the gRPC canary's way (encoding, decoding, the streaming
     transport, the preparation over the target's HTTP API, the readiness check of a
     target named by its gRPC URL) imports ``grpc``, protobuf, ``tritonclient`` or numpy
     again, or if the lean path stops answering successfully."""
-    triton = start_real_triton("llm_stream", "batching")
+    triton = real_triton
     endpoints = (
         f"url: {triton.http_url}\n    grpc_url: {triton.grpc_url}"
         if named_by == "http"

@@ -31,7 +31,7 @@ from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_stats import parse_model_statistics
 from tritonwatch.target_state import FetchStatus, ScrapeSource
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 MODELS = ("slow_queue", "batching")
 
@@ -265,7 +265,10 @@ def test_grpcs_statistics_and_config_use_the_targets_tls(
     start_real_triton: Callable[..., RealTriton], pki: Pki
 ) -> None:
     """Breaks if the gRPC statistics and config calls ignore ``tls``: Triton's own
-    mutual TLS takes them with the client certificate and refuses them without."""
+    mutual TLS takes them with the client certificate and refuses them without.
+
+    A private server: TLS is a flag of the whole gRPC endpoint, and on the session's
+    server it would refuse every other test's plaintext gRPC."""
     server = start_real_triton(
         "slow_queue",
         extra_args=[

@@ -30,7 +30,7 @@ from tritonwatch.probe.canary_runner import CanaryRunner
 from tritonwatch.probe.clients import client_for
 from tritonwatch.probe.payload import Tensor
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 REQUESTS = 100
 """Canary results each protocol test waits for: ≥ 99 % success allows one failure."""

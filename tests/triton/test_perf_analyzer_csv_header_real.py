@@ -17,7 +17,7 @@ from perf_analyzer_support import run_perf_analyzer
 from real_triton import RealTriton
 from support import fixtures_dir
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 FIXTURE = fixtures_dir() / "perf_analyzer_csv_header.json"
 RANGES = {

@@ -21,7 +21,7 @@ import pytest
 from perf_analyzer_support import numbers, read_csv, run_perf_analyzer
 from real_triton import RealTriton
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 SERVICE_US = 2000
 """The batching model sleeps at least 2 ms per execution."""

@@ -29,7 +29,7 @@ from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_stats import parse_all_model_statistics, parse_model_statistics
 from tritonwatch.target_state import FetchStatus, ScrapeSource
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 PROTOCOLS = ("http", "grpc")
 

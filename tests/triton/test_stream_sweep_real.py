@@ -17,6 +17,8 @@ import pytest
 from real_triton import RealTriton
 from support import TRITONWATCH
 
+pytestmark = pytest.mark.real
+
 MODEL = "llm_stream"
 MAX_TOKENS = 6
 FIRST_TOKEN_S = 0.020
@@ -55,7 +57,6 @@ def _assert_levels(data: dict[str, Any], levels: list[int]) -> None:
         assert step["server"] is not None and step["server"]["requests"] > 0
 
 
-@pytest.mark.e2e
 def test_cli_sweeps_llm_stream_over_generate_stream(
     real_triton: RealTriton, tmp_path: Path
 ) -> None:
@@ -71,7 +72,6 @@ def test_cli_sweeps_llm_stream_over_generate_stream(
     assert 'class="latency ttft"' in svg and 'class="latency itl"' in svg
 
 
-@pytest.mark.e2e
 def test_cli_sweeps_llm_stream_over_grpc_on_itl(real_triton: RealTriton, tmp_path: Path) -> None:
     """Breaks if the gRPC streaming sweep fails concurrent streams on its one
     ModelStreamInfer call, or --measure itl and its budget do not reach the verdict."""

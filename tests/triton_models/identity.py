@@ -7,7 +7,12 @@ without new files):
 * ``base_ms`` / ``per_item_ms``: each execution sleeps ``base_ms + per_item_ms * rows``,
   where ``rows`` counts every row of every request in the batch Triton formed. That is the
   service time the tests know.
-* ``fail_ratio``: the share of requests answered with an error (0 by default).
+* ``fail_ratio``: the share of requests answered with an error (0 by default), spread
+  evenly and counted, never drawn at random: with ratio ``r`` (read as an exact
+  fraction), the instance's ``n``-th request fails when ``floor(n * r)`` goes up, so at
+  ``0.2`` requests 5, 10, 15, … fail and no two fail in a row (a request failed for a
+  negative input is not counted). The count is per model instance, from its load: a
+  test that needs exact totals gives the model one instance and reloads it first.
 * A numeric input holding a negative value fails that request on demand (the canary's
   random data lies in [0, 1), so it never does by accident).
 * ``decoupled`` models (``model_transaction_policy {decoupled: true}``) stream
@@ -22,8 +27,9 @@ every output is always there, as a real model answers every output it lists.
 """
 
 import json
-import random
+import math
 import time
+from fractions import Fraction
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -44,7 +50,10 @@ class TritonPythonModel:
         self.outputs = [entry["name"] for entry in config["output"]]
         self.base_s = _parameter(config, "base_ms", 0.0) / 1000
         self.per_item_s = _parameter(config, "per_item_ms", 0.0) / 1000
-        self.fail_ratio = _parameter(config, "fail_ratio", 0.0)
+        entry = config.get("parameters", {}).get("fail_ratio")
+        self.fail_ratio = Fraction(entry["string_value"]) if entry else Fraction(0)
+        self.answered = 0
+        """Requests this instance has answered (or failed): what ``fail_ratio`` counts."""
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         self.tokens = int(_parameter(config, "tokens", 8))
         self.first_token_s = _parameter(config, "first_token_ms", 0.0) / 1000
@@ -68,7 +77,10 @@ class TritonPythonModel:
                 return pb_utils.InferenceResponse(
                     error=pb_utils.TritonError("negative input: failure asked for")
                 )
-        if self.fail_ratio and random.random() < self.fail_ratio:
+        self.answered += 1
+        if math.floor(self.answered * self.fail_ratio) > math.floor(
+            (self.answered - 1) * self.fail_ratio
+        ):
             return pb_utils.InferenceResponse(
                 error=pb_utils.TritonError("fail_ratio: failure asked for")
             )

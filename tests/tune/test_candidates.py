@@ -5,6 +5,8 @@ from __future__ import annotations
 from array import array
 from dataclasses import replace
 
+import pytest
+
 from sweep_support import judged
 from tritonwatch.probe.load.worker import WindowSamples
 from tritonwatch.probe.stability import WindowResult
@@ -13,6 +15,8 @@ from tritonwatch.sim.server import Simulator
 from tritonwatch.sweep_records import ServerBreakdown, SweepSettings
 from tritonwatch.tune.candidates import candidates
 from tritonwatch.tune.gpu_probe import gpu_utilization_probe, model_gpu_indices
+
+pytestmark = pytest.mark.sim
 
 CONFIG = {
     "max_batch_size": 8,

@@ -20,7 +20,7 @@ import pytest
 from real_triton import RealTriton
 from support import TRITONWATCH
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real
 
 BUDGET_SECONDS = 0.015
 

@@ -182,7 +182,7 @@ def load_web_config(path: str | Path) -> WebConfig:
 def _read_document(source: Path) -> dict[Any, Any]:
     try:
         text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, UnicodeError) as error:  # UnicodeEncodeError: a path no file system can name
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
         raise WebConfigError(
             str(source), [Problem("", f"cannot read the file: {reason}")]

@@ -45,6 +45,9 @@ class BatchDecision:
     wait_s: float | None = None
 
 
+_AGE_TOLERANCE_S = 1e-9
+
+
 def decide_batch(
     sizes: Iterable[int],
     oldest_age_s: float,
@@ -70,7 +73,9 @@ def decide_batch(
     preferred = frozenset(batching.preferred_batch_size)
     max_preferred = max(preferred) if preferred else max_batch_size
     delay_s = batching.max_queue_delay_microseconds / 1e6
-    delay_exceeded = delay_s > 0 and oldest_age_s >= delay_s
+    # The timer set for the delay can wake an ulp early (``now + (delay - age)`` rounds):
+    # without the nanosecond of slack a clock that only moves to timers never gets there.
+    delay_exceeded = delay_s > 0 and oldest_age_s >= delay_s - _AGE_TOLERANCE_S
     pending, taken, best, send_now = first, 1, 0, False
     if pending in preferred:
         best = taken

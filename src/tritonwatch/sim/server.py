@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import grpc
 from aiohttp import web
@@ -31,8 +31,10 @@ from tritonwatch.sim.faults import Fault, parse_fault
 from tritonwatch.sim.grpc_api import build_grpc_server
 from tritonwatch.sim.http_api import build_api_app, build_metrics_app
 from tritonwatch.sim.models import ModelSet, load_model_set
+from tritonwatch.sim.virtual_loop import VirtualTimeLoop
 
 T = TypeVar("T")
+Clock = Literal["real", "virtual"]
 SHUTDOWN_GRACE_S = 0.25
 START_TIMEOUT_S = 15.0
 
@@ -221,6 +223,9 @@ class Simulator:
         model_control_mode: ``explicit`` (load/unload allowed), ``none`` or ``poll``
             (both refused with Triton's error, as a production server may be run).
         grpc_tls: serve gRPC over TLS (optionally mutual), as Triton's SSL flags do.
+        clock: ``virtual`` runs every ``run_async`` (an in-process load) on virtual time
+            (``virtual_loop``), so its queues, batches and GPU readings are exact on any
+            host; network traffic always runs on real time.
     """
 
     def __init__(
@@ -238,7 +243,11 @@ class Simulator:
         model_control_mode: str = "explicit",
         grpc_tls: GrpcTLS | None = None,
         histogram_latencies: bool = False,
+        clock: Clock = "real",
     ) -> None:
+        if clock not in ("real", "virtual"):
+            raise ValueError(f"clock must be 'real' or 'virtual', not {clock!r}")
+        self._clock = clock
         options = SimulatorOptions(
             scenario,
             seed,
@@ -282,7 +291,7 @@ class Simulator:
         return self
 
     def _run(self) -> None:
-        loop = precise_loop.new_event_loop()
+        loop = VirtualTimeLoop() if self._clock == "virtual" else precise_loop.new_event_loop()
         self._loop = loop
         try:
             loop.run_until_complete(self._main())
@@ -360,11 +369,15 @@ class Simulator:
     def run_async(
         self, function: Callable[[SimCore], Coroutine[Any, Any, T]], timeout_s: float = 60.0
     ) -> T:
-        """Awaits ``function(core)`` on the simulator's loop (e.g. an in-process load)."""
+        """Awaits ``function(core)`` on the simulator's loop (e.g. an in-process load);
+        with ``clock="virtual"`` on virtual time (``timeout_s`` stays real seconds)."""
         loop, core = self._loop, self._service.core
         if loop is None or core is None or self._endpoints is None:
             raise RuntimeError("the simulator is not running")
-        return asyncio.run_coroutine_threadsafe(function(core), loop).result(timeout_s)
+        coroutine = function(core)
+        if isinstance(loop, VirtualTimeLoop):
+            coroutine = _on_virtual_time(loop, coroutine)
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout_s)
 
     def set_scenario(self, name: str, model: str | None = None) -> None:
         """Switches ``model`` (or every model) to scenario ``name``."""
@@ -402,3 +415,8 @@ class Simulator:
     def poll_metrics(self) -> None:
         """Closes a metrics interval now (GPU utilisation/power/energy), as if it elapsed."""
         self.call(lambda core: core.poll())
+
+
+async def _on_virtual_time(loop: VirtualTimeLoop, coroutine: Coroutine[Any, Any, T]) -> T:
+    with loop.virtual():
+        return await coroutine

@@ -18,7 +18,7 @@ from tritonwatch.analysis.experiments import Verdict
 from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.logs import get_logger
 from tritonwatch.probe.sweep import SweepRunner
-from tritonwatch.sweep_records import SweepResult, SweepSettings
+from tritonwatch.sweep_records import SweepResult, SweepSettings, SweepSteps
 from tritonwatch.tune.candidates import Change, candidates
 from tritonwatch.tune.gpu_probe import gpu_utilization_probe, model_gpu_indices
 from tritonwatch.tune.judge import judge
@@ -56,6 +56,8 @@ class TuneResult:
 Report = Callable[[str], None]
 Propose = Callable[[dict[str, Any], SweepResult, float], list[Change]]
 """(current config, last kept sweep, budget) → candidate changes, best first."""
+Measure = Callable[[SweepSettings], SweepSteps]
+"""Measures one sweep of the server as it is now configured (default: ``SweepRunner``)."""
 
 
 def _summary(sweep: SweepResult) -> tuple[float | None, float | None]:
@@ -77,6 +79,7 @@ class Tuner:
         report: Report | None = None,
         propose: Propose = candidates,
         metrics_url: str | None = None,
+        measure: Measure | None = None,
     ) -> None:
         if sweep.budget_p95 is None:
             raise ValueError("tune needs a p95 budget")
@@ -88,9 +91,12 @@ class Tuner:
         self._report = report or (lambda _: None)
         self._propose = propose
         self._metrics_url = metrics_url
+        self._measure = measure
         self._config_now: dict[str, Any] = {}
 
     def _sweep(self) -> SweepResult:
+        if self._measure is not None:
+            return self._judged(self._measure(self._settings))
         probe = None
         if self._metrics_url:
             probe = gpu_utilization_probe(
@@ -98,7 +104,10 @@ class Tuner:
                 lambda: model_gpu_indices(self._config_now),
                 tls=self._settings.tls,
             )
-        result = judge_sweep(SweepRunner(self._settings, self._stop, gpu_probe=probe).run())
+        return self._judged(SweepRunner(self._settings, self._stop, gpu_probe=probe).run())
+
+    def _judged(self, steps: SweepSteps) -> SweepResult:
+        result = judge_sweep(steps)
         if self._stop.is_set():
             raise TuneInterruptedError
         return result
