@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +32,18 @@ def _without_delay(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_tune_apply_lowers_the_queue_delay_into_the_budget(
-    start_real_triton: Callable[..., RealTriton], tmp_path: Path
+    real_triton: RealTriton, tmp_path: Path
 ) -> None:
     """Fails if tune misreads real Triton's queue time, cannot load a config into it,
-    stops outside the budget, or leaves the server with another config than it reports."""
-    server = start_real_triton("slow_queue")
+    stops outside the budget, or leaves the server with another config than it reports.
+    On the shared server: ``slow_queue`` is loaded from its files again afterwards."""
+    try:
+        _tune_and_check(real_triton, tmp_path)
+    finally:
+        real_triton.reset("slow_queue")
+
+
+def _tune_and_check(server: RealTriton, tmp_path: Path) -> None:
     original = server.config("slow_queue")
     assert original["dynamic_batching"]["max_queue_delay_microseconds"] == 30000
     out = tmp_path / "tune.json"
