@@ -48,3 +48,15 @@ TWO_INSTANCES = {
     "instance_group": {"count": 2, "kind": "KIND_GPU", "gpus": [0]},
     "gpu_occupancy": {"base": 0.3, "per_item": 0},
 }  # fmt: skip
+
+
+def tune_settings(
+    url: str,
+    model: str,
+    budget: float,
+    levels: tuple[float, ...] = (1, 2, 4, 8),
+    window: float = 0.3,
+) -> SweepSettings:
+    """Short sweeps for the tuner's tests: four windows at most per level."""
+    return SweepSettings(url=url, model=model, levels=levels, budget_p95=budget,
+                         window_seconds=window, max_windows=4)  # fmt: skip

@@ -98,6 +98,11 @@ class SweepSettings:
     served_name: str | None = None
     """The OpenAI ``model`` field, when the server knows the model by another name."""
 
+    def past_budget(self, p95: float) -> bool:
+        """Whether a step's p95 ends the sweep (searching up to the budget, as
+        perf_analyzer's ``--latency-threshold`` does); the sweep's one stopping rule."""
+        return self.budget_p95 is not None and p95 > self.budget_p95
+
 
 @dataclass(frozen=True, slots=True)
 class StepResult:

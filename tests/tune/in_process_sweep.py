@@ -75,7 +75,7 @@ def in_process_sweep(sim: Simulator) -> Callable[[SweepSettings], SweepSteps]:
                 server = breakdown(before, after) if before and after else None
                 step = _step(level, windows, settings.percentile, server)
                 steps.append(step)
-                if settings.budget_p95 is not None and step.p95 > settings.budget_p95:
+                if settings.past_budget(step.p95):
                     stopped_at_budget = True
                     break
         finally:

@@ -14,22 +14,11 @@ import pytest
 
 from sim_process import SimProcess
 from support import TRITONWATCH, wait_until
-from tritonwatch.sweep_records import SweepSettings
+from sweep_support import tune_settings
 from tritonwatch.tune.repository import ModelRepository
 from tritonwatch.tune.tuner import Tuner
 
 pytestmark = pytest.mark.real
-
-
-def _settings(
-    url: str,
-    model: str,
-    budget: float,
-    levels: tuple[float, ...] = (1, 2, 4, 8),
-    window: float = 0.3,
-) -> SweepSettings:
-    return SweepSettings(url=url, model=model, levels=levels, budget_p95=budget,
-                         window_seconds=window, max_windows=4)  # fmt: skip
 
 
 def test_a_real_sweep_adds_an_instance_to_an_underused_gpu() -> None:
@@ -37,7 +26,7 @@ def test_a_real_sweep_adds_an_instance_to_an_underused_gpu() -> None:
     server whose one instance holds back an idle GPU does not add and keep a second
     (throughput doubles, far beyond window noise; exact steps: test_tune_in_process.py)."""
     with SimProcess(scenario="gpu-underused") as sim:
-        settings = _settings(sim.http_url, "simple", 0.5, (1, 4), window=0.5)
+        settings = tune_settings(sim.http_url, "simple", 0.5, (1, 4), window=0.5)
         result = Tuner(settings, apply=True, max_steps=1).run()
         on_server = ModelRepository(sim.http_url, "simple").config()
     assert [str(s.verdict) for s in result.history] == ["baseline", "keep"]

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from in_process_sweep import in_process_sweep
 
+from sweep_support import tune_settings
 from tritonwatch.sim.server import Simulator
-from tritonwatch.sweep_records import SweepResult, SweepSettings
+from tritonwatch.sweep_records import SweepResult
 from tritonwatch.tune.candidates import Change
 from tritonwatch.tune.repository import ModelRepository, NotExplicitModeError, changed, to_pbtxt
 from tritonwatch.tune.tuner import Tuner
@@ -46,8 +47,7 @@ def _tuner(
     window: float = 0.3,
     **options: Any,
 ) -> Tuner:
-    settings = SweepSettings(url=sim.http_url, model=model, levels=levels, budget_p95=budget,
-                             window_seconds=window, max_windows=4)  # fmt: skip
+    settings = tune_settings(sim.http_url, model, budget, levels, window)
     return Tuner(settings, measure=in_process_sweep(sim), **options)
 
 

@@ -140,7 +140,7 @@ class SweepRunner:
                         "because of the client, not the server"
                     )
                 steps.append(step)
-                if settings.budget_p95 is not None and step.p95 > settings.budget_p95:
+                if settings.past_budget(step.p95):
                     stopped_at_budget = True
                     break
         finally:
