@@ -15,7 +15,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from tritonwatch.observations import CanaryResult, Outcome
+from tritonwatch.observations import NOT_THE_SERVERS, CanaryResult, Outcome
 from tritonwatch.quantiles import DEFAULT_QUANTILES, quantiles
 
 DEFAULT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -99,12 +99,21 @@ class SeriesSnapshot:
     send_lateness_count: int = 0
     """How late the canary's own thread took its requests up, in total and how many
     (requests with a latency): the client's scheduling, kept out of the latency."""
+    last_outcome_at: float | None = None
+    """Monotonic seconds of the latest outcome of any kind (None: none yet): a canary
+    that stops producing outcomes is stalled, whatever its last numbers said."""
+    failing_since: float | None = None
+    """When the current run of server failures began (None: the latest outcome that
+    speaks for the server was a success, or there was none)."""
+    failures_in_row: int = 0
+    """How many server failures that run holds (outcomes in :data:`NOT_THE_SERVERS`
+    neither extend nor end it)."""
 
 
 class _Series:
     __slots__ = (
-        "bucket_hits", "count", "last_error", "late_count", "late_total", "outcomes", "recent",
-        "total",
+        "bucket_hits", "count", "failing_since", "failures_in_row", "last_error", "last_outcome_at",
+        "late_count", "late_total", "outcomes", "recent", "total",
     )  # fmt: skip
 
     def __init__(self, buckets: int) -> None:
@@ -116,6 +125,21 @@ class _Series:
         self.last_error: LastError | None = None
         self.late_total = 0.0
         self.late_count = 0
+        self.last_outcome_at: float | None = None
+        self.failing_since: float | None = None
+        self.failures_in_row = 0
+
+    def note_outcome(self, outcome: Outcome, at: float) -> None:
+        """Keeps the liveness record: when anything last came, and the run of failures."""
+        self.last_outcome_at = at
+        if outcome in NOT_THE_SERVERS:
+            return
+        if outcome == Outcome.SUCCESS:
+            self.failing_since, self.failures_in_row = None, 0
+            return
+        if self.failing_since is None:
+            self.failing_since = at
+        self.failures_in_row += 1
 
 
 class CanaryStats:
@@ -193,6 +217,7 @@ class CanaryStats:
             if series is None:  # a canary removed by a reload finishing late
                 return
             series.outcomes[result.outcome] += 1
+            series.note_outcome(result.outcome, result.at)
             if result.outcome != Outcome.SUCCESS:
                 series.last_error = LastError(
                     str(result.outcome), result.error, result.at, self._wall_clock()
@@ -234,7 +259,13 @@ class CanaryStats:
                     s.count,
                     list(s.recent),
                     s.last_error,
-                    (s.late_total, s.late_count),
+                    (
+                        s.late_total,
+                        s.late_count,
+                        s.last_outcome_at,
+                        s.failing_since,
+                        s.failures_in_row,
+                    ),
                 )
                 for key, s in sorted(self._series.items())
             ]

@@ -23,6 +23,17 @@ class Outcome(StrEnum):
     GRPC_ERROR = "grpc_error"
     CONNECTION_ERROR = "connection_error"
     BAD_RESPONSE = "bad_response"
+    """The server answered something no client could read (ours and the library's)."""
+    CLIENT_ERROR = "client_error"
+    """Our fast path could not read an answer the library path read: our bug, not the
+    server's. Counted, logged, and left out of the availability SLO."""
+    TOO_LARGE = "too_large"
+    """The answer outgrew a configured bound (``canary.limits``): an outcome, never an OOM."""
+
+
+NOT_THE_SERVERS: frozenset[str] = frozenset({Outcome.CLIENT_ERROR})
+"""Outcomes that say nothing about the server: left out of the availability SLO's
+events (in process and in the generated rules) and of "not serving"."""
 
 
 @dataclass(frozen=True, slots=True)
