@@ -34,7 +34,8 @@ class AdvisorInput:
     p95_seconds: float | None = None
     """Canary end-to-end p95."""
     client_mean_seconds: float | None = None
-    """Canary end-to-end mean: what a client waits, network and serialisation included."""
+    """Canary end-to-end mean: what a client waits, network and serialisation included,
+    the canary's own send lateness not (reported apart: it is the client host's)."""
     request_seconds: float | None = None
     """Triton's average request time (``nv_inference_request_duration_us`` per success)."""
     queue_seconds: float | None = None

@@ -17,7 +17,11 @@ Stages, in seconds per request (averages over the window):
   time: network, serialisation and client time, which Triton cannot see. None without
   canary data; clamped at 0. It is an estimate: Triton's mean covers *all* requests in
   the window, the canary's only its own, so on a server with other traffic of another
-  shape (larger batches) the difference is approximate.
+  shape (larger batches) the difference is approximate. The canary's own send lateness
+  (its thread woke after the intended time) is not in it: the canary's latency starts
+  when its thread took the request up, and the lateness is exported apart
+  (``tritonwatch_canary_send_lateness_seconds``), so a busy client host never reads as
+  a slow network.
 """
 
 from __future__ import annotations
