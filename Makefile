@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SOURCES := $(wildcard src tests benchmarks scripts)
 
-.PHONY: all demo test lint typecheck unit suite bench-tests debian-packages real-triton real-mlserver bench-packages bench lock clean
+.PHONY: all demo test lint typecheck unit suite bench-tests debian-packages real-triton real-mlserver bench-packages bench soak lock clean
 
 all: test
 
@@ -65,6 +65,13 @@ demo: $(INSTALLED)
 BENCH_ARGS ?=
 bench: $(INSTALLED) debian-packages real-triton bench-packages
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
+
+# The watcher soak (benchmarks/watch_soak.py): 30 minutes of real Triton (HTTP, gRPC,
+# streaming) and MLServer with one Triton restart in the middle; passes when nothing
+# paged and every canary failure is explained by a log line. Not part of `make test`.
+SOAK_ARGS ?=
+soak: $(INSTALLED) debian-packages real-triton real-mlserver
+	$(BIN)/python benchmarks/watch_soak.py $(SOAK_ARGS)
 
 # Re-pin constraints.txt to what the current venv has (after a deliberate upgrade).
 lock: $(INSTALLED)
