@@ -11,8 +11,11 @@ quiet, it is still looking. This runs the real daemon (``tritonwatch run``) for
 * a real Alertmanager delivering to a local webhook receiver, with the shipped
   ``inhibit_rules``.
 
-Halfway through, tritonserver is SIGKILLed and started again on the same ports after
-``--restart-gap`` seconds (the 12 s of a pod restart). At the end:
+The daemon starts first and tritonserver ``--late-start`` seconds after it (a daemon
+and its server coming up together, as on a node reboot): every Triton canary must
+succeed within a minute of the server being ready. Halfway through, tritonserver is
+SIGKILLed and started again on the same ports after ``--restart-gap`` seconds (the 12 s
+of a pod restart). At the end:
 
 * **no page**: no ``TritonSLOBurn`` of severity page and no ``TritonModelNotServing``
   reached the receiver (a ``TritonServerDown`` would need the server down for a minute);
@@ -57,6 +60,8 @@ from support import DaemonProcess, free_port, wait_until
 from tritonwatch.config.units import parse_duration
 
 TRITON_MODELS = ("batching", "streaming")
+WATCHED_WITHIN = 60.0
+"""A server that comes up after the daemon is watched within this long of being ready."""
 PAGES = ("TritonSLOBurn", "TritonModelNotServing", "TritonServerDown")
 """Alert names that must not page in a healthy soak (a burn only as severity page)."""
 
@@ -64,10 +69,12 @@ PAGES = ("TritonSLOBurn", "TritonModelNotServing", "TritonServerDown")
 @dataclass
 class SoakResult:
     duration_seconds: float
+    watched_after: dict[str, float] = field(default_factory=dict)
+    """Series → seconds from the late server's readiness to its first success."""
     restarted_at: float | None = None
     """Seconds into the run when tritonserver was killed."""
     recovered_after: dict[str, float] = field(default_factory=dict)
-    """Series → seconds from the restart to its next success (canary succeeded again)."""
+    """Triton's series → seconds from the kill to its next success (the gap included)."""
     pages: list[dict[str, Any]] = field(default_factory=list)
     failures: dict[str, dict[str, float]] = field(default_factory=dict)
     """Series → failed requests by outcome, at the end."""
@@ -79,9 +86,15 @@ class SoakResult:
     @property
     def passed(self) -> bool:
         recovered = self.restarted_at is None or all(
-            key in self.recovered_after for key in self.successes
+            key in self.recovered_after for key in self.successes if _on_triton(key)
         )
-        return not self.pages and not self.unexplained and recovered
+        watched = all(seconds <= WATCHED_WITHIN for seconds in self.watched_after.values())
+        return not self.pages and not self.unexplained and recovered and watched
+
+
+def _on_triton(series: str) -> bool:
+    """Whether a series is one of tritonserver's (the server that starts late and restarts)."""
+    return series.startswith("triton-")
 
 
 def _series(labels: dict[str, str]) -> str:
@@ -174,10 +187,12 @@ def _alertmanager_config(receiver_url: str, path: Path) -> Path:
     return path
 
 
-def run_soak(duration: float, restart_gap: float, folder: Path) -> SoakResult:
+def run_soak(
+    duration: float, restart_gap: float, folder: Path, late_start: float = 20.0
+) -> SoakResult:
     result = SoakResult(duration)
     with contextlib.ExitStack() as cleanup:
-        triton = RealTriton(TRITON_MODELS, log_path=folder / "triton.log").start()
+        triton = RealTriton(TRITON_MODELS, log_path=folder / "triton.log")  # ports chosen
         cleanup.callback(triton.stop)
         mlserver = RealMLServer(folder / "mlserver").start()
         cleanup.callback(mlserver.stop)
@@ -190,8 +205,13 @@ def run_soak(duration: float, restart_gap: float, folder: Path) -> SoakResult:
         daemon = DaemonProcess(config)
         cleanup.callback(daemon.stop)
         started = time.monotonic()
-        time.sleep(duration / 2)
-        before = canary_outcomes(daemon.url)
+        time.sleep(late_start)
+        triton.start()
+        ready = time.monotonic()
+        none = {key: Counter[str]() for key in canary_outcomes(daemon.url) if _on_triton(key)}
+        _follow_recovery(daemon.url, none, ready, result.watched_after)
+        time.sleep(max(0.0, duration / 2 - (time.monotonic() - started)))
+        before = {k: v for k, v in canary_outcomes(daemon.url).items() if _on_triton(k)}
         assert triton.process is not None
         triton.process.send_signal(signal.SIGKILL)
         triton.process.wait(timeout=30)
@@ -199,7 +219,7 @@ def run_soak(duration: float, restart_gap: float, folder: Path) -> SoakResult:
         killed = time.monotonic()
         time.sleep(restart_gap)
         triton.start()
-        _follow_recovery(daemon.url, before, killed, result)
+        _follow_recovery(daemon.url, before, killed, result.recovered_after)
         time.sleep(max(0.0, duration - (time.monotonic() - started)))
         outcomes = canary_outcomes(daemon.url)
         logged, not_ready = explained_by_logs(daemon.events)
@@ -220,16 +240,17 @@ def run_soak(duration: float, restart_gap: float, folder: Path) -> SoakResult:
 
 
 def _follow_recovery(
-    daemon_url: str, before: dict[str, Counter[str]], killed: float, result: SoakResult
+    daemon_url: str, before: dict[str, Counter[str]], since: float, found: dict[str, float]
 ) -> None:
-    """Waits (up to 3 minutes) until every series has succeeded again since the kill."""
+    """Waits (up to 3 minutes) until every series has succeeded more than ``before``;
+    ``found`` gets each series' seconds from ``since`` to that success."""
     pending = set(before)
 
     def recovered() -> bool:
         now = canary_outcomes(daemon_url)
         for key in list(pending):
             if now.get(key, Counter())["success"] > before[key]["success"]:
-                result.recovered_after[key] = round(time.monotonic() - killed, 1)
+                found[key] = round(time.monotonic() - since, 1)
                 pending.discard(key)
         return not pending
 
@@ -242,11 +263,13 @@ def main() -> int:
     parser.add_argument("--duration", default="30m", help="how long the soak runs")
     parser.add_argument("--restart-gap", type=float, default=12.0,
                         help="seconds tritonserver stays down")  # fmt: skip
+    parser.add_argument("--late-start", type=float, default=20.0,
+                        help="seconds between the daemon's start and tritonserver's")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the result here as JSON")
     args = parser.parse_args()
     duration = parse_duration(args.duration)
     with tempfile.TemporaryDirectory(prefix="tritonwatch-watch-soak-") as tmp:
-        result = run_soak(duration, args.restart_gap, Path(tmp))
+        result = run_soak(duration, args.restart_gap, Path(tmp), args.late_start)
     report = asdict(result) | {"passed": result.passed}
     text = json.dumps(report, indent=2, sort_keys=True)
     print(text)

@@ -53,7 +53,9 @@ def test_whole_lines_and_suppressed_counts_add_up_per_series() -> None:
 
 def test_a_soak_passes_only_without_pages_unexplained_failures_or_unrecovered_series() -> None:
     """Breaks if a page, an unexplained failure or a series that never recovered passes."""
-    result = watch_soak.SoakResult(60.0, restarted_at=30.0, successes={KEY: 100.0})
+    result = watch_soak.SoakResult(
+        60.0, restarted_at=30.0, successes={KEY: 100.0, "mlserver/echo/http": 9.0}
+    )
     assert not result.passed  # never recovered after the restart
     result.recovered_after[KEY] = 3.0
     assert result.passed
