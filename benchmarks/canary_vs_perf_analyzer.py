@@ -17,7 +17,15 @@ The canary counts latency from the *intended* send time (no coordinated omission
 perf_analyzer from the moment its worker sends; with a server that keeps up the two
 agree only when the canary wakes and sends on time, which is what this measures.
 
-    python benchmarks/canary_vs_perf_analyzer.py [--repeats 3] [--protocols grpc,http]
+``--tls``: the same over gRPC with TLS, on a server started with ``--grpc-use-ssl``
+and a private CA (tests/tls_support.py, the ``openssl`` command): perf_analyzer with
+``--ssl-grpc-use-ssl`` and the CA, the canary at ``grpcs://`` with the CA as its
+target's ``tls.ca_file`` (sent by the engine, probe/engine_tls.py); beside them in
+the same repeat the canary on the event loop's path (``grpc.aio``), the one TLS
+canaries took before, as the control, and both tools over plaintext gRPC on a second
+server, so the TLS gap reads against the plaintext one measured under the same load.
+
+    python benchmarks/canary_vs_perf_analyzer.py [--repeats 3] [--protocols grpc,http] [--tls]
 """
 
 from __future__ import annotations
@@ -30,15 +38,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from perf_analyzer_support import proxy_free_environment
 from real_triton import RealTriton, perf_analyzer_binary
+from tls_support import Pki, make_pki
 from tritonwatch.canary_series import CanaryStats
-from tritonwatch.probe.canary import CanaryPlan
+from tritonwatch.client_tls import ClientTLS
+from tritonwatch.probe.canary import CanaryPlan, ModelCanary
 from tritonwatch.probe.canary_runner import CanaryRunner
 from tritonwatch.quantiles import quantiles
 
@@ -57,6 +67,11 @@ measurement"). Which three windows it reports then does not depend on their spre
 CANARY_SECONDS = 18.0
 """As long as perf_analyzer's measured windows last here (it reports about 360 requests
 at 20/s), so both quantiles come from samples of the same size."""
+TLS_ENGINE = "grpcs"
+TLS_LOOP = "grpcs on the event loop"
+TLS_PLAIN = "grpc (plaintext, same run)"
+"""The labels of the TLS mode's pairs: the canary as the daemon sends it (the engine),
+the control (the event loop's ``grpc.aio`` path), and plaintext gRPC."""
 
 
 @dataclass(frozen=True)
@@ -94,17 +109,19 @@ def run_perf_analyzer(server: RealTriton, protocol: str, rate: float = RATE) -> 
 
 
 def perf_analyzer_at(
-    url: str, model: str, protocol: str, rate: float, input_data: str = "zero"
-) -> Side:
-    """perf_analyzer at ``rate`` requests/s against ``url`` (host:port); p-values from
-    its CSV (µs) and its request count from the summary it prints."""
+    url: str, model: str, protocol: str, rate: float, input_data: str = "zero", *,
+    extra_args: Sequence[str] = (),
+) -> Side:  # fmt: skip
+    """perf_analyzer at ``rate`` requests/s against ``url`` (host:port), with
+    ``extra_args`` (its TLS flags); p-values from its CSV (µs) and its request count
+    from the summary it prints."""
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "pa.csv"
         command = [
             str(perf_analyzer_binary()), "-m", model, "-u", url, "-i", protocol,
             "--input-data", input_data, "--request-rate-range", f"{rate:g}",
             "--measurement-interval", str(WINDOW_MS), "-s", STABILITY_PERCENT, "--max-trials", "3",
-            "-f", str(csv_path),
+            "-f", str(csv_path), *extra_args,
         ]  # fmt: skip
         started = time.monotonic()
         done = subprocess.run(
@@ -140,8 +157,22 @@ def _plan(server: RealTriton, protocol: str, rate: float) -> CanaryPlan:
 
 def run_canary(server: RealTriton, protocol: str, seconds: float, rate: float = RATE) -> Side:
     """The daemon's canary for ``seconds`` after a warm-up; every latency it recorded."""
-    plan = _plan(server, protocol, rate)
-    runner = CanaryRunner(CanaryStats())
+    return run_plan(_plan(server, protocol, rate), seconds)
+
+
+class _LoopPathRunner(CanaryRunner):
+    """The runner without its engine: every canary sends from the event loop, as TLS
+    canaries did before the engine spoke TLS (the TLS mode's control)."""
+
+    def _canary(self, plan: CanaryPlan) -> ModelCanary:
+        return ModelCanary(plan, self._client(plan), self.stats)
+
+
+def run_plan(plan: CanaryPlan, seconds: float, runner_type: type[CanaryRunner] = CanaryRunner
+             ) -> Side:  # fmt: skip
+    """``plan``'s canary for ``seconds`` after a warm-up; every latency it recorded."""
+    protocol = plan.protocol
+    runner = runner_type(CanaryStats())
     try:
         runner.start([plan])
         time.sleep(WARM_UP_SECONDS)
@@ -183,6 +214,65 @@ def measure(
     return pairs
 
 
+def tls_server(pki: Pki) -> RealTriton:
+    """A private server whose gRPC endpoint speaks only TLS (Triton's own, one-way)."""
+    return RealTriton([MODEL], extra_args=[
+        "--grpc-use-ssl=true", f"--grpc-server-cert={pki.server_cert}",
+        f"--grpc-server-key={pki.server_key}", f"--grpc-root-cert={pki.ca}",
+    ])  # fmt: skip
+
+
+def measure_tls(repeats: int = 3, rate: float = RATE) -> list[Pair]:
+    """Interleaved repeats over gRPC with TLS: perf_analyzer, the canary on the engine
+    and the canary on the event loop, then both tools over plaintext, in one order and
+    then the reverse (each perf_analyzer run next to its engine canary); pairs labelled
+    :data:`TLS_ENGINE` and :data:`TLS_LOOP` (against the same perf_analyzer run) and
+    :data:`TLS_PLAIN`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pki = make_pki(Path(tmp))
+        plain = RealTriton([MODEL]).start()
+        try:
+            server = tls_server(pki).start()
+        except BaseException:
+            plain.stop()
+            raise
+        plan = replace(_plan(server, "grpc", rate), tls=ClientTLS(pki.ca),
+                       grpc_url=server.grpc_url.replace("grpc://", "grpcs://"))  # fmt: skip
+        ssl_flags = ["--ssl-grpc-use-ssl", "true", "--ssl-grpc-root-certifications-file",
+                     str(pki.ca)]  # fmt: skip
+
+        def perf_analyzer() -> Side:
+            return perf_analyzer_at(server.grpc_address, MODEL, "grpc", rate,
+                                    extra_args=ssl_flags)  # fmt: skip
+
+        def secure(repeat: int) -> list[Pair]:
+            steps = [perf_analyzer, lambda: run_plan(plan, CANARY_SECONDS),
+                     lambda: run_plan(plan, CANARY_SECONDS, _LoopPathRunner)]  # fmt: skip
+            order = range(3) if repeat % 2 == 0 else range(2, -1, -1)
+            sides = {index: steps[index]() for index in order}
+            pa, engine, loop = sides[0], sides[1], sides[2]
+            return [Pair(TLS_ENGINE, repeat, engine, pa), Pair(TLS_LOOP, repeat, loop, pa)]
+
+        def clear(repeat: int) -> Pair:
+            steps = [lambda: run_perf_analyzer(plain, "grpc", rate),
+                     lambda: run_canary(plain, "grpc", CANARY_SECONDS, rate)]  # fmt: skip
+            order = range(2) if repeat % 2 == 0 else range(1, -1, -1)
+            sides = {index: steps[index]() for index in order}
+            return Pair(TLS_PLAIN, repeat, sides[1], sides[0])
+
+        pairs = []
+        try:
+            for repeat in range(repeats):
+                if repeat % 2 == 0:
+                    pairs += [*secure(repeat), clear(repeat)]
+                else:
+                    pairs += [clear(repeat), *secure(repeat)]
+        finally:
+            server.stop()
+            plain.stop()
+    return pairs
+
+
 def _ms(values: Sequence[float]) -> str:
     middle = statistics.median(values) * 1e3
     return f"{middle:.2f} [{min(values) * 1e3:.2f}–{max(values) * 1e3:.2f}]"
@@ -193,9 +283,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--protocols", default=",".join(PROTOCOLS))
     parser.add_argument("--rate", type=float, default=RATE)
+    parser.add_argument("--tls", action="store_true", help="gRPC over TLS (see above)")
     args = parser.parse_args()
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
-    pairs = measure(args.repeats, protocols, args.rate)
+    if args.tls:
+        protocols = [TLS_ENGINE, TLS_LOOP, TLS_PLAIN]
+        pairs = measure_tls(args.repeats, args.rate)
+    else:
+        pairs = measure(args.repeats, protocols, args.rate)
     print("protocol | repeat | quantile | canary ms (n) | perf_analyzer ms (n) | diff ms")
     for pair in pairs:
         for q in QUANTILES:

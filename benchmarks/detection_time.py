@@ -7,6 +7,11 @@ warm-up of good traffic the spike starts; the clock stops at the first TritonSLO
 page. Run once per latency objective: the SRE Workbook's 14.4× page over 1 h needs the
 error ratio above 14.4 × (1 − objective), so the objective decides what is possible.
 
+The warm-up is at least what the page's long window needs to hold its minimum of events
+(``slo.alert_min_bad_events`` / (14.4 × budget): 695 canary requests at 99.9 %, about
+12 minutes at 1/s, 14 at 95 %): before that, by design, no burn pages, so a shorter
+warm-up would time the gate instead of the detection (:func:`warm_up_for`).
+
     python benchmarks/detection_time.py [--objectives 0.95,0.999] [--warm-up 60] [--limit 240]
 """
 
@@ -26,10 +31,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from alerting_support import Alertmanager, WebhookReceiver, fast_config
 from sim_process import SimProcess
 from support import TRITONWATCH, free_port
+from tritonwatch.analysis.slo import BURN_POLICY
+from tritonwatch.config.schema import DEFAULT_ALERT_MIN_BAD_EVENTS
 from tritonwatch.sim.testing import model_set_with
 
 FIFTEEN_MS = {"timing": {"compute_infer": "15ms", "compute_infer_per_item": 0, "noise_sigma": 0.05},
               "dynamic_batching": None}  # fmt: skip
+
+
+CANARY_RATE = 1.0
+"""The daemon's default canary rate (requests per second per model)."""
+
+
+def warm_up_for(objective: float, given: float) -> float:
+    """``given``, or longer: the seconds of good traffic after which the 1 h page's long
+    window holds its minimum of events at the default canary rate (plus 30 s)."""
+    page = BURN_POLICY[0]
+    needed = page.min_events(1.0 - objective, DEFAULT_ALERT_MIN_BAD_EVENTS) / CANARY_RATE
+    return max(given, needed + 30.0)
 
 
 def measure(objective: float, warm_up: float, limit: float, folder: Path) -> float | None:
@@ -51,7 +70,7 @@ def measure(objective: float, warm_up: float, limit: float, folder: Path) -> flo
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             try:
-                time.sleep(warm_up)
+                time.sleep(warm_up_for(objective, warm_up))
                 sim.inject_fault(kind="latency_spike", factor=5)
                 started = time.monotonic()
                 while time.monotonic() - started < limit:

@@ -361,13 +361,73 @@ def bench_canary_pa(quick: bool) -> Table:
     return table
 
 
+def bench_canary_pa_tls(quick: bool) -> Table:
+    import canary_vs_perf_analyzer as bench  # noqa: PLC0415
+
+    repeats = 1 if quick else 3
+    pairs = bench.measure_tls(repeats)
+    table = Table(
+        "canary_pa_tls",
+        f"4c. Canary against perf_analyzer over gRPC with TLS on real Triton ({bench.MODEL}, "
+        f"{bench.RATE:g} requests/s open loop)",
+        "canary (CanaryRunner)",
+        "perf_analyzer --ssl-grpc-use-ssl",
+    )
+    for label in (bench.TLS_ENGINE, bench.TLS_LOOP, bench.TLS_PLAIN):
+        mine = [pair for pair in pairs if pair.protocol == label]
+        for q in (0.5, 0.95, 0.99):
+            canary = [pair.canary.quantiles[q] * 1e3 for pair in mine]
+            anchor = [pair.perf_analyzer.quantiles[q] * 1e3 for pair in mine]
+            table.rows.append(Row(f"{label} p{q * 100:g}", canary, anchor, unit="ms"))
+        anchor_p95 = harness.median([p.perf_analyzer.quantiles[0.95] for p in mine]) or 0.0
+        bound = bench.goal_seconds(anchor_p95) * 1e3
+        judged = label == bench.TLS_ENGINE
+        why = {bench.TLS_LOOP: "the control: how TLS canaries were sent before; ",
+               bench.TLS_PLAIN: "the plaintext gap under the same load; "}  # fmt: skip
+        table.rows.append(
+            Row(
+                f"{label} p95 gap, canary to perf_analyzer (absolute)",
+                [abs(pair.difference(0.95)) * 1e3 for pair in mine],
+                unit="ms",
+                goal=Goal("<=", round(bound, 3), on="ours", unit="ms") if judged else None,
+                note=why.get(label, "")
+                + "signed, per repeat: "
+                + ", ".join(f"{pair.difference(0.95) * 1e3:+.2f}" for pair in mine),
+            )
+        )
+    table.notes += [
+        f"A private tritonserver 2.51 (CPU, Python backend) serving `{bench.MODEL}` with "
+        "`--grpc-use-ssl` and a private CA (made by `openssl`, tests/tls_support.py). Per "
+        "repeat, in one order and then the reverse: perf_analyzer (`-i grpc "
+        f"--ssl-grpc-use-ssl true --ssl-grpc-root-certifications-file CA "
+        f"--request-rate-range {bench.RATE:g}`, three {bench.WINDOW_MS / 1000:g} s "
+        f"windows), the daemon's canary at `grpcs://` for {bench.CANARY_SECONDS:g} s (sent "
+        "by the engine, probe/engine_tls.py) and the same canary on the event loop's "
+        "`grpc.aio` path (the control), each canary's gap taken against the same "
+        "perf_analyzer run; then both tools over plaintext gRPC on a second, plaintext "
+        "server (the gap `canary_pa` reads), in the same repeat.",
+        f"{_times(repeats, 'repeat')}; median [min–max]. Goal (issue 25, item 7): canary "
+        "p95 within max(0.3 ms, 5 %) of perf_analyzer's with SSL. A p95 of 360 requests "
+        "on this shared 2-core machine moves by a millisecond between runs of the same "
+        "tool, and other agents load it: read the gaps, measured side by side, not the "
+        "absolute figures.",
+        "Sign: over TLS the canary reads *below* perf_analyzer in every repeat, as over "
+        "plaintext but further: its latency ends at the kernel's arrival stamp of the "
+        "answer's last TLS record (probe/arrival_stamps.py), perf_analyzer's once grpc's "
+        "client has read, decrypted and handed the answer to its worker, a path TLS "
+        "lengthens. The control shows how far *above* the event loop's path read.",
+    ]
+    return table
+
+
 # --- 5. detection time ---------------------------------------------------------------
 
 
 def bench_detection(quick: bool) -> Table:
     import detection_time  # noqa: PLC0415
 
-    objectives, warm_up, limit = ((0.999,), 15.0, 60.0) if quick else ((0.95, 0.999), 60.0, 240.0)
+    # Quick: 95 %, whose page needs 14 events (99.9 % needs 12 minutes of history).
+    objectives, warm_up, limit = ((0.95,), 15.0, 60.0) if quick else ((0.95, 0.999), 60.0, 240.0)
     table = Table(
         "detection",
         "5. Detection time: 5× latency spike → page at a webhook behind Alertmanager",
@@ -388,7 +448,9 @@ def bench_detection(quick: bool) -> Table:
             )
     table.notes += [
         f"15 ms model, spike to 75 ms (threshold 50 ms), default intervals (canary 1/s, "
-        f"evaluation 15 s), {warm_up:g} s of good traffic first; real Alertmanager "
+        f"evaluation 15 s), good traffic first: {warm_up:g} s, or as long as the page's "
+        "1 h window takes to hold its minimum of events (slo.alert_min_bad_events = 10: "
+        "725 s at 99.9 %); real Alertmanager "
         "(group_wait 0) to a local webhook receiver. One run per objective (each takes "
         "minutes). With only minutes of history the 6 h/30 m page fires early; see the "
         "README's SLO section for what a long-running daemon can promise.",
@@ -548,6 +610,7 @@ BENCHMARKS = {
         Benchmark("cpu_floor", bench_cpu_floor, 10.0),
         Benchmark("accuracy", bench_accuracy, 2.5),
         Benchmark("canary_pa", bench_canary_pa, 7.0),
+        Benchmark("canary_pa_tls", bench_canary_pa_tls, 7.0),
         Benchmark("detection", bench_detection, 3.5),
         Benchmark("tuner", bench_tuner, 8.0),
         Benchmark("sim", bench_sim, 1.5),

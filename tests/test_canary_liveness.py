@@ -1,12 +1,17 @@
-"""The canary series' liveness record: when an outcome last came, and the run of
-server failures (what "stalled" and "not serving" are judged from)."""
+"""The canary series' liveness record (when an outcome last came, the run of server
+failures), the stalled verdict judged from it, and what /health and /metrics say."""
 
 from __future__ import annotations
 
+from tritonwatch.canary_liveness import stalled_canaries
 from tritonwatch.canary_series import CanaryStats
+from tritonwatch.export.health import health_report
+from tritonwatch.export.liveness_metrics import LivenessCollector
 from tritonwatch.observations import CanaryResult, Outcome
+from tritonwatch.probe.canary import BREAKER_PROBE_SECONDS, CanaryPlan, ModelCanary
 
 KEY = ("t", "m", "http")
+PLAN = CanaryPlan("t", "m", "", "http", "http://127.0.0.1:9", "", 1.0, False, 5.0, 1, "zero")
 
 
 def _record(stats: CanaryStats, outcome: Outcome, at: float) -> None:
@@ -50,3 +55,89 @@ def test_our_own_errors_neither_extend_nor_end_a_failing_run() -> None:
     _record(stats2, Outcome.CLIENT_ERROR, 5.0)
     snap = _snapshot(stats2)
     assert (snap.last_outcome_at, snap.failing_since, snap.failures_in_row) == (5.0, None, 0)
+
+
+# -- stalled canaries ----------------------------------------------------------------------
+class _Canary:
+    """What liveness reads of a canary: sending since when, paused, how long it may be silent."""
+
+    def __init__(self, sending_since: float | None, allowed: float = 8.0) -> None:
+        self.sending_since = sending_since
+        self.paused = False
+        self.allowed = allowed
+
+    def silence_allowed(self) -> float:
+        return self.allowed
+
+
+def _verdict(canary: _Canary, last_outcome: float | None, now: float) -> bool:
+    stats = CanaryStats()
+    stats.declare([KEY])
+    if last_outcome is not None:
+        _record(stats, Outcome.SUCCESS, last_outcome)
+    return stalled_canaries({KEY: canary}, stats.snapshot(now), now)[KEY]
+
+
+def test_a_canary_silent_longer_than_allowed_is_stalled_and_not_before() -> None:
+    """Breaks if a canary whose outcomes stopped is not flagged, or one is flagged early."""
+    canary = _Canary(sending_since=10.0, allowed=8.0)
+    assert _verdict(canary, last_outcome=100.0, now=108.0) is False
+    assert _verdict(canary, last_outcome=100.0, now=108.5) is True
+
+
+def test_a_canary_that_never_produced_an_outcome_counts_from_when_it_began_sending() -> None:
+    """Breaks if a canary that sends but never hears back is never called stalled."""
+    canary = _Canary(sending_since=50.0, allowed=8.0)
+    assert _verdict(canary, last_outcome=None, now=57.0) is False
+    assert _verdict(canary, last_outcome=None, now=59.0) is True
+
+
+def test_canaries_not_sending_yet_or_paused_are_not_judged() -> None:
+    """Breaks if a canary waiting for metadata (server down) or paused for a sweep reads
+    as stalled: the readiness alert and the sweep explain their silence."""
+    assert _verdict(_Canary(sending_since=None), last_outcome=None, now=1e6) is False
+    paused = _Canary(sending_since=1.0)
+    paused.paused = True
+    assert _verdict(paused, last_outcome=2.0, now=1e6) is False
+
+
+def test_an_open_breaker_allows_three_probe_periods_of_silence() -> None:
+    """Breaks if a canary held back by its circuit breaker (one probe per 10 s) reads as
+    stalled between probes."""
+    canary = ModelCanary(PLAN, object(), CanaryStats())  # type: ignore[arg-type]
+    assert canary.silence_allowed() == 3 * (1.0 / PLAN.rate) + PLAN.timeout
+    canary._breaker_open_until = 0.0
+    assert canary.silence_allowed() == 3 * BREAKER_PROBE_SECONDS + PLAN.timeout
+
+
+# -- /health -----------------------------------------------------------------------------
+def test_a_stalled_canary_makes_health_503_and_names_it() -> None:
+    """Breaks if /health stays green while a canary has gone silent."""
+    report = health_report("started", started=True, late=[], jobs=1, stalled=[KEY])
+    assert report.healthy is False
+    assert report.details["status"] == "degraded"
+    assert report.details["stalled_canaries"] == [{"target": "t", "model": "m", "protocol": "http"}]
+
+
+def test_an_engine_that_restarted_itself_is_degraded_but_live() -> None:
+    """Breaks if a recovered engine crash is hidden (healthy) or kills the pod (503)."""
+    report = health_report(
+        "started", started=True, late=[], jobs=1, engine_restarts=2, engine_recovering=True
+    )
+    assert report.healthy is True
+    assert report.details["status"] == "degraded"
+    assert report.details["canary_engine_restarts"] == 2
+    assert health_report("started", started=True, late=[], jobs=1).details["status"] == "healthy"
+
+
+def test_liveness_metrics_carry_every_canarys_verdict_and_the_restarts() -> None:
+    """Breaks if the stalled gauge or the restart counter leave the exposition."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    stalled = {KEY: True, ("t", "n", "grpc"): False}
+    registry.register(LivenessCollector(lambda: stalled, lambda: 3))
+    text = generate_latest(registry).decode()
+    assert 'tritonwatch_canary_stalled{model="m",protocol="http",target="t"} 1.0' in text
+    assert 'tritonwatch_canary_stalled{model="n",protocol="grpc",target="t"} 0.0' in text
+    assert "tritonwatch_canary_engine_restarts_total 3.0" in text

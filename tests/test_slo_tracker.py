@@ -148,11 +148,12 @@ def test_a_server_without_failure_counters_gives_no_server_sli() -> None:
 
 
 def _burning_tracker(state_file: Path | None, clock: list[float]) -> SLOTracker:
-    """Every canary request fails for ten minutes, snapshot every 15 s."""
+    """Every canary request fails for fifteen minutes, snapshot every 15 s: 900 events,
+    past the 695 the 1 h page needs (10 / (14.4 × 0.001))."""
     stats = _stats()
     tracker = SLOTracker([AVAILABILITY], state_file=state_file, clock=lambda: clock[0])
-    for step in range(40):
-        clock[0] = NOW - 600 + step * 15
+    for step in range(60):
+        clock[0] = NOW - 900 + step * 15
         _record(stats, *[(Outcome.CONNECTION_ERROR, None)] * 15)
         tracker.observe_canary(stats.snapshot(float(step)), stats.buckets)
     return tracker
@@ -164,10 +165,10 @@ def test_an_ongoing_burn_pages_from_both_sources() -> None:
     tracker = _burning_tracker(None, clock)
     rates = TritonRates(
         10.0,
-        MappingProxyType({ModelKey("m", "1"): _rates("m", "1", 0.0, 3.0)}),
+        MappingProxyType({ModelKey("m", "1"): _rates("m", "1", 0.0, 100.0)}),
         MappingProxyType({}),
     )
-    tracker.observe_server("t", rates, at=NOW)
+    tracker.observe_server("t", rates, at=NOW)  # 1000 failed requests
     statuses = {s.source: s for s in tracker.evaluate(NOW)}
     assert set(statuses) == {SliSource.CANARY, SliSource.SERVER}
     for status in statuses.values():
@@ -215,3 +216,62 @@ def test_a_failed_save_is_logged_not_raised(tmp_path: Path) -> None:
     with capture_logs() as logs:
         tracker.save()
     assert logs[0]["event"] == "slo_state_save_failed"
+
+
+def test_client_errors_are_not_availability_events() -> None:
+    """Breaks if a ``client_error`` (our parser's fault) counts as an event of the
+    availability SLO, good or bad; latency still times it like any request."""
+    stats = _stats(
+        (Outcome.SUCCESS, 0.01),
+        (Outcome.CLIENT_ERROR, 0.02),
+        (Outcome.CLIENT_ERROR, None),
+        (Outcome.TIMEOUT, 2.0),
+    )
+    tracker = SLOTracker([LATENCY, AVAILABILITY])
+    tracker.observe_canary(stats.snapshot(1.0), stats.buckets, at=NOW - 60)
+    _record(stats, (Outcome.CLIENT_ERROR, None), (Outcome.SUCCESS, 0.01))
+    tracker.observe_canary(stats.snapshot(2.0), stats.buckets, at=NOW)
+    assert _counts(tracker, CANARY_AVAILABILITY) == (1.0, 3.0)
+    assert _counts(tracker, CANARY_LATENCY) == (1.0, 4.0)
+
+
+def test_a_restart_soon_after_start_pages_nothing() -> None:
+    """Breaks if 5 or 10 failures on a five-minute-old window page at any evaluation
+    (the issue's false page: 5 of ~330 events read 1.5 % against the 1.44 % limit),
+    while the ratios alone, ungated, would have paged."""
+    page = BURN_POLICY[0]
+    for failures in (5, 10):
+        stats = _stats()
+        tracker = SLOTracker([AVAILABILITY])
+        start, firing, ungated = NOW - 3600, set(), False
+        for second in range(300 + failures + 1800):
+            bad = 300 <= second < 300 + failures
+            _record(stats, (Outcome.CONNECTION_ERROR, None) if bad else (Outcome.SUCCESS, 0.01))
+            if second % 15 == 14:
+                at = start + second
+                tracker.observe_canary(stats.snapshot(float(second)), stats.buckets, at=at)
+                (status,) = tracker.evaluate(at)
+                firing.add(status.firing)
+                ungated |= page.holds(status.error_ratios, AVAILABILITY.error_budget)
+        assert ungated, failures
+        assert firing == {None}, failures
+
+
+def test_a_model_that_keeps_failing_on_a_young_window_pages() -> None:
+    """Breaks if the min-events gate swallows a real outage: after five good minutes
+    every request fails, and the 1 h page fires once the hour holds 695 events."""
+    stats = _stats()
+    tracker = SLOTracker([AVAILABILITY])
+    start, first_page = NOW - 3600, None
+    for second in range(1200):
+        outcome = (Outcome.CONNECTION_ERROR, None) if second >= 300 else (Outcome.SUCCESS, 0.01)
+        _record(stats, outcome)
+        if second % 15 == 14:
+            tracker.observe_canary(stats.snapshot(float(second)), stats.buckets, at=start + second)
+            (status,) = tracker.evaluate(start + second)
+            if status.firing is not None and first_page is None:
+                first_page = second
+                assert status.firing is BURN_POLICY[0]
+                assert status.window_events["1h"] >= 10 / (14.4 * (1 - 0.999))
+    # The first evaluation whose hour holds 695 events: second 694 is the 695th request.
+    assert first_page == 704

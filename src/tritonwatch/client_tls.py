@@ -68,11 +68,15 @@ class ClientTLS:
             if path is not None and not path.is_file():
                 yield FileProblem(name, not_found=path)
 
-    def ssl_context(self) -> ssl.SSLContext:
-        """A verifying client context (hostname checked) for aiohttp and raw sockets."""
+    def ssl_context(self, alpn: tuple[str, ...] = ()) -> ssl.SSLContext:
+        """A verifying client context (hostname checked) for asyncio streams and the
+        canary engine's sockets; ``alpn``: the application protocols offered (``h2``
+        for gRPC over the engine's HTTP/2, as gRPC's own TLS offers it)."""
         context = ssl.create_default_context(cafile=self.ca_file)
         if self.cert_file is not None and self.key_file is not None:
             context.load_cert_chain(self.cert_file, self.key_file)
+        if alpn:
+            context.set_alpn_protocols(list(alpn))
         return context
 
     def requests_options(self) -> dict[str, Any]:

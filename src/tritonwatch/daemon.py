@@ -24,12 +24,13 @@ from prometheus_client.process_collector import ProcessCollector
 
 from tritonwatch import __version__
 from tritonwatch.bottleneck_board import BottleneckBoard
-from tritonwatch.canary_series import CanaryStats, latency_buckets
+from tritonwatch.canary_series import CanaryStats, SeriesKey, latency_buckets
 from tritonwatch.config import Config, ConfigError, TargetConfig, load_config
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector
 from tritonwatch.export.health import health_report
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
+from tritonwatch.export.liveness_metrics import LivenessCollector
 from tritonwatch.export.llm_metrics import LlmCollector
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
 from tritonwatch.export.status_page import StatusSnapshot, render_status_page
@@ -146,10 +147,13 @@ class Daemon:
         )
         self.findings = Findings(
             config, canary_stats=self.canary_stats, triton=self.triton,
-            registry=self.registry, stream_stats=self.stream_stats, clock=clock,
-            wall_clock=wall_clock,
+            registry=self.registry, stream_stats=self.stream_stats,
+            readiness=self._board.snapshot, clock=clock, wall_clock=wall_clock,
         )  # fmt: skip
         self._canaries = CanaryRunner(self.canary_stats, self.stream_stats)
+        self.registry.register(
+            LivenessCollector(self._stalled, lambda: self._canaries.engine_restarts)
+        )
         self.sweeps = SweepBoard()
         self.registry.register(SweepCollector(self.sweeps))
         self._stopping = threading.Event()
@@ -405,6 +409,7 @@ class Daemon:
                 triton=self.judged.states(),
                 sweeps=self.sweeps.snapshot(),
                 slo_statuses=self.findings.statuses(),
+                not_serving=self.findings.not_serving(),
                 advice=self.findings.recommendations.by_model(),
                 experiments=self.findings.experiments(),
                 p95_history=lambda key: history.points(key, now),
@@ -420,7 +425,17 @@ class Daemon:
         """Healthy when started and every job ran on schedule (``/health``)."""
         started = self._state == RunState.STARTED
         late = self._ledger.late_jobs() if started else []
-        return health_report(str(self._state), started=started, late=late, jobs=len(self._probes))
+        stalled = self._stalled() if started else {}
+        return health_report(
+            str(self._state), started=started, late=late, jobs=len(self._probes),
+            stalled=[key for key, is_stalled in stalled.items() if is_stalled],
+            engine_restarts=self._canaries.engine_restarts,
+            engine_recovering=started and self._canaries.engine_recovering(),
+        )  # fmt: skip
+
+    def _stalled(self) -> dict[SeriesKey, bool]:
+        """Every running canary's liveness verdict now (True: stalled)."""
+        return self._canaries.stalled(self._clock())
 
     def stop(self) -> None:
         """Stops jobs, exporter and clients. Jobs in flight are not waited for: each

@@ -4,6 +4,10 @@ The daemon's jobs feed observations in (:meth:`Findings.observe_scrape`), and ev
 ``alerting.evaluation_interval`` :meth:`Findings.evaluate` turns them into findings:
 burn rates per SLO, the advisor's recommendations per model, verdicts of experiments
 opened by config changes, and the alerts all of these raise. It owns the notifiers.
+
+It also reads the readiness board at each evaluation: a server not ready for a minute
+raises ``TritonServerDown``, a ready server whose model fails every canary request for
+a minute raises ``TritonModelNotServing`` (:mod:`tritonwatch.analysis.serving`).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client.registry import CollectorRegistry
 
@@ -23,10 +27,17 @@ from tritonwatch.analysis.advisor_records import (
     with_server_window,
 )
 from tritonwatch.analysis.experiments import Experiment, experiment_span, judge_experiment
+from tritonwatch.analysis.serving import NotServing, down_since, not_serving, servers_down
 from tritonwatch.analysis.slo import SLOStatus, slo_specs
 from tritonwatch.canary_series import CanaryStats, SeriesSnapshot
 from tritonwatch.config.schema import Config
-from tritonwatch.export.alerts import AlertBook, active_alerts
+from tritonwatch.export.alerts import (
+    AlertBook,
+    AlertSpec,
+    active_alerts,
+    not_serving_alert,
+    server_down_alert,
+)
 from tritonwatch.export.experiment_metrics import (
     EXPERIMENT_ALERT_SECONDS,
     ExperimentCollector,
@@ -39,6 +50,7 @@ from tritonwatch.logs import get_logger
 from tritonwatch.observations import (
     ModelConfigChange,
     ModelRates,
+    ReadinessObservation,
     TargetModel,
 )
 from tritonwatch.recommendation_book import RecommendationBook
@@ -67,10 +79,15 @@ class Findings:
         triton: TritonScrapers,
         registry: CollectorRegistry,
         stream_stats: StreamStats | None = None,
+        readiness: Callable[[], Mapping[str, ReadinessObservation]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._config = config
+        self._readiness = readiness
+        """The readiness board's latest observation per target (its clock is ``clock``)."""
+        self._down_since: dict[str, float] = {}
+        self._not_serving: list[NotServing] = []
         self._canary = canary_stats
         self._stream = stream_stats
         """The streaming canaries' TTFT/ITL histograms, for the TTFT and ITL SLOs."""
@@ -176,10 +193,24 @@ class Findings:
         self._close_experiments(config, now)
         runbook = config.alerting.runbook_url
         specs = active_alerts(statuses, self.recommendations.active(), runbook)
+        specs += self._serving_alerts(snapshots, now, runbook)
         specs += [experiment_alert(e, runbook) for e in self.experiments() if self._recent(e, now)]
         due = self._alerts.update(specs)
         for notifier in self._notifiers:
             notifier.notify(due)
+
+    def _serving_alerts(
+        self, snapshots: list[SeriesSnapshot], now: float, runbook: str
+    ) -> list[AlertSpec]:
+        """Servers down and ready servers' models not serving, as alerts."""
+        readiness = self._readiness() if self._readiness is not None else {}
+        verdicts = not_serving(snapshots, readiness, now)
+        with self._lock:
+            self._down_since = down_since(self._down_since, readiness)
+            down = servers_down(self._down_since, readiness, now)
+            self._not_serving = verdicts
+        alerts = [server_down_alert(d, now, runbook) for d in down]
+        return alerts + [not_serving_alert(v, runbook) for v in verdicts]
 
     def _advise(
         self,
@@ -247,6 +278,15 @@ class Findings:
     def statuses(self) -> list[SLOStatus]:
         with self._lock:
             return list(self._statuses)
+
+    def firing(self) -> list[AlertSpec]:
+        """The alerts firing as of the latest evaluation."""
+        return self._alerts.firing()
+
+    def not_serving(self) -> list[NotServing]:
+        """The models found not serving at the latest evaluation."""
+        with self._lock:
+            return list(self._not_serving)
 
     def experiments(self) -> list[Experiment]:
         with self._lock:

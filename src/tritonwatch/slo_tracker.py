@@ -5,9 +5,11 @@ Events come from two sources (docs/design.md §6):
 * the canary, read as periodic snapshots of its cumulative counters: latency good =
   the histogram bucket at ``le = threshold``, total = the histogram count (the same
   numbers the generated Prometheus rules use); availability good = ``success``
-  outcomes, total = all outcomes; TTFT and ITL likewise from the streaming canary's
-  histograms (:class:`~tritonwatch.stream_series.StreamStats`: one TTFT per successful
-  stream, one ITL per gap between its tokens);
+  outcomes, total = every outcome but those in
+  :data:`~tritonwatch.observations.NOT_THE_SERVERS` (a request our own client could not
+  read says nothing about the server: ``client_error``); TTFT and ITL likewise from
+  the streaming canary's histograms (:class:`~tritonwatch.stream_series.StreamStats`:
+  one TTFT per successful stream, one ITL per gap between its tokens);
 * the server, for availability only, from Triton's success and failure counters
   (:class:`~tritonwatch.observations.ModelRates`, rate × interval), summed over the
   model's versions. A server that prints no failure family gives no server SLI.
@@ -38,7 +40,7 @@ from tritonwatch.analysis.slo import (
 from tritonwatch.canary_series import SeriesSnapshot
 from tritonwatch.counters import counter_increase
 from tritonwatch.logs import get_logger
-from tritonwatch.observations import Outcome, TritonRates
+from tritonwatch.observations import NOT_THE_SERVERS, Outcome, TritonRates
 from tritonwatch.slo_store import SeriesKey, SLOEventStore
 from tritonwatch.stream_series import StreamSnapshot
 
@@ -163,7 +165,7 @@ class SLOTracker:
                 tuple(buckets), float(snap.latency_count), snap.bucket_counts
             )
             current = _CanaryTotals(
-                float(sum(snap.outcomes.values())),
+                float(sum(n for o, n in snap.outcomes.items() if o not in NOT_THE_SERVERS)),
                 float(snap.outcomes.get(Outcome.SUCCESS, 0)),
                 latency,
             )

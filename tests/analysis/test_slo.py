@@ -219,3 +219,72 @@ def test_alert_texts_spell_the_streaming_slis_out() -> None:
         "TTFT (time to first token)",
         "ITL (inter-token latency)",
     ]
+
+
+@pytest.mark.parametrize("condition", BURN_POLICY, ids=lambda c: f"{c.factor}x")
+def test_a_condition_needs_its_min_events_in_the_long_window(condition: BurnCondition) -> None:
+    """Breaks if a burn holds on a long window with fewer than min_bad / (factor ×
+    budget) events, or is refused at exactly that many (the promtool edge case)."""
+    budget = 1 - 0.999
+    need = condition.min_events(budget, 10.0)
+    assert need == 10.0 / (condition.factor * (1 - 0.999))
+    ratios = _ratios(**{condition.long_window: 0.5, condition.short_window: 0.5})
+    long = condition.long_window
+    assert condition.holds(ratios, budget, {long: need}, 10.0)
+    assert not condition.holds(ratios, budget, {long: math.nextafter(need, 0.0)}, 10.0)
+    assert not condition.holds(ratios, budget, {}, 10.0)
+    assert condition.holds(ratios, budget, {}, 0.0)  # the gate off
+
+
+@given(objectives, st.floats(min_value=0.0, max_value=10.0), totals)
+def test_min_bad_events_failures_alone_never_hold(
+    objective: float, min_bad: float, total: float
+) -> None:
+    """Breaks if fewer than ``min_bad`` failures can make any condition hold, whatever
+    the window's size: the gate's whole point (0.1 % fewer: floats at the very edge)."""
+    budget = 1 - objective
+    for condition in BURN_POLICY:
+        bad = min(min_bad, total) * 0.999
+        ratio = bad / total
+        windows = {condition.long_window: total}
+        ratios = _ratios(**{condition.long_window: ratio, condition.short_window: 1.0})
+        assert not condition.holds(ratios, budget, windows, max(min_bad, 1e-9))
+
+
+def test_evaluate_slo_gates_on_the_spec_min_bad_events() -> None:
+    """Breaks if evaluate_slo ignores the spec's min_bad_events: 20 of 500 events (4 %)
+    is 40× the budget, yet 500 < 695, so nothing fires; with the gate off the page does."""
+    windows = {name: EventCounts(20, 500) for name in WINDOWS}
+    gated = SLOSpec("t", "m", SLOKind.AVAILABILITY, 0.999, 28 * 86400.0)
+    status = evaluate_slo(gated, SliSource.CANARY, windows, EventCounts(20, 500))
+    assert status.firing is None
+    assert status.window_events["1h"] == 500
+    ungated = SLOSpec("t", "m", SLOKind.AVAILABILITY, 0.999, 28 * 86400.0, min_bad_events=0)
+    assert (
+        evaluate_slo(ungated, SliSource.CANARY, windows, EventCounts(20, 500)).firing
+        is (BURN_POLICY[0])
+    )
+
+
+def test_specs_carry_the_configured_min_bad_events() -> None:
+    """Breaks if ``slo.alert_min_bad_events`` (default 10, per-model override) does not
+    reach every SLO of the model."""
+    config = parse_config(
+        """
+targets:
+  - name: a
+    url: http://h:8000
+    models:
+      - {name: m1}
+      - {name: m2, slo: {alert_min_bad_events: 3, ttft: {threshold: 1s}}}
+""",
+        "inline.yaml",
+    )
+    found = {(s.model, s.kind): s.min_bad_events for s in slo_specs(config)}
+    assert found == {
+        ("m1", SLOKind.LATENCY): 10.0,
+        ("m1", SLOKind.AVAILABILITY): 10.0,
+        ("m2", SLOKind.LATENCY): 3.0,
+        ("m2", SLOKind.AVAILABILITY): 3.0,
+        ("m2", SLOKind.TTFT): 3.0,
+    }

@@ -97,11 +97,14 @@ CONTRACT = frozenset(
 NOT_ON_DASHBOARDS: dict[str, str] = {
     # Family (as on its ``# TYPE`` line) → why the daemon exports it but no dashboard reads it.
     "tritonwatch_alerts_queue_length": "alert delivery self-monitoring, for users' own alerts",
+    "tritonwatch_canary_stalled": "the daemon's own liveness: TritonwatchCanaryStalled reads it",
+    "tritonwatch_canary_engine_restarts_total": "the daemon's own liveness, for its runbook",
     "tritonwatch_alerts_sent_total": "alert delivery self-monitoring, for users' own alerts",
     "tritonwatch_alerts_dropped_total": "alert delivery self-monitoring, for users' own alerts",
     "tritonwatch_alerts_rejected_total": "alert delivery self-monitoring, for users' own alerts",
     "tritonwatch_alert_delivery_failures_total": "alert delivery self-monitoring",
     "tritonwatch_canary_circuit_open": "canary state; the status page shows it",
+    "tritonwatch_canary_client_errors_total": "the daemon's own faults (runbook: client_error)",
     "tritonwatch_canary_send_lateness_seconds": "the client's own lateness, beside the latency",
     "tritonwatch_canary_skipped": "design §8; a model the canary cannot fill, status page",
     "tritonwatch_scrape_success": "design §8 self-monitoring of the Triton scrapes",

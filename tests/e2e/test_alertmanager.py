@@ -20,10 +20,18 @@ from alerting_support import SHIPPED, Alertmanager, WebhookReceiver, fast_config
 from support import free_port, wait_until
 from tritonwatch.analysis.advisor import advise
 from tritonwatch.analysis.advisor_records import AdvisorInput
+from tritonwatch.analysis.serving import NotServing, ServerDown
 from tritonwatch.export.alert_queue import QueueOptions
 from tritonwatch.export.alertmanager import AlertmanagerNotifier
-from tritonwatch.export.alerts import AlertBook, AlertSpec, active_alerts
+from tritonwatch.export.alerts import (
+    AlertBook,
+    AlertSpec,
+    active_alerts,
+    not_serving_alert,
+    server_down_alert,
+)
 from tritonwatch.export.webhook import WebhookNotifier
+from tritonwatch.observations import Outcome, ReadinessObservation
 
 pytestmark = pytest.mark.real
 
@@ -165,3 +173,51 @@ def test_amtool_accepts_the_shipped_config() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def _down(target: str) -> AlertSpec:
+    observation = ReadinessObservation(
+        target, 0.0, Outcome.CONNECTION_ERROR, False, 0.01, "refused"
+    )
+    return server_down_alert(ServerDown(target, 0.0, observation), now=90.0)
+
+
+def _not_serving(target: str) -> AlertSpec:
+    return not_serving_alert(NotServing(target, "resnet50", 0.0, 75.0, 75, None))
+
+
+def _with_target(spec: AlertSpec, target: str) -> AlertSpec:
+    return AlertSpec(MappingProxyType({**spec.labels, "target": target}), spec.annotations)
+
+
+def test_a_down_server_inhibits_its_models_burn_and_not_serving_alerts(
+    notifier: AlertmanagerNotifier, receiver: WebhookReceiver
+) -> None:
+    """Breaks if the shipped inhibit rule lets a down server's models page beside it, or
+    silences another server's models. The server alert goes first (the inhibitor learns
+    of alerts asynchronously, see above)."""
+    book = AlertBook(evaluation_interval=1.0)
+    down = _down("prod-a")
+    notifier.notify(book.update([down]))
+    arrived = receiver.wait_for(
+        "the server alert", lambda a: a["labels"]["alertname"] == "TritonServerDown"
+    )
+    assert arrived["labels"] == {
+        "alertname": "TritonServerDown",
+        "severity": "page",
+        "target": "prod-a",
+    }
+    others = [_burn("page"), _not_serving("prod-a"), _with_target(_burn("page"), "prod-b")]
+    marker = AlertSpec(
+        MappingProxyType({"alertname": "Marker", "target": "prod-a", "model": "resnet50"}),
+        MappingProxyType({}),
+    )
+    notifier.notify(book.update([down, *others, marker]))
+    receiver.wait_for("the marker", lambda a: a["labels"]["alertname"] == "Marker")
+    receiver.wait_for("prod-b's burn", lambda a: a["labels"]["target"] == "prod-b")
+    received = {(a["labels"]["alertname"], a["labels"]["target"]) for a in receiver.alerts()}
+    assert received == {
+        ("TritonServerDown", "prod-a"),
+        ("Marker", "prod-a"),
+        ("TritonSLOBurn", "prod-b"),
+    }

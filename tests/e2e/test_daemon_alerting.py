@@ -123,3 +123,54 @@ def test_a_config_change_gets_an_experiment_verdict(tmp_path: Path) -> None:
         ("verdict", "keep"),
     ]
     assert sample_value(text, "tritonwatch_experiment_verdict", labels) == 1
+
+
+def test_a_ready_model_failing_every_request_is_not_serving_at_alertmanager(
+    tmp_path: Path,
+) -> None:
+    """Breaks if a model whose every request fails on a server that reads ready does not
+    reach a real Alertmanager as TritonModelNotServing (page, with the last error and
+    the failed count), or if TritonServerDown fires. (The availability burn is not
+    waited for: after 5 failures the canary's circuit breaker sends one probe in 10 s,
+    so a young window takes long to hold the burn's 695 events.)"""
+    receiver = WebhookReceiver()
+    am_config = tmp_path / "alertmanager.yml"
+    am_config.write_text(yaml.safe_dump(fast_config(receiver.url)))
+    alertmanager = Alertmanager(am_config, tmp_path / "am-data", free_port())
+    try:
+        with Simulator(scenario="healthy") as sim:
+            daemon = DaemonProcess(_config(sim, tmp_path / "c.yaml", alertmanager.url))
+            try:
+                wait_until(
+                    lambda: sample_value(
+                        daemon.metrics(),
+                        "tritonwatch_canary_requests_total",
+                        [("outcome", "success")],
+                    ),
+                    40,
+                    "the first successful canary requests",
+                )
+                sim.inject_fault(kind="error_burst", reason="BACKEND", fraction=1.0)
+                # A minute of failures, then the next evaluation: 5× that at most.
+                alert = receiver.wait_for(
+                    "TritonModelNotServing",
+                    lambda a: a["labels"]["alertname"] == "TritonModelNotServing",
+                    timeout=300,
+                )
+            finally:
+                assert daemon.stop() == 0
+    finally:
+        alertmanager.stop()
+        receiver.close()
+    assert alert["labels"] == {
+        "alertname": "TritonModelNotServing",
+        "severity": "page",
+        "target": "sim",
+        "model": "resnet50",
+    }
+    notes = alert["annotations"]
+    assert notes["last_error"].startswith("http_error: ")
+    assert int(notes["failed_requests"]) >= 5  # the breaker's 5, then its probes
+    assert notes["runbook_url"] == "docs/runbook.md#tritonmodelnotserving"
+    names = {a["labels"]["alertname"] for a in receiver.alerts()}
+    assert "TritonServerDown" not in names

@@ -121,13 +121,15 @@ def test_a_budget_above_every_point_still_fits_on_the_chart() -> None:
 @pytest.mark.parametrize(
     ("remaining", "width", "label"),
     [(0.75, 0.75 * BAR_WIDTH, "75.0% left"), (1.0, BAR_WIDTH, "100.0% left"),
-     (-0.4, 0.0, "overspent by 40.0%"), (0.0, 0.0, "0.0% left")],
+     (-0.4, 0.0, "exhausted: 1.4× the budget spent"), (0.0, 0.0, "spent"),
+     (-999.0, 0.0, "exhausted: 1,000× the budget spent")],
 )  # fmt: skip
 def test_the_budget_bar_is_as_long_as_the_budget_left(
     remaining: float, width: float, label: str
 ) -> None:
     """Breaks if the bar's length is not the fraction of the error budget left (clamped
-    to the track), or an overspent budget reads as a positive amount left."""
+    to the track), or an overspent budget reads as a positive amount left or as a
+    percentage in the thousands ("overspent by 99900.0%") instead of budgets spent."""
     html = budget_bar(remaining)
     assert float(_one(html, "rect", "left")["width"]) == pytest.approx(width, abs=0.01)
     assert float(_one(html, "svg", "budget-bar")["data-budget-remaining"]) == remaining

@@ -29,6 +29,7 @@ from tritonclient.http import InferResult as HttpInferResult
 from tritonclient.utils import triton_to_np_dtype
 
 from tritonwatch.observations import CanaryResult, Outcome
+from tritonwatch.probe.answer_limits import AnswerTooLargeError
 from tritonwatch.probe.clients import classify_error
 from tritonwatch.probe.infer_response import (
     InferResponse,
@@ -342,7 +343,7 @@ def test_the_inflate_limit_holds_to_the_byte(data: bytes, encoding: str, offset:
     if len(data) <= limit:
         assert decompressed(packed, encoding, limit) == data
     else:
-        with pytest.raises(ResponseDecodeError, match="inflates past"):
+        with pytest.raises(AnswerTooLargeError, match="inflates past"):
             decompressed(packed, encoding, limit)
 
 

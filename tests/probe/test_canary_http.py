@@ -23,10 +23,11 @@ from structlog.testing import capture_logs
 
 from tritonwatch.canary_series import CanaryStats
 from tritonwatch.observations import Outcome
+from tritonwatch.probe.answer_limits import AnswerTooLargeError
 from tritonwatch.probe.canary import CanaryPlan, ModelCanary
 from tritonwatch.probe.canary_engine import CanaryEngine
 from tritonwatch.probe.clients import ACCEPT_ENCODING, HttpInferenceClient
-from tritonwatch.probe.infer_response import MAX_DECOMPRESSED_BYTES, ResponseDecodeError
+from tritonwatch.probe.infer_response import MAX_DECOMPRESSED_BYTES
 from tritonwatch.probe.payload import Tensor
 
 pytestmark = pytest.mark.real
@@ -177,10 +178,11 @@ def test_the_bomb_helper_makes_valid_gzip() -> None:
     assert gzip.decompress(_gzip_bomb(3 << 20)) == bytes(3 << 20)
 
 
-def test_a_gzip_bomb_is_refused_at_the_decoders_one_gib_limit() -> None:
+def test_a_gzip_bomb_is_refused_at_the_decoders_16_mib_limit() -> None:
     """Breaks if anything inflates an answer before the decoder does (aiohttp then holds
-    the whole bomb in memory) or the decoder's 1 GiB limit stops holding."""
-    assert MAX_DECOMPRESSED_BYTES == 1 << 30
+    the whole bomb in memory) or the decoder's limit (canary.limits.max_answer_bytes,
+    16 MiB by default) stops holding."""
+    assert MAX_DECOMPRESSED_BYTES == 16 << 20
     bomb = _gzip_bomb(MAX_DECOMPRESSED_BYTES + (1 << 20))
     assert len(bomb) < 2 << 20
     errors: list[BaseException] = []
@@ -188,12 +190,12 @@ def test_a_gzip_bomb_is_refused_at_the_decoders_one_gib_limit() -> None:
     async def body(server: FakeServer) -> None:
         try:
             await _one_infer(server)
-        except ResponseDecodeError as error:
+        except AnswerTooLargeError as error:
             errors.append(error)
 
     _run(FakeServer(_extensions(), infer=_compressed("gzip", bomb)), body)
     assert [str(e) for e in errors] == [
-        "the gzip body inflates past 1 GiB, the most an answer may be"
+        "the gzip body inflates past 16 MiB, canary.limits.max_answer_bytes"
     ]
 
 

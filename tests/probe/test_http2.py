@@ -22,7 +22,6 @@ from tritonwatch.probe.http2 import (
     GOAWAY,
     HEADERS,
     MAX_FRAME,
-    MAX_WINDOW,
     PADDED,
     PING,
     PREFACE,
@@ -84,16 +83,16 @@ def _started(session: ClientSession | None = None, message: bytes = b"ask") -> C
 
 
 def test_the_request_is_a_preface_then_literal_headers_and_data_on_odd_streams() -> None:
-    """Breaks if the preface, the SETTINGS (push off, largest window), the connection
-    WINDOW_UPDATE, a header a gRPC server needs, the stream id patching or the
+    """Breaks if the preface, the SETTINGS (push off, the default 1 MiB window of
+    canary.limits), the connection WINDOW_UPDATE, a header a gRPC server needs, the stream id patching or the
     message's framing is off."""
     request = grpc_unary_request("127.0.0.1:8001", PATH, b"hello", 2.0)
     session = ClientSession()
     first = session.start(request)
     assert first.startswith(PREFACE)
     frames = _frames(first[len(PREFACE) :])
-    assert frames[0] == (SETTINGS, 0, 0, struct.pack(">HIHI", 2, 0, 4, MAX_WINDOW))
-    assert frames[1] == (WINDOW_UPDATE, 0, 0, struct.pack(">I", MAX_WINDOW - 65_535))
+    assert frames[0] == (SETTINGS, 0, 0, struct.pack(">HIHI", 2, 0, 4, 1 << 20))
+    assert frames[1] == (WINDOW_UPDATE, 0, 0, struct.pack(">I", (1 << 20) - 65_535))
     kind, flags, stream, block = frames[2]
     assert (kind, flags, stream) == (HEADERS, END_HEADERS, 1)
     assert hpack.Decoder().decode(block) == [

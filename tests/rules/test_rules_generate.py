@@ -16,7 +16,7 @@ from support import REPO, DaemonProcess, wait_until
 from tritonwatch.analysis.slo import BURN_POLICY, WINDOWS, SliSource, SLOKind, SLOSpec, SLOStatus
 from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config import load_config, parse_config
-from tritonwatch.export.alerts import slo_burn_alert
+from tritonwatch.export.alerts import SLO_BURN, slo_burn_alert
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.observations import CanaryResult, Outcome
 from tritonwatch.rules import cli
@@ -233,8 +233,9 @@ def test_promtool_accepts_the_committed_and_a_fleet_rule_file(tmp_path: Path) ->
     fleet.write_text(render_config_rules(parse_config(FLEET, "fleet.yaml")))
     result = _promtool("check", "rules", str(COMMITTED), str(fleet))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 32 rules found" in result.stdout
-    assert "SUCCESS: 96 rules found" in result.stdout
+    # 16 a SLO (14 records, page, ticket), and the 4 of tritonwatch-health.
+    assert "SUCCESS: 36 rules found" in result.stdout
+    assert "SUCCESS: 100 rules found" in result.stdout
 
 
 @pytest.mark.parametrize("case_file", RULE_TESTS, ids=lambda p: p.name)
@@ -244,11 +245,14 @@ def test_promtool_rule_unit_tests_pass(case_file: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_both_page_and_ticket_cases_are_there() -> None:
-    """Breaks if the page or the ticket rule test file is gone, or a stray one appears."""
+def test_every_rule_test_file_is_there() -> None:
+    """Breaks if the page, ticket, min-events or health rule test file is gone, or a
+    stray one appears."""
     assert {p.name for p in RULE_TESTS} == {
         "tritonwatch-slo-page.test.yml",
         "tritonwatch-slo-ticket.test.yml",
+        "tritonwatch-slo-min-events.test.yml",
+        "tritonwatch-health.test.yml",
     }
 
 
@@ -274,7 +278,7 @@ def test_alert_labels_match_the_daemons_alert() -> None:
     """Prometheus and the daemon send TritonSLOBurn with one label set, so Alertmanager
     merges the two paths into one alert."""
     groups = yaml.safe_load(render_config_rules(load_config(DEMO)))["groups"]
-    alerts = [rule for group in groups for rule in group["rules"] if "alert" in rule]
+    alerts = [rule for group in groups for rule in group["rules"] if rule.get("alert") == SLO_BURN]
     assert len(alerts) == 4
     spec = SLOSpec("local", "simple", SLOKind.LATENCY, 0.95, 28 * 86400.0, 0.05)
     for condition in BURN_POLICY:
@@ -305,7 +309,7 @@ def test_cli_writes_the_file_or_standard_output(
     out = tmp_path / "rules.yml"
     assert _run(["rules", "--config", str(DEMO), "--out", str(out)]) == 0
     assert out.read_text() == COMMITTED.read_text()
-    assert capsys.readouterr().out.startswith("wrote 2 rule groups to")  # and a summary
+    assert capsys.readouterr().out.startswith("wrote 3 rule groups to")  # and a summary
     assert _run(["rules", "--config", str(DEMO)]) == 0
     assert capsys.readouterr().out == COMMITTED.read_text()
 

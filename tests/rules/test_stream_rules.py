@@ -63,7 +63,8 @@ def _page(slo: str, what: str, error_percent: str, budget: str, objective: str) 
             "summary": f"gen on llm is burning its {what} error budget (page)",
             "description": f"Canary error ratio {error_percent} over the long window against a "
             f"budget of {budget} (objective {objective}); page when the error ratio is above "
-            "14.4× over 1h and 5m, or 6× over 6h and 30m.",
+            "14.4× over 1h and 5m, or 6× over 6h and 30m, with enough events in the long "
+            "window that 10 failures alone stay under the limit.",
             "runbook_url": "docs/runbook.md#tritonsloburn",
         },
     }  # fmt: skip
@@ -137,10 +138,11 @@ def test_promtool_accepts_the_ttft_and_itl_rules(rule_file: Path) -> None:
     """Breaks if promtool refuses the TTFT/ITL groups or a group's rules go missing."""
     result = _promtool("check", "rules", str(rule_file))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 64 rules found" in result.stdout  # 4 SLOs × 16 rules
+    assert "SUCCESS: 68 rules found" in result.stdout  # 4 SLOs × 16 rules, 4 of health
     groups = [g["name"] for g in yaml.safe_load(rule_file.read_text())["groups"]]
     assert groups == [
-        f"tritonwatch-slo-llm-gen-{k}" for k in ("latency", "availability", "ttft", "itl")
+        *(f"tritonwatch-slo-llm-gen-{k}" for k in ("latency", "availability", "ttft", "itl")),
+        "tritonwatch-health",
     ]
 
 

@@ -9,15 +9,28 @@ Burn rate over a window W = (bad events / all events over W) / (1 − objective)
 the error budget would last exactly the SLO period, 14.4 means 2 % of a 30-day budget
 goes in one hour. A window without events has no burn rate (``None``), never 0: no
 traffic is not good traffic, and nothing is exported for it.
+
+**Enough events** (the SRE Workbook's low-traffic caveat; slo-generator's
+``MIN_VALID_EVENTS``): a condition also needs its long window to hold at least
+:meth:`BurnCondition.min_events` events, ``min_bad_events / (factor × budget)``: so
+many that ``min_bad_events`` failures alone stay at or under its limit. A handful of
+failures on a young window (a Triton restart right after the daemon started) reads as a
+huge ratio; with the default of 10 it cannot page (695 events over 1 h at 99.9 %, 14
+at 95 %), while a window that holds its normal traffic is not affected at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
-from tritonwatch.config.schema import Config, LatencySLO
+from tritonwatch.config.schema import (
+    DEFAULT_ALERT_MIN_BAD_EVENTS,
+    Config,
+    LatencySLO,
+    SLOConfig,
+)
 
 
 class SLOKind(StrEnum):
@@ -83,11 +96,30 @@ class BurnCondition:
     long_window: str
     short_window: str
 
-    def holds(self, error_ratios: Mapping[str, float | None], budget: float) -> bool:
-        """Both windows' error ratios are above ``factor × budget`` (None never is)."""
+    def min_events(self, budget: float, min_bad_events: float) -> float:
+        """The events the long window must hold: ``min_bad_events / (factor × budget)``,
+        so that ``min_bad_events`` failures alone never exceed the limit (the generated
+        rule writes the same expression, so both paths compare the same float)."""
+        return min_bad_events / (self.factor * budget)
+
+    def holds(
+        self,
+        error_ratios: Mapping[str, float | None],
+        budget: float,
+        events: Mapping[str, float] | None = None,
+        min_bad_events: float = 0.0,
+    ) -> bool:
+        """Both windows' error ratios are above ``factor × budget`` (None never is) and,
+        when ``min_bad_events`` > 0, the long window holds at least
+        :meth:`min_events` of ``events`` (window name → total events)."""
         limit = self.factor * budget
         long, short = error_ratios.get(self.long_window), error_ratios.get(self.short_window)
-        return long is not None and short is not None and long > limit and short > limit
+        if long is None or short is None or not (long > limit and short > limit):
+            return False
+        if min_bad_events <= 0:
+            return True
+        held = (events or {}).get(self.long_window, 0.0)
+        return held >= self.min_events(budget, min_bad_events)
 
 
 BURN_POLICY: tuple[BurnCondition, ...] = (
@@ -110,6 +142,9 @@ class SLOSpec:
     period_seconds: float
     threshold_seconds: float | None = None
     """The latency, TTFT or ITL threshold; None for availability."""
+    min_bad_events: float = DEFAULT_ALERT_MIN_BAD_EVENTS
+    """``slo.alert_min_bad_events``: how many failures alone never raise a burn alert
+    (:meth:`BurnCondition.min_events`); 0 turns the gate off."""
 
     @property
     def error_budget(self) -> float:
@@ -118,9 +153,12 @@ class SLOSpec:
 
 
 def _threshold_spec(
-    target: str, model: str, kind: SLOKind, slo: LatencySLO, period: float
+    target: str, model: str, kind: SLOKind, slo: LatencySLO, config: SLOConfig
 ) -> SLOSpec:
-    return SLOSpec(target, model, kind, slo.objective, period, slo.threshold)
+    return SLOSpec(
+        target, model, kind, slo.objective, config.period, slo.threshold,
+        config.alert_min_bad_events,
+    )  # fmt: skip
 
 
 def slo_specs(config: Config) -> list[SLOSpec]:
@@ -131,13 +169,19 @@ def slo_specs(config: Config) -> list[SLOSpec]:
         for model in target.models:
             slo = config.slo_for(model)
             name = (target.name, model.name)
-            specs.append(_threshold_spec(*name, SLOKind.LATENCY, slo.latency, slo.period))
+            specs.append(_threshold_spec(*name, SLOKind.LATENCY, slo.latency, slo))
             specs.append(
-                SLOSpec(*name, SLOKind.AVAILABILITY, slo.availability.objective, slo.period)
+                SLOSpec(
+                    *name,
+                    SLOKind.AVAILABILITY,
+                    slo.availability.objective,
+                    slo.period,
+                    min_bad_events=slo.alert_min_bad_events,
+                )
             )
             for kind, streaming in ((SLOKind.TTFT, slo.ttft), (SLOKind.ITL, slo.itl)):
                 if streaming is not None:
-                    specs.append(_threshold_spec(*name, kind, streaming, slo.period))
+                    specs.append(_threshold_spec(*name, kind, streaming, slo))
     return specs
 
 
@@ -174,15 +218,19 @@ def error_budget_remaining(bad: float, total: float, objective: float) -> float 
 
 
 def firing_condition(
-    error_ratios: Mapping[str, float | None], budget: float
+    error_ratios: Mapping[str, float | None],
+    budget: float,
+    events: Mapping[str, float] | None = None,
+    min_bad_events: float = 0.0,
 ) -> BurnCondition | None:
-    """The highest-severity condition of :data:`BURN_POLICY` that holds, if any.
+    """The highest-severity condition of :data:`BURN_POLICY` that holds, if any
+    (``events`` and ``min_bad_events`` as :meth:`BurnCondition.holds` takes them).
 
     Only the highest is reported: a page inhibits the ticket for the same SLO anyway
     (the shipped ``alertmanager.yml`` says so too), so the daemon does not send both.
     """
     for condition in BURN_POLICY:
-        if condition.holds(error_ratios, budget):
+        if condition.holds(error_ratios, budget, events, min_bad_events):
             return condition
     return None
 
@@ -198,6 +246,8 @@ class SLOStatus:
     period_error_ratio: float | None
     """bad/total over the SLO period, as far as the event store reaches back."""
     firing: BurnCondition | None
+    window_events: Mapping[str, float] = field(default_factory=dict)
+    """window name → total events over the window (what the min-events gate read)."""
 
     @property
     def burn_rates(self) -> dict[str, float | None]:
@@ -218,12 +268,14 @@ def evaluate_slo(
 ) -> SLOStatus:
     """Error ratios, budget and the firing condition of one SLO from its event counts."""
     ratios = {window: counts.error_ratio for window, counts in window_counts.items()}
+    events = {window: counts.total for window, counts in window_counts.items()}
     return SLOStatus(
         spec,
         source,
         ratios,
         period_counts.error_ratio,
-        firing_condition(ratios, spec.error_budget),
+        firing_condition(ratios, spec.error_budget, events, spec.min_bad_events),
+        events,
     )
 
 
@@ -233,7 +285,8 @@ def detection_seconds(condition: BurnCondition, bad_fraction: float, budget: flo
     when ``bad_fraction`` never exceeds factor × budget.
 
     Documentation in code: with a 0.95 latency objective, a total outage pages after
-    1 h × 14.4 × 0.05 = 43 min, while a 0.999 availability objective pages after 52 s.
+    1 h × 14.4 × 0.05 = 43 min, while a 0.999 availability objective pages after 52 s,
+    once the long window holds its :meth:`BurnCondition.min_events`.
     """
     limit = condition.factor * budget
     if bad_fraction <= limit:

@@ -71,6 +71,11 @@ class AvailabilitySLO(Section):
     objective: Objective = 0.999
 
 
+DEFAULT_ALERT_MIN_BAD_EVENTS = 10.0
+"""A Triton restart of about 12 s costs a 1 request/s canary 5 to 10 failures before its
+circuit breaker holds back: that many must never raise a burn alert on their own."""
+
+
 class SLOConfig(Section):
     latency: LatencySLO = LatencySLO()
     availability: AvailabilitySLO = AvailabilitySLO()
@@ -81,6 +86,10 @@ class SLOConfig(Section):
     itl: LatencySLO | None = None
     """Streaming models: a fraction ``objective`` of the gaps between tokens must be
     shorter than ``threshold`` (inter-token latency, one event per gap). Off unless set."""
+    alert_min_bad_events: Annotated[float, Field(ge=0.0)] = DEFAULT_ALERT_MIN_BAD_EVENTS
+    """A burn-rate alert needs its long window to hold at least ``alert_min_bad_events /
+    (factor × (1 − objective))`` events, so that this many failures alone never raise
+    it (a restart seen by a young window); 0 turns the gate off (docs/design.md §6)."""
 
 
 class InputOverride(Section):
@@ -194,6 +203,56 @@ class StreamConfig(Section):
     """Ask OpenAI servers for the usage chunk, so output tokens are the server's count."""
 
 
+_BYTE_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+_BYTE_SIZE = re.compile(r"\s*(\d+)\s*([kKmMgG]i[bB]|[bB])?\s*")
+
+
+def _byte_size(low: int, high: int) -> BeforeValidator:
+    """A byte count (``16777216``, ``16MiB``, ``64KiB``) between ``low`` and ``high``."""
+
+    def parse(value: object) -> int:
+        text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        match = _BYTE_SIZE.fullmatch(text) if isinstance(text, str) else None
+        if match is None:
+            raise PydanticCustomError(
+                "tritonwatch", "must be a size in bytes like 65536, 64KiB, 16MiB or 1GiB"
+            )
+        size = int(match.group(1)) * _BYTE_UNITS[(match.group(2) or "").lower()]
+        if not low <= size <= high:
+            raise PydanticCustomError(
+                "tritonwatch", f"must be between {_size_text(low)} and {_size_text(high)}"
+            )
+        return size
+
+    return BeforeValidator(parse)
+
+
+def _size_text(count: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if count >= 1 << shift and count % (1 << shift) == 0:
+            return f"{count >> shift}{unit}"
+    return str(count)
+
+
+DEFAULT_MAX_ANSWER_BYTES = 16 << 20
+DEFAULT_MAX_HEADER_BYTES = 64 << 10
+DEFAULT_HTTP2_WINDOW = 1 << 20
+
+
+class CanaryLimits(Section):
+    """How much of an answer the canary reads before it stops (probe/answer_limits.py):
+    an answer over a bound is the outcome ``too_large``, its connection closed, the rest
+    never read. The defaults keep a misbehaving server within the daemon's memory goal."""
+
+    max_answer_bytes: Annotated[int, _byte_size(64 << 10, 1 << 30)] = DEFAULT_MAX_ANSWER_BYTES
+    """An answer's body as sent and once inflated, a gRPC message, a stream's bytes."""
+    max_header_bytes: Annotated[int, _byte_size(1 << 10, 16 << 20)] = DEFAULT_MAX_HEADER_BYTES
+    """An HTTP/1.1 response head; an HTTP/2 header block with its CONTINUATION frames."""
+    http2_window: Annotated[int, _byte_size(65_535, 2**31 - 1)] = DEFAULT_HTTP2_WINDOW
+    """The HTTP/2 flow-control window the gRPC canary advertises: what a server may send
+    before the canary has read it."""
+
+
 class CanaryConfig(Section):
     enabled: bool = True
     rate: Rate = 1.0
@@ -215,6 +274,7 @@ class CanaryConfig(Section):
     max_in_flight: PositiveInt = 8
     inputs: dict[str, InputOverride] = Field(default_factory=dict)
     stream: StreamConfig = StreamConfig()
+    limits: CanaryLimits = CanaryLimits()
 
     @property
     def streams_surely(self) -> bool:

@@ -27,9 +27,14 @@ from types import MappingProxyType
 from typing import Any
 
 from tritonwatch.analysis.advisor_records import Action, Recommendation
+from tritonwatch.analysis.serving import NotServing, ServerDown
 from tritonwatch.analysis.slo import SLOStatus
 
 SLO_BURN = "TritonSLOBurn"
+SERVER_DOWN = "TritonServerDown"
+MODEL_NOT_SERVING = "TritonModelNotServing"
+CANARY_STALLED = "TritonwatchCanaryStalled"
+EXPORTER_ABSENT = "TritonwatchAbsent"
 GPU_UNDERUSED = "TritonGPUUnderused"
 TUNING_RECOMMENDATION = "TritonTuningRecommendation"
 DEFAULT_RUNBOOK_BASE = "docs/runbook.md"
@@ -264,6 +269,60 @@ def slo_burn_alert(
                 f"{spec.objective:.4g}); error budget remaining over the period: {budget_text}.",
                 "proposed_change": change,
                 "runbook_url": f"{runbook_base}#{SLO_BURN.lower()}",
+            }
+        ),
+    )
+
+
+ERROR_TEXT_LIMIT = 500
+"""Characters of the last error an annotation carries (a server may answer a page)."""
+
+
+def server_down_alert(
+    down: ServerDown, now: float, runbook_base: str = DEFAULT_RUNBOOK_BASE
+) -> AlertSpec:
+    """``TritonServerDown``: labels as the generated rule's (``target``, severity page)."""
+    latest = down.latest
+    error = latest.error or str(latest.outcome)
+    return AlertSpec(
+        _frozen({"alertname": SERVER_DOWN, "severity": "page", "target": down.target}),
+        _frozen(
+            {
+                "summary": f"Triton server {down.target} is down",
+                "description": f"{down.target} has failed its readiness check for "
+                f"{now - down.since:.0f} s ({latest.outcome}: {error[:ERROR_TEXT_LIMIT]}); "
+                "its models' SLO burn and not-serving alerts are inhibited while this one fires.",
+                "runbook_url": f"{runbook_base}#{SERVER_DOWN.lower()}",
+            }
+        ),
+    )
+
+
+def not_serving_alert(verdict: NotServing, runbook_base: str = DEFAULT_RUNBOOK_BASE) -> AlertSpec:
+    """``TritonModelNotServing``: labels as the generated rule's (``target``, ``model``,
+    severity page); the annotations carry the last error and how many requests failed."""
+    last = verdict.last_error
+    outcome = "unknown" if last is None else last.outcome
+    error = "" if last is None else (last.error or "(no message)")[:ERROR_TEXT_LIMIT]
+    return AlertSpec(
+        _frozen(
+            {
+                "alertname": MODEL_NOT_SERVING,
+                "severity": "page",
+                "target": verdict.target,
+                "model": verdict.model,
+            }
+        ),
+        _frozen(
+            {
+                "summary": f"{verdict.model} on {verdict.target} is not serving: the server "
+                "is ready, every canary request fails",
+                "description": f"The last {verdict.failed} canary requests failed, for "
+                f"{verdict.failing_seconds:.0f} s, while the server answers its "
+                f"readiness check. Last error: {outcome}: {error}",
+                "failed_requests": str(verdict.failed),
+                "last_error": f"{outcome}: {error}",
+                "runbook_url": f"{runbook_base}#{MODEL_NOT_SERVING.lower()}",
             }
         ),
     )

@@ -1,5 +1,5 @@
-"""Canary metrics: request outcomes, the end-to-end latency histogram, window quantiles,
-open circuit breakers and skipped canaries."""
+"""Canary metrics: request outcomes, client errors (our own faults), the end-to-end
+latency histogram, window quantiles, open circuit breakers and skipped canaries."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from tritonwatch.canary_series import CanaryStats
+from tritonwatch.observations import Outcome
 
 QUANTILE_FAMILY = "tritonwatch_latency_quantile_seconds"
 ServerQuantiles = Callable[[], Iterable[tuple[str, dict[str, str], float]]]
@@ -99,9 +100,20 @@ class CanaryCollector(Collector):
             "Latency quantiles over a sliding window; source=canary is client end to end, "
             "source=server is Triton's own summary (when the server exports summaries).",
         )
+        client_errors = CounterMetricFamily(
+            "tritonwatch_canary_client_errors",
+            "Canary answers our own readers could not read and a library read: the "
+            "daemon's fault, not the server's (left out of the availability SLO; the model's "
+            "canary then sends through the library).",
+            labels=["target", "model", "protocol"],
+        )
         for snap in snapshots:
             for outcome, count in sorted(snap.outcomes.items()):
                 requests.add_metric([snap.target, snap.model, snap.protocol, outcome], count)
+            client_errors.add_metric(
+                [snap.target, snap.model, snap.protocol],
+                snap.outcomes.get(Outcome.CLIENT_ERROR, 0),
+            )
             latency.add_metric(
                 [snap.target, snap.model, snap.protocol],
                 list(zip(buckets, snap.bucket_counts, strict=True)),
@@ -140,6 +152,7 @@ class CanaryCollector(Collector):
         for (target, model, protocol), reason in sorted(self._stats.skipped().items()):
             skipped.add_metric([target, model, protocol, reason], 1.0)
         yield requests
+        yield client_errors
         yield latency
         yield lateness
         yield quantiles

@@ -99,13 +99,26 @@ def p95_sparkline(points: Sequence[P95Point], budget_seconds: float) -> str:
     )
 
 
+def budget_words(remaining: float) -> str:
+    """The budget left as a person says it: ``62.5% left``, ``spent``, or, past that,
+    how many budgets' worth went (``exhausted: 10× the budget spent``), never a
+    percentage in the thousands."""
+    if remaining > 0:
+        return f"{remaining:.1%} left"
+    used = 1.0 - remaining
+    if used < 1.005:  # within rounding of exactly spent
+        return "spent"
+    times = f"{used:.3g}" if used < 10 else f"{used:,.0f}"
+    return f"exhausted: {times}× the budget spent"
+
+
 def budget_bar(remaining: float | None) -> str:
     """The error budget left (1 = untouched, 0 = spent, below 0 = overspent) as a bar."""
     if remaining is None:
         return '<span class="muted">no events yet</span>'
     filled = min(max(remaining, 0.0), 1.0) * BAR_WIDTH
     colour = OK_COLOUR if remaining > 0.5 else BUDGET_COLOUR if remaining > 0 else OVER_COLOUR
-    label = f"{remaining:.1%} left" if remaining >= 0 else f"overspent by {-remaining:.1%}"
+    label = budget_words(remaining)
     return (
         f'<svg class="budget-bar" role="img"'
         f' width="{BAR_WIDTH:g}" height="{BAR_HEIGHT:g}" viewBox="0 0 {BAR_WIDTH:g} {BAR_HEIGHT:g}"'

@@ -28,6 +28,7 @@ from tritonwatch.export.status_charts import budget_bar, burn_chart, p95_sparkli
 
 if TYPE_CHECKING:
     from tritonwatch.analysis.advisor_records import Recommendation
+    from tritonwatch.analysis.serving import NotServing
     from tritonwatch.analysis.slo import SLOStatus
     from tritonwatch.target_state import LatencyBreakdown
 
@@ -184,6 +185,9 @@ class ModelStatus:
     """The canary's 5-minute p95 at each evaluation over the last hour, oldest first."""
     stream: StreamStatus | None = None
     """The streaming canary's TTFT, ITL and tokens; None for a model not streamed."""
+    not_serving: NotServing | None = None
+    """Set while the server reads ready and every canary request of the model fails
+    (``TritonModelNotServing``)."""
 
     def stream_slo(self, measure: str) -> SloLine | None:
         """The SLO that judges a stream measure (``ttft``/``itl``), when one is set."""
@@ -198,9 +202,12 @@ class ModelStatus:
         canary or server source) has a burn-rate alert condition holding now
         (:data:`~tritonwatch.analysis.slo.BURN_POLICY`). The first two are what a person
         sees right now; the last catches what the p95 hides (errors, a slow tail
-        between p95 and the objective). No data yet is not a breach.
+        between p95 and the objective). A model that is not serving
+        (:attr:`not_serving`) breaches too. No data yet is not a breach.
         """
         reasons = []
+        if self.not_serving is not None:
+            reasons.append(f"not serving: the last {self.not_serving.failed} requests failed")
         p95 = self.quantiles.get("p95")
         if p95 is not None and p95 > self.budget_seconds:
             reasons.append(f"p95 {_ms(p95)} over the {_ms(self.budget_seconds)} budget")
@@ -318,6 +325,22 @@ def _last_error(last: LastError) -> str:
         f'<p class="last-error">last canary error <time datetime="{stamp}">{stamp}</time> '
         f"({ago(last.age_seconds)} ago): <b>{escape(last.outcome)}</b> — "
         f'<code class="error">{escape(last.error or "(no message)")}</code></p>'
+    )
+
+
+def _not_serving(verdict: NotServing) -> str:
+    """What ``TritonModelNotServing`` says: ready server, every request failing."""
+    last = verdict.last_error
+    error = (
+        ""
+        if last is None
+        else f': <b>{escape(last.outcome)}</b> — <code class="error">'
+        f"{escape(last.error or '(no message)')}</code>"
+    )
+    return (
+        f'<p class="not-serving breach" data-failed="{verdict.failed}">not serving: the '
+        f"server reads ready, but the last {verdict.failed} canary requests failed "
+        f"(for {ago(verdict.failing_seconds)}){error}</p>"
     )
 
 
@@ -441,6 +464,8 @@ def _model_section(status: ModelStatus) -> str:
         _verdict(status),
         _p95_history(status),
     ]
+    if status.not_serving is not None:
+        parts.append(_not_serving(status.not_serving))
     if status.last_error is not None:
         parts.append(_last_error(status.last_error))
     parts.append(_client_share(status.client_share))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tritonwatch.analysis.advisor_records import Recommendation
 from tritonwatch.analysis.experiments import Experiment
+from tritonwatch.analysis.serving import NotServing
 from tritonwatch.analysis.slo import SLOStatus
 from tritonwatch.canary_series import SeriesKey, SeriesSnapshot
 from tritonwatch.config.schema import Config
@@ -58,6 +59,8 @@ class StatusInputs:
     healthy: bool
     streams: Sequence[StreamSnapshot] = ()
     """The streaming canaries' TTFT/ITL series (:meth:`StreamStats.snapshot`)."""
+    not_serving: Sequence[NotServing] = ()
+    """The models of ready servers that fail every canary request (the latest evaluation)."""
 
 
 def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
@@ -74,6 +77,7 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
             VerdictLine(experiment.parameter, experiment.verdict, experiment.reason)
         )
     streams = {(s.target, s.model, s.protocol): s for s in inputs.streams}
+    not_serving = {(v.target, v.model): v for v in inputs.not_serving}
     rows = []
     for series in inputs.canary:
         key = (series.target, series.model)
@@ -104,6 +108,7 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
                 client_share=ClientShare.of(breakdown),
                 p95_history=inputs.p95_history((series.target, series.model, series.protocol)),
                 stream=_stream_status(streams.get((series.target, series.model, series.protocol))),
+                not_serving=not_serving.get(key),
             )
         )
     return StatusSnapshot(rows, inputs.healthy)

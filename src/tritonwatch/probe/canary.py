@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,7 @@ from tritonwatch.client_tls import ClientTLS
 from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, Config, InputOverride, StreamConfig
 from tritonwatch.logs import get_logger
 from tritonwatch.observations import CanaryResult, Outcome
+from tritonwatch.probe.answer_limits import DEFAULT_LIMITS, AnswerLimits, LimitedRequest
 from tritonwatch.probe.canary_engine import CanaryEngine, GrpcAnswer, RawAnswer
 from tritonwatch.probe.canary_failures import Failure, FailureLog
 from tritonwatch.probe.canary_timing import WakeTimer
@@ -37,9 +39,12 @@ from tritonwatch.probe.clients import (
     is_refused_connection,
 )
 from tritonwatch.probe.engine_stream import StreamRequests
+from tritonwatch.probe.engine_tls import TlsSettings
 from tritonwatch.probe.http2 import UnaryRequest
 from tritonwatch.probe.infer_response import HttpAnswerDecoder, ResponseDecodeError, check_outputs
 from tritonwatch.probe.interfaces import InferenceClient
+from tritonwatch.probe.library_fallback import LibraryFallback, error_start
+from tritonwatch.probe.library_path import LibraryCall
 from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
 from tritonwatch.probe.server_errors import server_error_types
 
@@ -84,6 +89,8 @@ class CanaryPlan:
     """The target has no known HTTP API (``TargetConfig.grpc_only``): a gRPC canary
     asks metadata and config over gRPC, not ``http_url`` (which costs ``grpc`` and
     ``tritonclient.grpc``, 23 MiB, in the daemon)."""
+    limits: AnswerLimits = DEFAULT_LIMITS
+    """How much of an answer is read before it is ``too_large`` (``canary.limits``)."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -98,6 +105,8 @@ BREAKER_FAILURES = 5
 """Consecutive failures after which a model's canary stops adding load…"""
 BREAKER_PROBE_SECONDS = 10.0
 """…and sends one gentle probe this often until the server answers again."""
+STALL_INTERVALS = 3
+"""Intervals without an outcome, plus one timeout, after which a canary is stalled."""
 
 
 def _capped(plans: list[CanaryPlan]) -> list[CanaryPlan]:
@@ -159,6 +168,7 @@ def canary_plans(config: Config) -> list[CanaryPlan]:
                     openai_url=target.openai_url,
                     served_name=model.served_name,
                     grpc_only=target.grpc_only,
+                    limits=AnswerLimits.from_config(canary.limits),
                 )
             )
     return _capped(plans)
@@ -190,8 +200,20 @@ class ModelCanary:
         self._failure_log = FailureLog(plan.target, plan.model, plan.protocol, clock=clock)
         self._tensors: list[Tensor] = []
         self._outputs: list[str] = []
-        self._answers = HttpAnswerDecoder()
+        self._answers = HttpAnswerDecoder(plan.limits)
         """Reads the engine's HTTP answers, remembering the last good one's layout."""
+        self._fallback = LibraryFallback(
+            {"target": plan.target, "model": plan.model, "protocol": plan.protocol},
+            self._library_call,
+            clock=clock,
+        )
+        """Second opinions on answers our readers refused, and the library path."""
+        self._engine_left = asyncio.Event()
+        """Set when the library read what we could not: the canary leaves the engine."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._finishing = threading.Lock()
+        """:meth:`finish` runs on the engine's thread and, for a second opinion, on the
+        event loop's: one at a time."""
         self._pending: set[asyncio.Task[None]] = set()
         self._timer = WakeTimer()
         self.paused = False
@@ -200,6 +222,9 @@ class ModelCanary:
         """While set, only one probe is sent per :data:`BREAKER_PROBE_SECONDS`."""
         self.decoupled = False
         """The model's config says ``model_transaction_policy.decoupled`` (after prepare)."""
+        self.sending_since: float | None = None
+        """When it began sending (its clock), after the metadata and config came: from
+        then on it owes an outcome about once per interval (canary_liveness.py)."""
 
     async def prepare(self) -> bool:
         """Builds the payload from metadata/config, retrying with backoff while the server
@@ -326,10 +351,12 @@ class ModelCanary:
             protocol=self.plan.protocol,
             tensors=self.tensor_format,
         )
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
+        self.sending_since = self._clock()
         next_send = loop.time() + self._random.uniform(0, 1.0 / self.plan.rate)
         if await self._run_on_engine(next_send):
             return
+        next_send = max(next_send, loop.time())  # (after a stay on the engine)
         try:
             while True:
                 # Each request's task is made as soon as the one before has gone out and
@@ -352,30 +379,33 @@ class ModelCanary:
             self._failure_log.flush()
 
     async def _run_on_engine(self, first_send: float) -> bool:
-        """Hands a plain-HTTP or plaintext-gRPC canary to the engine
+        """Hands an HTTP or gRPC canary (in clear or over TLS) to the engine
         (probe/canary_engine.py), which sends until this task is cancelled; False when
-        there is no engine, the target speaks TLS, a gRPC request is too large for the
-        engine, or the host does not resolve (the event loop then sends)."""
+        there is no engine, a gRPC request is too large for the engine, or the host
+        does not resolve (the event loop then sends)."""
         client, plan = self._client, self.plan
         if self._engine is None:
             return False
         request: bytes | UnaryRequest | None = None
-        address = None
+        endpoint: tuple[str, int, TlsSettings | None] | None = None
         if isinstance(client, HttpInferenceClient):
-            address = client.address
-            if address is not None:
-                request = client.infer_request(
-                    plan.model, plan.version, self._tensors, binary=self._binary
-                )
-                client.close_idle_connections()
+            endpoint = client.engine_endpoint
+            request = LimitedRequest(
+                client.infer_request(plan.model, plan.version, self._tensors, binary=self._binary),
+                plan.limits,
+            )
+            client.close_idle_connections()
         elif isinstance(client, GrpcInferenceClient):
-            address = client.address
+            endpoint = client.engine_endpoint
             request = client.engine_request(
                 plan.model, plan.version, self._tensors, timeout=plan.timeout
             )
-        if request is None or address is None:
+            if request is not None:
+                request = replace(request, limits=plan.limits)
+        if request is None or endpoint is None:
             return False
-        return await self._serve_on_engine(*address, request, plan.timeout, first_send)
+        host, port, tls = endpoint
+        return await self._serve_on_engine(host, port, request, plan.timeout, first_send, tls=tls)
 
     async def _serve_on_engine(
         self,
@@ -384,16 +414,33 @@ class ModelCanary:
         request: bytes | UnaryRequest | StreamRequests,
         timeout: float,
         first_send: float,
+        *,
+        tls: TlsSettings | None = None,
     ) -> bool:
-        """Sends ``request`` from the engine until this task is cancelled; False when
-        the host does not resolve (after a ``canary_engine_unavailable`` line)."""
+        """Sends ``request`` from the engine (over ``tls`` when given) until this task
+        is cancelled; False when the host does not resolve (after a
+        ``canary_engine_unavailable`` line) or the canary left the engine for the
+        library path (:class:`LibraryFallback`: the event loop then sends)."""
         plan = self.plan
         assert self._engine is not None
-        try:
-            await self._engine.serve(
+        serving = asyncio.ensure_future(
+            self._engine.serve(
                 self, host, port, request, timeout=timeout,
-                max_in_flight=plan.max_in_flight, first_send=first_send,
-            )  # fmt: skip
+                max_in_flight=plan.max_in_flight, first_send=first_send, tls=tls,
+            )
+        )  # fmt: skip
+        leaving = asyncio.ensure_future(self._engine_left.wait())
+        try:
+            try:
+                await asyncio.wait((serving, leaving), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                serving.cancel()  # the engine lets the canary go (or already did)
+                leaving.cancel()
+                await asyncio.wait((serving, leaving))
+            if not serving.cancelled():
+                serving.result()  # how it ended, if not by leaving: OSError
+            if self._fallback.active:
+                return False
         except OSError as error:
             _log.warning("canary_engine_unavailable", target=plan.target, model=plan.model,
                          error=str(error)[:200])  # fmt: skip
@@ -427,11 +474,56 @@ class ModelCanary:
         except asyncio.CancelledError:
             raise
         except Exception as error:  # every failure is an outcome, never a crash
+            if self._fallback.should_ask(error):
+                await self._second_opinion(intended, woke, error, b"", time.monotonic())
+                return
             self.finish(intended, error, woke)
             return
         self.finish(intended, result, woke)
 
-    def finish(self, intended: float, answer: Any, woke: float | None = None) -> None:
+    def _library_call(self) -> LibraryCall:
+        """The library call of this canary's request (probe/library_path.py)."""
+        client, plan = self._client, self.plan
+        if isinstance(client, HttpInferenceClient):
+            request = client.infer_request(
+                plan.model, plan.version, self._tensors, binary=self._binary
+            )
+            return client.library_call(request, plan.limits)
+        if isinstance(client, GrpcInferenceClient):
+            return client.library_call(plan.model, plan.version, self._tensors, plan.limits)
+        raise TypeError(f"no library path for a {type(client).__name__}")
+
+    async def _second_opinion(
+        self, intended: float, woke: float, error: BaseException, start: bytes, ended: float
+    ) -> None:
+        """Records the request whose answer our reader refused with ``error``: a
+        ``client_error`` when the library reads the same request's answer (the canary
+        then leaves the engine), else ``error`` as the server's, timed to ``ended``."""
+        verdict = await self._fallback.second_opinion(
+            error, start, self._outputs, self.plan.timeout
+        )
+        if self._fallback.active:
+            self._engine_left.set()
+        self.finish(intended, verdict, woke, ended=ended)
+
+    def _ask_library(
+        self, intended: float, woke: float, error: BaseException, start: bytes, ended: float
+    ) -> None:
+        """On the event loop: a second opinion for an answer the engine's reader refused."""
+        task = asyncio.ensure_future(self._second_opinion(intended, woke, error, start, ended))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    def finish(
+        self, intended: float, answer: Any, woke: float | None = None, *, ended: float | None = None
+    ) -> None:
+        """As :meth:`_finish`, one at a time (the engine's thread and the event loop's)."""
+        with self._finishing:
+            self._finish(intended, answer, woke, ended)
+
+    def _finish(
+        self, intended: float, answer: Any, woke: float | None, ended: float | None
+    ) -> None:
         """Judges one request's ``answer`` (a decoded result, or the exception it ended
         with) and records it: latency from ``woke`` (when the sending thread took the
         request up, ``intended`` when not given) to the answer's last byte, or to now for
@@ -441,7 +533,9 @@ class ModelCanary:
         in twenty lands a 4 ms scheduler tick late) would put the client's own scheduling
         into the server's tail; perf_analyzer, too, times from when it sends. What the
         server causes still counts: the schedule never moves, a request that waits for a
-        connection or a slot waits on its clock, and the timeout runs from ``intended``."""
+        connection or a slot waits on its clock, and the timeout runs from ``intended``.
+        ``ended``: when a failure happened, if earlier than now (a second opinion came
+        after it)."""
         plan = self.plan
         outcome, text = Outcome.SUCCESS, ""
         finished: float | None = None
@@ -462,12 +556,14 @@ class ModelCanary:
             failure = self.failure_of(error, outcome, text)
         now = self.account(outcome, failure)
         origin = intended if woke is None else max(intended, woke)
-        elapsed = (finished if finished is not None else now) - origin
+        if finished is None:
+            finished = now if ended is None else ended
+        elapsed = finished - origin
         latency: float | None = elapsed
         if outcome == Outcome.TIMEOUT:
             latency = plan.timeout
         elif outcome not in (Outcome.SUCCESS, Outcome.BAD_RESPONSE):
-            latency = None  # a refused connection says nothing about latency
+            latency = None  # a refused connection (an answer cut off) says nothing of it
         self._stats.record(
             CanaryResult(
                 plan.target,
@@ -484,8 +580,8 @@ class ModelCanary:
     def failure_of(self, error: BaseException, outcome: Outcome, text: str) -> Failure | None:
         """The failure log's entry for ``error``; None for a refused connection, which
         the readiness probe and the breaker already report."""
-        if is_refused_connection(error):
-            return None
+        if is_refused_connection(error) or outcome == Outcome.CLIENT_ERROR:
+            return None  # (a client_error has its own line: canary_client_error)
         status = http_status(error) if self.plan.protocol in ("http", "openai") else None
         return Failure(outcome, text, status)
 
@@ -502,6 +598,23 @@ class ModelCanary:
 
     # --- what the engine asks (probe/canary_engine.py: EngineCanary) ------------------
 
+    @property
+    def request_timeout(self) -> float:
+        """How long one request may take before it is a timeout (a stream: the whole stream)."""
+        return self.plan.timeout
+
+    @property
+    def breaker_open(self) -> bool:
+        """Whether the circuit breaker holds the load back to one probe a period."""
+        return self._breaker_open_until is not None
+
+    def silence_allowed(self) -> float:
+        """How long it may go without an outcome before it reads as stalled: three of
+        its intervals (a breaker's probe period while the breaker is open) and one
+        request's timeout."""
+        interval = BREAKER_PROBE_SECONDS if self.breaker_open else 1.0 / self.plan.rate
+        return STALL_INTERVALS * interval + self.request_timeout
+
     def next_gap(self) -> float:
         return self._gap()
 
@@ -509,8 +622,13 @@ class ModelCanary:
         return not self.paused and self._breaker_allows(intended)
 
     def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
-        """The engine's answer: decoded here as the HTTP and gRPC clients decode their own."""
+        """The engine's answer: decoded here as the HTTP and gRPC clients decode their
+        own. One our reader refused gets a second opinion on the event loop
+        (:meth:`_second_opinion`) instead of being recorded here; an answer that reads
+        but lacks an output the metadata lists is the server's (:meth:`finish` checks)."""
+        start = b""
         if not isinstance(answer, BaseException):
+            raw = answer
             try:
                 if isinstance(answer, GrpcAnswer):
                     answer = grpc_infer_answer(answer.reply, answer.received)
@@ -518,6 +636,18 @@ class ModelCanary:
                     answer = http_infer_answer(*answer, self._answers.decode)
             except Exception as error:  # a status or a body that says it failed
                 answer = error
+                start = _answer_bytes(raw)
+        loop = self._loop
+        if (
+            isinstance(answer, BaseException)
+            and loop is not None
+            and self._fallback.should_ask(answer)
+        ):
+            start = start or error_start(answer)
+            loop.call_soon_threadsafe(
+                self._ask_library, intended, woke, answer, start, time.monotonic()
+            )
+            return
         self.finish(intended, answer, woke)
 
     def _breaker_allows(self, now: float) -> bool:
@@ -531,7 +661,7 @@ class ModelCanary:
 
     def _trip_or_reset(self, outcome: Outcome, now: float) -> None:
         plan = self.plan
-        if outcome in (Outcome.SUCCESS, Outcome.BAD_RESPONSE):
+        if outcome in _ANSWERED:
             if self._breaker_open_until is not None:
                 _log.info("canary_circuit_closed", target=plan.target, model=plan.model)
                 self._stats.set_circuit_open(plan.key, open_=False)
@@ -551,9 +681,25 @@ class ModelCanary:
 
     async def _infer(self, timeout: float) -> Any:
         plan = self.plan
+        if self._fallback.active:
+            return await self._fallback.infer(timeout)
         return await self._client.infer(
             plan.model, plan.version, self._tensors, binary=self._binary, timeout=timeout
         )
+
+
+_ANSWERED = frozenset({Outcome.SUCCESS, Outcome.BAD_RESPONSE, Outcome.CLIENT_ERROR,
+                       Outcome.TOO_LARGE})  # fmt: skip
+"""Outcomes of a server that answered: they close the breaker, never trip it."""
+
+
+def _answer_bytes(answer: RawAnswer) -> bytes:
+    """The body of an answer the engine read (the start of what could not be decoded)."""
+    if isinstance(answer, GrpcAnswer):
+        return answer.reply.payload
+    if isinstance(answer, tuple):
+        return answer[2]
+    return b""
 
 
 def is_decoupled(config: dict[str, Any] | None) -> bool:

@@ -34,11 +34,18 @@ the next stream id) lives beside the socket from one call to the next, one call 
 time. Plaintext streams (``generate_stream``, OpenAI, gRPC ``ModelStreamInfer``) are read
 here too, each connection through a streaming wire (:mod:`~tritonwatch.probe.engine_stream`,
 :mod:`~tritonwatch.probe.engine_stream_grpc`), their canary told once a stream. TLS
-targets stay on the event loop (``ssl`` on non-blocking sockets needs it), as does a
-gRPC request too large for a fresh connection's flow-control window; so does
-everything before the first send (metadata, config, server extensions). A connection
+targets are spoken here as well: each wire wrapped in OpenSSL working on memory
+buffers (:mod:`~tritonwatch.probe.engine_tls`), its handshake carried by the same
+"bytes owed" path as HTTP/2's acknowledgements. A gRPC request too large for a fresh
+connection's flow-control window stays on the event loop, as does everything before
+the first send (metadata, config, server extensions). A connection
 that did not finish its exchange is closed, never reused, as in
 :class:`~tritonwatch.probe.canary_http.ConnectionPool`.
+
+The engine must never go silent: a crash of its loop is logged, counted and survived
+(:meth:`CanaryEngine._run`), and each canary's host name is followed as it moves
+(:meth:`CanaryEngine._follow_name`: looked up again periodically and after a connect
+failure, every address tried in turn).
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -63,6 +70,7 @@ from tritonwatch.logs import get_logger
 from tritonwatch.probe.arrival_stamps import receive_stamped, stamp_arrivals
 from tritonwatch.probe.canary_http import HeadedConnection
 from tritonwatch.probe.engine_stream import StreamAnswer, StreamRequests, StreamWire
+from tritonwatch.probe.engine_tls import TlsSettings, TlsWire
 from tritonwatch.probe.http2 import ClientSession, GrpcReply, Http2ClosedError, UnaryRequest
 from tritonwatch.probe.interfaces import EngineCanary
 from tritonwatch.probe.load.http1 import HttpProtocolError
@@ -89,6 +97,19 @@ stamps."""
 COLLECT_EARLY = 0.25
 """A turn that wakes for a send collects every waiting answer when the oldest is due
 within this long, so most collections ride on a send's wake-up instead of their own."""
+RESOLVE_EVERY = 10.0
+"""How often a canary's host name is looked up again while everything works (seconds):
+a name that moved (a pod rescheduled, a DNS record changed) is followed within this
+plus one send, under the 15 s the watcher promises."""
+RESOLVE_MIN_GAP = 2.0
+"""The least time between two lookups of one canary's name, however many connects fail
+meanwhile: a dead server refused at 20 requests a second must not become 20 lookups."""
+RESTART_BACKOFF_MIN = 0.1
+RESTART_BACKOFF_MAX = 5.0
+"""The wait before the engine's loop runs again after a crash: doubling from the first
+to the second, back to the first once it ran :data:`SETTLE_SECONDS` without one."""
+SETTLE_SECONDS = 60.0
+"""How long after a crash the engine reads as recovering (``/health`` degraded)."""
 HttpAnswer = tuple[int, dict[str, str], bytes, float]
 """(status, the headers the decoder needs, the body as sent, when its last byte came)."""
 
@@ -105,6 +126,24 @@ RawAnswer = HttpAnswer | GrpcAnswer | StreamAnswer
 """What the engine hands its canary for one answered request (or one stream)."""
 Address = tuple[int, Any]
 """(address family, socket address): what ``getaddrinfo`` resolved the target to."""
+Resolve = Callable[[str, int], Awaitable[list[Address]]]
+"""Looks a host name up: every address it has, in the resolver's order."""
+
+
+class EngineCrashedError(RuntimeError):
+    """The engine's own loop failed while this request was in flight: the fault is
+    ours, not the server's (the canary records it as ``client_error``)."""
+
+
+async def resolve_all(host: str, port: int) -> list[Address]:
+    """Every address ``host`` has for a TCP connection, duplicates left out, on the event
+    loop's resolver (``getaddrinfo`` in its executor: it may block, never the engine)."""
+    found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    addresses: list[Address] = []
+    for family, _, _, _, address in found:
+        if (family, address) not in addresses:
+            addresses.append((family, address))
+    return addresses
 
 
 class _Wire(Protocol):
@@ -167,7 +206,7 @@ class _Http1Wire:
         parser = self._parser
         whole_read = parser is None
         if parser is None:
-            parser = self._parser = HeadedConnection()
+            parser = self._parser = HeadedConnection.for_request(self._request)
         parsed = parser.feed(data)
         if parsed is None:
             return None
@@ -231,6 +270,8 @@ class _Exchange:
     unsent: memoryview
     connecting: bool
     wire: _Wire
+    address: Address | None = None
+    """Where its socket connected: one the name no longer points to is not kept idle."""
     collect_by: float = 0.0
     """0: its answer is read the moment it comes. Otherwise the answer may wait in the
     kernel, its arrival stamped there, until the engine collects it by this time with
@@ -254,14 +295,31 @@ class _Channel:
     in_flight: int = 0
     """How many of its exchanges are in flight (the engine's ``_exchanges`` holds them)."""
     closed: bool = False
+    tls: TlsSettings | None = None
+    """How its connections speak TLS; None: in clear."""
+    addresses: tuple[Address, ...] = ()
+    """Every address the name had at its last lookup; ``address`` is the one in use."""
+    connect_failed: Callable[[], None] | None = None
+    """Called (from the engine's thread) when a connect fails: the name is looked up again."""
+
+    def next_address(self) -> None:
+        """A connect failed: the next request tries the name's next address."""
+        if len(self.addresses) > 1 and self.address in self.addresses:
+            at = self.addresses.index(self.address)
+            self.address = self.addresses[(at + 1) % len(self.addresses)]
+        if self.connect_failed is not None:
+            self.connect_failed()
 
     def new_wire(self) -> _Wire:
-        """The protocol state of a new connection."""
+        """The protocol state of a new connection (over TLS when the target says so)."""
+        wire: _Wire
         if isinstance(self.request, UnaryRequest):
-            return _GrpcWire(self.request)
-        if isinstance(self.request, StreamRequests):
-            return self.request.new_wire()
-        return _Http1Wire(self.request)
+            wire = _GrpcWire(self.request)
+        elif isinstance(self.request, StreamRequests):
+            wire = self.request.new_wire()
+        else:
+            wire = _Http1Wire(self.request)
+        return wire if self.tls is None else self.tls.wrap(wire)
 
 
 class _Waker:
@@ -294,9 +352,17 @@ class _Waker:
 class CanaryEngine:
     """Runs the plain-HTTP and gRPC canaries handed to :meth:`serve` on one thread of its own."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, resolve: Resolve = resolve_all
+    ) -> None:
         self._clock = clock
+        self._resolve = resolve
         self._lock = threading.Lock()
+        self._readdressed: list[tuple[_Channel, tuple[Address, ...]]] = []
+        """New lookups' results to take on, from the event loop."""
+        self._restarts = 0
+        self._crashed_at: float | None = None
+        """When the engine's loop last crashed (its clock), None if it never did."""
         self._added: list[tuple[_Channel, float]] = []
         """Canaries to take on, each with its first send time."""
         self._removed: list[_Channel] = []
@@ -335,24 +401,81 @@ class CanaryEngine:
         timeout: float,
         max_in_flight: int,
         first_send: float,
+        tls: TlsSettings | None = None,
     ) -> None:
         """Sends ``request`` (HTTP/1.1 bytes, a gRPC call over HTTP/2, or a stream's
         requests, probe/engine_stream.py) to ``host:port`` on ``canary``'s schedule
-        until cancelled; a stream's timeout is ``timeout``, for the whole stream.
+        until cancelled; a stream's timeout is ``timeout``, for the whole stream;
+        ``tls``: over TLS (probe/engine_tls.py), else in clear.
 
         Raises:
             OSError: ``host`` does not resolve (the caller falls back to the event loop,
                 which reports and retries connection failures per request).
         """
         loop = asyncio.get_running_loop()
-        found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        family, _, _, _, address = found[0]
-        channel = _Channel(canary, (family, address), request, timeout, max_in_flight)
+        addresses = tuple(await self._resolve(host, port))
+        if not addresses:
+            raise OSError(f"{host} has no address")
+        failed = asyncio.Event()
+
+        def connect_failed() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: shutting down
+                loop.call_soon_threadsafe(failed.set)
+
+        channel = _Channel(
+            canary, addresses[0], request, timeout, max_in_flight, tls=tls, addresses=addresses,
+            connect_failed=connect_failed,
+        )  # fmt: skip
         self._command(added=(channel, first_send))
         try:
-            await loop.create_future()  # until the canary's task is cancelled
+            await self._follow_name(channel, host, port, failed)  # until cancelled
         finally:
             self._command(removed=channel)
+
+    async def _follow_name(
+        self, channel: _Channel, host: str, port: int, failed: asyncio.Event
+    ) -> None:
+        """Looks ``host`` up again every :data:`RESOLVE_EVERY` seconds and soon after a
+        connect fails (never twice within :data:`RESOLVE_MIN_GAP`); a changed answer goes
+        to the engine, with a ``canary_address_changed`` line. A failed lookup keeps the
+        addresses known (the next connect failure or period asks again)."""
+        loop = asyncio.get_running_loop()
+        known, last = channel.addresses, loop.time()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(RESOLVE_EVERY):
+                    await failed.wait()
+            await asyncio.sleep(max(0.0, last + RESOLVE_MIN_GAP - loop.time()))
+            failed.clear()
+            last = loop.time()
+            try:
+                fresh = tuple(await self._resolve(host, port))
+            except OSError as error:
+                _log.warning("canary_resolve_failed", host=host, error=str(error)[:200],
+                             **_canary_fields(channel.canary))  # fmt: skip
+                continue
+            if not fresh or fresh == known:
+                continue
+            _log.info(
+                "canary_address_changed", host=host, port=port,
+                old=[_shown(a) for a in known], new=[_shown(a) for a in fresh],
+                **_canary_fields(channel.canary),
+            )  # fmt: skip
+            known = fresh
+            with self._lock:
+                self._readdressed.append((channel, fresh))
+            self._command()
+
+    @property
+    def restarts(self) -> int:
+        """How many times the engine's loop crashed and ran again."""
+        return self._restarts
+
+    def recovering(self) -> bool:
+        """Whether the loop crashed within the last :data:`SETTLE_SECONDS` (``/health``
+        says degraded meanwhile)."""
+        crashed = self._crashed_at
+        return crashed is not None and self._clock() - crashed < SETTLE_SECONDS
 
     @property
     def sent(self) -> int:
@@ -397,16 +520,48 @@ class CanaryEngine:
     # --- the thread -------------------------------------------------------------------
 
     def _run(self, waker: _Waker) -> None:
+        """The engine's thread: turns until stopped. A crash is logged with its
+        traceback, counted, and survived: the requests in flight fail as ours
+        (:class:`EngineCrashedError`), every canary keeps its schedule, and the loop
+        runs again after a backoff, so no canary goes silent."""
         tighten_timer_slack()
+        backoff = RESTART_BACKOFF_MIN
         try:
             while not self._stopping:
-                self._turn(waker)
-        except Exception:  # the engine must never die silently: say so, then stop
-            _log.exception("canary_engine_crashed")
+                try:
+                    while not self._stopping:
+                        self._turn(waker)
+                except Exception:
+                    now = self._clock()
+                    if self._crashed_at is not None and now - self._crashed_at >= SETTLE_SECONDS:
+                        backoff = RESTART_BACKOFF_MIN  # ran a good while since the last one
+                    self._restarts += 1
+                    self._crashed_at = now
+                    _log.exception("canary_engine_crashed", restarts=self._restarts,
+                                   restart_in_seconds=backoff)  # fmt: skip
+                    self._recover()
+                    _wait_ready([waker.read], [], backoff)  # a stop ends the wait
+                    backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
         finally:
             for channel in self._channels:
                 self._close_channel(channel)
             waker.close()
+
+    def _recover(self) -> None:
+        """After a crash: the exchanges in flight fail as ours and their sockets close
+        (their state is in doubt), and a canary whose next send the crash lost gets one
+        now."""
+        for channel, exchange in list(self._exchanges.values()):
+            self._unregister(channel, exchange)
+            exchange.sock.close()
+            crashed = EngineCrashedError("the canary engine crashed with this request in flight")
+            _deliver(channel, exchange.intended, exchange.woke, crashed)
+        scheduled = {id(channel) for _, _, channel in self._due}
+        now = self._clock()
+        for channel in self._channels:
+            if id(channel) not in scheduled and not channel.closed:
+                heapq.heappush(self._due, (now, next(self._order), channel))
+            self._next_waiting(channel)  # the connections the crash freed go to the waiting
 
     def _turn(self, waker: _Waker) -> None:
         self._turns += 1
@@ -427,11 +582,19 @@ class CanaryEngine:
                 self._on_readable(sock)
 
     def _take_commands(self) -> None:
-        if not (self._added or self._removed):
+        if not (self._added or self._removed or self._readdressed):
             return  # nothing asked (read without the lock: a command wakes the next turn)
         with self._lock:
             added, self._added = self._added, []
             removed, self._removed = self._removed, []
+            readdressed, self._readdressed = self._readdressed, []
+        for channel, addresses in readdressed:
+            channel.addresses = addresses
+            if channel.address not in addresses:
+                channel.address = addresses[0]
+                for sock, _ in channel.idle:  # connected to where the name no longer points
+                    sock.close()
+                channel.idle = []
         for channel, first_send in added:
             self._channels.append(channel)
             heapq.heappush(self._due, (first_send, next(self._order), channel))
@@ -476,7 +639,9 @@ class CanaryEngine:
         while channel.idle:
             sock, wire = channel.idle.pop()
             if _revived(sock, wire, self._read_buffer) and wire.reusable():
-                exchange = _Exchange(sock, intended, woke, deadline, memoryview(b""), False, wire)
+                exchange = _Exchange(
+                    sock, intended, woke, deadline, memoryview(b""), False, wire, channel.address
+                )
                 self._begin(channel, exchange, unhurried)
                 return
             sock.close()  # the server closed it (or is going away) while it idled
@@ -491,15 +656,20 @@ class CanaryEngine:
             # Failed at once (no route, no local port left): the connection stays free,
             # and _next_waiting, when it called, goes on to the next waiting request.
             sock.close()
+            channel.next_address()
             _deliver(channel, intended, woke, OSError(code, os.strerror(code)))
             return
         wire = channel.new_wire()
-        exchange = _Exchange(sock, intended, woke, deadline, memoryview(b""), True, wire)
+        exchange = _Exchange(
+            sock, intended, woke, deadline, memoryview(b""), True, wire, channel.address
+        )
         self._begin(channel, exchange, unhurried)
 
     def _begin(self, channel: _Channel, exchange: _Exchange, unhurried: bool = False) -> None:
         self._sent += 1
-        if unhurried and self._stamped and not isinstance(exchange.wire, StreamWire):
+        wire = exchange.wire
+        handshaking = isinstance(wire, TlsWire) and wire.handshaking  # it needs round trips
+        if unhurried and self._stamped and not isinstance(wire, StreamWire) and not handshaking:
             exchange.collect_by = min(exchange.woke + ANSWER_WAIT, exchange.deadline)
         self._register(channel, exchange)
         exchange.unsent = memoryview(exchange.wire.start())
@@ -620,7 +790,7 @@ class CanaryEngine:
         received = arrived if arrived is not None else self._clock()
         try:
             answer = wire.feed(data, received)
-        except (HttpProtocolError, Http2ClosedError) as error:
+        except (HttpProtocolError, Http2ClosedError, OSError) as error:  # OSError: ssl.SSLError
             self._fail(channel, exchange, error)
             return
         if answer is None:
@@ -630,7 +800,8 @@ class CanaryEngine:
                 self._push(channel, exchange)
             return
         self._unregister(channel, exchange)
-        if wire.reusable() and _sent_whole(sock, wire.take_output()):
+        current = exchange.address == channel.address  # (the name may have moved meanwhile)
+        if current and wire.reusable() and _sent_whole(sock, wire.take_output()):
             channel.idle.append((sock, wire))
         else:
             sock.close()
@@ -653,6 +824,8 @@ class CanaryEngine:
     def _fail(self, channel: _Channel, exchange: _Exchange, error: BaseException) -> None:
         self._unregister(channel, exchange)
         exchange.sock.close()
+        if exchange.connecting:  # refused, unreachable, or timed out connecting
+            channel.next_address()
         wire = exchange.wire
         # A stream that fails keeps what it read (its tokens count, as on the loop).
         failure = wire.failed(error) if isinstance(wire, StreamWire) else error
@@ -739,6 +912,20 @@ def _wait_ready(
     writable = [by_fd[fd] for fd, event in ready if event & ~select.POLLIN and fd in by_fd
                 and by_fd[fd] in writers]  # fmt: skip
     return readable, writable
+
+
+def _shown(address: Address) -> str:
+    """An address as a log line shows it: ``host:port`` (IPv6 in brackets)."""
+    host, port = address[1][0], address[1][1]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+def _canary_fields(canary: EngineCanary) -> dict[str, str]:
+    """The target and model of a canary, for log lines (when it has a plan)."""
+    plan = getattr(canary, "plan", None)
+    if plan is None:
+        return {}
+    return {"target": str(plan.target), "model": str(plan.model)}
 
 
 def _deliver(

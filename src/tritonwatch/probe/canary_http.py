@@ -27,12 +27,14 @@ import ssl
 import time
 from collections.abc import AsyncGenerator, Mapping
 
+from tritonwatch.probe.answer_limits import DEFAULT_LIMITS, AnswerLimits, limits_of
 from tritonwatch.probe.infer_response import http_status_error
 from tritonwatch.probe.load.http1 import (
     ChunkedDecoder,
     Http1Connection,
     HttpProtocolError,
     ResponseHead,
+    content_length,
     response_head,
 )
 from tritonwatch.probe.server_errors import ServerError
@@ -43,14 +45,20 @@ _KEPT_HEADERS = ("content-encoding", "inference-header-content-length", "connect
 class HeadedConnection(Http1Connection):
     """:class:`Http1Connection` that also keeps the answer's headers the canary reads."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, limits: AnswerLimits = DEFAULT_LIMITS) -> None:
+        super().__init__(limits)
         self.headers: dict[str, str] = {}
         self.head: ResponseHead | None = None
         """The last whole answer's head."""
 
+    @classmethod
+    def for_request(cls, request: bytes) -> HeadedConnection:
+        """A parser for the answer to ``request``, within the limits it carries
+        (:class:`~tritonwatch.probe.answer_limits.LimitedRequest`; else the defaults)."""
+        return cls(limits_of(request))
+
     def _parse(self) -> tuple[int, bytes] | None:
-        head = response_head(self._buffer)  # the head is read once, for both
+        head = self._read_head()  # the head is read once, for both
         if head is None:
             return None
         parsed = self._answer(head)  # consumes the answer from the buffer when complete
@@ -112,16 +120,18 @@ class StreamConnection(asyncio.Protocol):
 
 class StreamBody:
     """A response body read as it arrives: chunked, ``Content-Length``, or (neither)
-    until the server closes the connection."""
+    until the server closes the connection; its bytes all told within
+    ``limits.max_answer_bytes`` (a stream that never ends is cut off, not read on)."""
 
-    def __init__(self, head: ResponseHead) -> None:
+    def __init__(self, head: ResponseHead, limits: AnswerLimits = DEFAULT_LIMITS) -> None:
         self._chunked = ChunkedDecoder() if head.chunked else None
         length = head.headers.get("content-length")
         self._remaining: int | None = None
+        self._limits = limits
+        self._read = 0
         if self._chunked is None and length is not None:
-            if not (length.isascii() and length.isdigit()):
-                raise HttpProtocolError(f"bad Content-Length: {length[:40]!r}")
-            self._remaining = int(length)
+            self._remaining = content_length(length)
+            limits.check_answer(self._remaining, "a streamed body's Content-Length")
         self.reusable = self._chunked is not None or self._remaining is not None
 
     @property
@@ -131,6 +141,14 @@ class StreamBody:
         return self._remaining == 0
 
     def feed(self, data: bytes) -> bytes:
+        """The body bytes in ``data``.
+
+        Raises:
+            HttpProtocolError: bytes past the body's end, or a bad chunk.
+            AnswerTooLargeError: the body so far is over ``max_answer_bytes``.
+        """
+        self._read += len(data)
+        self._limits.check_answer(self._read, "a streamed body")
         if self._chunked is not None:
             body = self._chunked.feed(data)
             if self._chunked.leftover:

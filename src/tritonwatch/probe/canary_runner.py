@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from tritonwatch.canary_liveness import stalled_canaries
 from tritonwatch.canary_series import CanaryStats, SeriesKey
 from tritonwatch.client_tls import ClientTLS
 from tritonwatch.logs import get_logger
@@ -96,6 +97,19 @@ class CanaryRunner:
         asyncio.run_coroutine_threadsafe(self._reconcile(wanted), self._loop).result(
             timeout=STOP_TIMEOUT_SECONDS * 2
         )
+
+    def stalled(self, now: float) -> dict[SeriesKey, bool]:
+        """Every running canary's liveness verdict at monotonic ``now`` (True: stalled)."""
+        return stalled_canaries(self.running(), self.stats.snapshot(now), now)
+
+    @property
+    def engine_restarts(self) -> int:
+        """How many times the engine's loop crashed and ran again."""
+        return self._engine.restarts
+
+    def engine_recovering(self) -> bool:
+        """Whether the engine crashed within its settling time (``/health`` degraded)."""
+        return self._engine.recovering()
 
     def running(self) -> dict[SeriesKey, ModelCanary]:
         """The canaries now running, by series key."""

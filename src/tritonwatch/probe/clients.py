@@ -21,8 +21,11 @@ from urllib.parse import urlsplit
 from tritonwatch.client_tls import ClientTLS, tls_for
 from tritonwatch.kserve import model_path
 from tritonwatch.observations import Outcome
+from tritonwatch.probe.answer_limits import AnswerLimits, AnswerTooLargeError
 from tritonwatch.probe.binary_tensors import binary_request_body
+from tritonwatch.probe.canary_engine import EngineCrashedError
 from tritonwatch.probe.canary_http import ConnectionPool, encode_request
+from tritonwatch.probe.engine_tls import TlsSettings
 from tritonwatch.probe.http2 import MAX_REQUEST_DATA, GrpcReply, UnaryRequest, grpc_unary_request
 from tritonwatch.probe.infer_response import (
     InferResponse,
@@ -33,6 +36,12 @@ from tritonwatch.probe.infer_response import (
     http_status_error,
 )
 from tritonwatch.probe.interfaces import InferenceClient, ServerErrorLike
+from tritonwatch.probe.library_path import (
+    ClientFaultError,
+    LibraryCall,
+    grpc_library_call,
+    http_library_call,
+)
 from tritonwatch.probe.load.encoded import grpc_infer_request
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.server_errors import ServerError, as_server_error
@@ -73,17 +82,27 @@ def _classify_server_error(error: ServerErrorLike, protocol: str) -> Outcome:
 def classify_error(error: BaseException, protocol: str) -> Outcome:
     """The outcome label for a failed call (docs/design.md §12: what each client raises):
     our HTTP client's :class:`ServerError` and ``tritonclient``'s
-    ``InferenceServerException`` (gRPC) alike."""
+    ``InferenceServerException`` (gRPC) alike. An answer over ``canary.limits`` is
+    ``too_large``; one our reader failed on and a library read is ``client_error``
+    (probe/library_path.py)."""
     server = as_server_error(error)
     if server is not None:
         return _classify_server_error(server, protocol)
-    if isinstance(error, ResponseDecodeError):
-        return Outcome.BAD_RESPONSE
-    if isinstance(error, TimeoutError | asyncio.TimeoutError):
-        return Outcome.TIMEOUT
-    if isinstance(error, ConnectionError | OSError):
-        return Outcome.CONNECTION_ERROR
+    for kind, outcome in _ERROR_OUTCOMES:
+        if isinstance(error, kind):
+            return outcome
     return _classify_aiohttp_error(error)
+
+
+_ERROR_OUTCOMES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], Outcome], ...]
+_ERROR_OUTCOMES = (
+    (AnswerTooLargeError, Outcome.TOO_LARGE),
+    ((ClientFaultError, EngineCrashedError), Outcome.CLIENT_ERROR),
+    (ResponseDecodeError, Outcome.BAD_RESPONSE),
+    ((TimeoutError, asyncio.TimeoutError), Outcome.TIMEOUT),
+    ((ConnectionError, OSError), Outcome.CONNECTION_ERROR),
+)
+"""The first that matches, in order (a timeout is an OSError too)."""
 
 
 def _classify_aiohttp_error(error: BaseException) -> Outcome:
@@ -301,6 +320,21 @@ class HttpInferenceClient:
         parts = urlsplit(self._root)
         return parts.hostname or "127.0.0.1", parts.port or 80
 
+    @property
+    def engine_endpoint(self) -> tuple[str, int, TlsSettings | None]:
+        """(host, port, TLS) for the canary's engine: TLS None in clear, else this
+        client's own context, the URL's host the name its certificate must carry."""
+        parts = urlsplit(self._root)
+        host = parts.hostname or "127.0.0.1"
+        port = parts.port or (443 if self._ssl is not None else 80)
+        return host, port, None if self._ssl is None else TlsSettings(self._ssl, host)
+
+    def library_call(self, request: bytes, limits: AnswerLimits) -> LibraryCall:
+        """``request`` (:meth:`infer_request`'s bytes) sent through ``urllib3`` and read
+        by ``tritonclient.http`` (probe/library_path.py), over this client's TLS."""
+        host, port, _ = self.engine_endpoint
+        return http_library_call(host, port, self._ssl, request, limits)
+
     def _encode(self, model: str, version: str, tensors: Sequence[Tensor], binary: bool) -> bytes:
         """The whole HTTP/1.1 request, once per model and tensor form."""
         body, headers = binary_request_body(tensors) if binary else json_request_body(tensors)
@@ -348,7 +382,7 @@ def http_infer_answer(
 def _status_error(status: int, body: bytes, encoding: str | None) -> ServerError:
     """A non-200 answer as ``tritonclient`` raises it; a compressed error body is read
     inflated when it can be (Triton sends errors plain)."""
-    with contextlib.suppress(ResponseDecodeError):
+    with contextlib.suppress(ResponseDecodeError, AnswerTooLargeError):
         body = decompressed(body, encoding)
     return http_status_error(status, body)
 
@@ -371,6 +405,7 @@ class GrpcInferenceClient:
         self._options = secure.tritonclient_grpc_options() if secure is not None else {}
         self._authority = _address(url)
         self._secure = secure is not None
+        self._tls = secure
         self._api = api
         self._aio_: _AioGrpc | None = None
         self._requests: EncodedRequests[bytes] = EncodedRequests()
@@ -391,6 +426,17 @@ class GrpcInferenceClient:
         parts = urlsplit(f"//{self._authority}")
         return parts.hostname or "127.0.0.1", parts.port or 80
 
+    @property
+    def engine_endpoint(self) -> tuple[str, int, TlsSettings | None]:
+        """(host, port, TLS) for the canary's engine: TLS None in clear, else the
+        target's settings with ALPN ``h2`` (as gRPC's TLS offers), the host its name."""
+        parts = urlsplit(f"//{self._authority}")
+        host = parts.hostname or "127.0.0.1"
+        port = parts.port or (443 if self._tls is not None else 80)
+        if self._tls is None:
+            return host, port, None
+        return host, port, TlsSettings(self._tls.ssl_context(("h2",)), host)
+
     def engine_request(
         self, model: str, version: str, tensors: Sequence[Tensor], *, timeout: float
     ) -> UnaryRequest | None:
@@ -403,6 +449,16 @@ class GrpcInferenceClient:
         if len(message) + 5 > MAX_REQUEST_DATA:
             return None
         return grpc_unary_request(self._authority, MODEL_INFER_PATH, message, timeout)
+
+    def library_call(
+        self, model: str, version: str, tensors: Sequence[Tensor], limits: AnswerLimits
+    ) -> LibraryCall:
+        """The ``ModelInfer`` of these tensors (the message the engine sends) on a
+        ``grpcio`` channel of its own, read by ``tritonclient`` (probe/library_path.py)."""
+        message = self._requests.get(
+            (model, version, False), tensors, lambda: grpc_infer_request(model, version, tensors)
+        )
+        return grpc_library_call(self._authority, self._tls, message, limits)
 
     async def extensions(self) -> frozenset[str]:
         """``ServerMetadata``'s extensions (the gRPC canary needs none of them)."""

@@ -21,7 +21,8 @@ server's error from its body, a body cut short a connection error, a body withou
 length ends with its connection, an event left unfinished or an event that is no
 JSON a bad response, an in-band ``{"error"}`` the server's error (the clock reads it),
 and the connection is reused only after a terminal chunk on a keep-alive answer. TLS
-targets stay on the event loop, as the plain canary's do. gRPC streams have their wire
+streams stay on the event loop (the plain canary's TLS requests come here,
+probe/engine_tls.py, whose wrapper keeps a streaming wire one). gRPC streams have their wire
 in :mod:`~tritonwatch.probe.engine_stream_grpc`; :class:`StreamWire` and
 :class:`StreamRequests` are what the engine knows of either.
 """

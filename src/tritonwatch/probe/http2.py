@@ -9,9 +9,11 @@ for HTTP/1: one request's bytes built once, one exchange at a time per connectio
 
 What is here is the minimum of RFC 9113 such a client needs, no more:
 
-* the connection preface with SETTINGS (no server push, the largest stream window) and
-  a connection WINDOW_UPDATE up front, so the server never waits on flow control; what
-  the answers consume is given back once half of a window is used;
+* the connection preface with SETTINGS (no server push, a stream window of
+  ``canary.limits.http2_window``, 1 MiB unless configured) and a connection
+  WINDOW_UPDATE to the same, so the server rarely waits on flow control yet never has
+  more than that in flight unread; what the answers consume is given back once half of
+  a window is used;
 * each request's HEADERS and DATA frames built once (:func:`grpc_unary_request`), the
   header block in HPACK literals without indexing, so no encoder state exists and only
   the stream id is patched per send; odd stream ids, one stream at a time;
@@ -21,7 +23,13 @@ What is here is the minimum of RFC 9113 such a client needs, no more:
   gathered, and the gRPC message, ``grpc-status`` and ``grpc-message`` (percent-decoded)
   taken from the trailers or a trailers-only answer; a streaming call's messages
   (``ModelStreamInfer``: one request, any number of responses, then the trailers) are
-  split off its DATA as each arrives, for :meth:`ClientSession.take_messages`.
+  split off its DATA as each arrives, for :meth:`ClientSession.take_messages`;
+* every size the server decides held to the call's
+  :class:`~tritonwatch.probe.answer_limits.AnswerLimits`: a gRPC message whose length
+  prefix, or a stream whose DATA, passes ``max_answer_bytes``, and a header block
+  (CONTINUATION frames included, and its decoded fields) past ``max_header_bytes``,
+  raise :class:`~tritonwatch.probe.answer_limits.AnswerTooLargeError` as soon as the
+  prefix or the frame says so, before the rest is read.
 
 A request larger than the default flow-control window (64 KiB) is never built here:
 the canary sends those on ``grpc.aio``, which waits for the server's window updates.
@@ -35,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from tritonwatch.probe.answer_limits import DEFAULT_LIMITS, AnswerLimits, AnswerTooLargeError
 from tritonwatch.probe.load.http1 import HttpProtocolError
 
 if TYPE_CHECKING:
@@ -94,7 +103,7 @@ def frame_bytes(kind: int, flags: int, stream: int, payload: bytes = b"") -> byt
     return _frame_head(kind, flags, stream, len(payload)) + payload
 
 
-def client_preface(window: int = MAX_WINDOW) -> bytes:
+def client_preface(window: int = DEFAULT_LIMITS.http2_window) -> bytes:
     """What a client sends first on a connection: the magic, SETTINGS (no push, streams
     of ``window`` bytes) and a WINDOW_UPDATE taking the connection's window to it."""
     settings = struct.pack(">HIHI", SETTINGS_ENABLE_PUSH, 0, SETTINGS_INITIAL_WINDOW_SIZE,
@@ -150,6 +159,8 @@ class UnaryRequest:
     """Where each frame's stream id sits in ``frames``."""
     data_length: int
     """The flow-controlled bytes the call sends (its DATA payloads)."""
+    limits: AnswerLimits = DEFAULT_LIMITS
+    """What its answer is read within (a session adopts them with its first call)."""
 
     def for_stream(self, stream: int) -> bytes:
         out = bytearray(self.frames)
@@ -158,7 +169,13 @@ class UnaryRequest:
         return bytes(out)
 
 
-def grpc_unary_request(authority: str, path: str, message: bytes, timeout: float) -> UnaryRequest:
+def grpc_unary_request(
+    authority: str,
+    path: str,
+    message: bytes,
+    timeout: float,
+    limits: AnswerLimits = DEFAULT_LIMITS,
+) -> UnaryRequest:
     """The frames of a unary gRPC call of ``path`` carrying ``message``.
 
     Raises:
@@ -180,7 +197,7 @@ def grpc_unary_request(authority: str, path: str, message: bytes, timeout: float
         offsets.append(len(out) + 5)
         last = index == len(chunks) - 1
         out += frame_bytes(DATA, END_STREAM if last else 0, 0, chunk)
-    return UnaryRequest(bytes(out), tuple(offsets), len(body))
+    return UnaryRequest(bytes(out), tuple(offsets), len(body), limits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +224,8 @@ class _Stream:
     """Its messages are handed on as they arrive (:meth:`ClientSession.take_messages`)."""
     headers_seen: bool = False
     data: bytearray = field(default_factory=bytearray)
+    received: int = 0
+    """DATA bytes of a streaming call so far (its messages leave ``data`` as they come)."""
     unacknowledged: int = 0
     """DATA bytes received on it and not yet given back by a WINDOW_UPDATE."""
 
@@ -215,13 +234,21 @@ class ClientSession:
     """One HTTP/2 connection's client state: frames in, the finished call out, and the
     control frames owed to the server (:meth:`take_output`) in between."""
 
-    def __init__(self, window: int = MAX_WINDOW) -> None:
+    def __init__(self, window: int | None = None, limits: AnswerLimits | None = None) -> None:
+        """``limits``: what answers are read within; None: the first call's
+        (:attr:`UnaryRequest.limits`). ``window``: the window advertised, when not the
+        limits' ``http2_window``."""
         import hpack  # noqa: PLC0415 - 0.9 MiB a daemon without gRPC canaries never needs
 
-        self._window = max(window, DEFAULT_WINDOW)
+        self._hpack = hpack
+        self._asked_window = window
+        self._limits = limits or DEFAULT_LIMITS
+        self._adopt_limits = limits is None
+        self._window = 0
         """The windows this client gives the server (given back at half used)."""
         self._decoder: hpack.Decoder = hpack.Decoder()
         self._hpack_error: type[Exception] = hpack.HPACKError
+        self._apply_limits(self._limits)
         self._decoded: dict[bytes, Mapping[str, str]] = {}
         """Header blocks decoded against the current dynamic table (:meth:`_fields`)."""
         self._buffer = bytearray()
@@ -241,6 +268,12 @@ class ClientSession:
         """A streaming call's whole messages not yet taken."""
         self.going_away = False
         """The server sent GOAWAY: no new call may start here."""
+
+    def _apply_limits(self, limits: AnswerLimits) -> None:
+        self._limits = limits
+        window = self._asked_window if self._asked_window is not None else limits.http2_window
+        self._window = min(max(window, DEFAULT_WINDOW), MAX_WINDOW)
+        self._decoder.max_header_list_size = limits.max_header_bytes
 
     def can_send(self, request: UnaryRequest) -> bool:
         """Whether ``request`` may start on this connection now (no call in flight, no
@@ -269,6 +302,8 @@ class ClientSession:
         self._stream = _Stream(stream, streaming)
         self._messages = []
         self._send_window -= request.data_length
+        if not self._started and self._adopt_limits:
+            self._apply_limits(request.limits)
         out = b"" if self._started else client_preface(self._window)
         self._started = True
         return out + self.take_output() + request.for_stream(stream)
@@ -303,8 +338,13 @@ class ClientSession:
             kind, flags = self._buffer[3], self._buffer[4]
             stream = _STREAM_ID.unpack_from(self._buffer, 5)[0] & MAX_STREAM_ID
             payload = bytes(self._buffer[9 : 9 + length])
+            start = bytes(self._buffer[:120])
             del self._buffer[: 9 + length]
-            done = self._frame(kind, flags, stream, payload)
+            try:
+                done = self._frame(kind, flags, stream, payload)
+            except HttpProtocolError as error:
+                error.answer_start = start  # the frame it could not read
+                raise
             reply = done if done is not None else reply
         return reply
 
@@ -389,7 +429,11 @@ class ClientSession:
             raise Http2Error("DATA before the response headers")
         current.data += _unpadded(flags, payload)
         if current.streaming:
-            self._messages += _whole_messages(current.data)
+            self._messages += _whole_messages(current.data, self._limits)
+            current.received += len(payload)
+            self._limits.check_answer(current.received, "a gRPC stream's DATA")
+        else:
+            self._check_message(current.data)
         current.unacknowledged += len(payload)
         if current.unacknowledged >= self._window // 2 and not flags & END_STREAM:
             self._output += _window_update(stream, current.unacknowledged)
@@ -408,6 +452,7 @@ class ClientSession:
                 raise Http2Error("HEADERS too short for their priority")
             block = block[5:]
         if not flags & END_HEADERS:
+            self._limits.check_header(len(block), "an HTTP/2 header block")
             self._continuing = (stream, flags, bytearray(block))
             return None
         return self._header_block(stream, flags, block)
@@ -417,6 +462,7 @@ class ClientSession:
             raise Http2Error("a CONTINUATION that continues nothing")
         _, first_flags, block = self._continuing
         block += payload
+        self._limits.check_header(len(block), "an HTTP/2 header block")
         if not flags & END_HEADERS:
             return None
         self._continuing = None
@@ -440,6 +486,11 @@ class ClientSession:
             fields = {
                 _text(name): _text(value) for name, value in self._decoder.decode(block, raw=True)
             }
+        except self._hpack.OversizedHeaderListError:
+            raise AnswerTooLargeError(
+                "an HTTP/2 header list decodes to over canary.limits.max_header_bytes "
+                f"({self._limits.max_header_bytes})"
+            ) from None
         except self._hpack_error as error:
             raise Http2Error(f"an undecodable header block: {error}") from None
         if (table.maxsize, tuple(table.dynamic_entries)) != before:
@@ -447,6 +498,14 @@ class ClientSession:
         elif len(self._decoded) < MAX_DECODED_BLOCKS:
             self._decoded[block] = fields
         return fields
+
+    def _check_message(self, data: bytearray) -> None:
+        """A unary call's message refused as soon as its length prefix (or its DATA)
+        says it is over ``max_answer_bytes``: the rest is never read."""
+        limits = self._limits
+        if len(data) >= 5:
+            limits.check_answer(_GRPC_PREFIX.unpack_from(data)[1], "a gRPC message")
+        limits.check_answer(len(data) - 5, "a gRPC message's DATA")
 
     def _header_block(self, stream: int, flags: int, block: bytes) -> GrpcReply | None:
         """Decodes every block, whichever stream it is for: the decoder's dynamic table
@@ -506,13 +565,15 @@ def _reply(trailers: Mapping[str, str], data: bytes) -> GrpcReply:
     return GrpcReply(status, message, data[5:])
 
 
-def _whole_messages(data: bytearray) -> list[bytes]:
-    """The gRPC messages ``data`` holds whole, taken out of it (a partial one stays)."""
+def _whole_messages(data: bytearray, limits: AnswerLimits = DEFAULT_LIMITS) -> list[bytes]:
+    """The gRPC messages ``data`` holds whole, taken out of it (a partial one stays);
+    one whose length prefix is over ``max_answer_bytes`` is refused at once."""
     messages = []
     while len(data) >= 5:
         compressed, length = _GRPC_PREFIX.unpack_from(data)
         if compressed:
             raise Http2Error("a compressed gRPC message, though no encoding was offered")
+        limits.check_answer(length, "a gRPC message")
         if len(data) < 5 + length:
             break
         messages.append(bytes(data[5 : 5 + length]))

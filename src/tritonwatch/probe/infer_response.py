@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tritonwatch.kserve import GRPC_TYPED_CONTENTS
+from tritonwatch.probe.answer_limits import DEFAULT_LIMITS, AnswerLimits, AnswerTooLargeError
 from tritonwatch.probe.datatypes import (
     ITEM_SIZES,
     TRITON_DATATYPES,
@@ -38,8 +39,9 @@ from tritonwatch.probe.kserve_protobuf import ProtobufDecodeError, decode_infer_
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.server_errors import ServerError
 
-MAX_DECOMPRESSED_BYTES = 1 << 30
-"""A compressed answer may not inflate past 1 GiB (a gzip bomb is a bad response)."""
+MAX_DECOMPRESSED_BYTES = DEFAULT_LIMITS.max_answer_bytes
+"""A compressed answer may not inflate past ``canary.limits.max_answer_bytes`` (16 MiB
+unless configured): a gzip bomb is ``too_large``, never an out-of-memory daemon."""
 _WBITS = {"gzip": 31, "deflate": 15}  # zlib's window bits for each Content-Encoding
 _END = object()
 
@@ -166,9 +168,11 @@ class HttpAnswerDecoder:
     what :func:`decode_http_infer_response` raises.
     """
 
-    __slots__ = ("_binary_size", "_header", "_slots")
+    __slots__ = ("_binary_size", "_header", "_limit", "_slots")
 
-    def __init__(self) -> None:
+    def __init__(self, limits: AnswerLimits = DEFAULT_LIMITS) -> None:
+        self._limit = limits.max_answer_bytes
+        """The most a compressed answer inflates to (``canary.limits.max_answer_bytes``)."""
         self._header: bytes | None = None
         self._binary_size = 0
         self._slots: tuple[_Slot, ...] = ()
@@ -180,8 +184,13 @@ class HttpAnswerDecoder:
         content_encoding: str | None = None,
         received_at: float | None = None,
     ) -> InferResponse:
-        """As :func:`decode_http_infer_response`. Raises: :class:`ResponseDecodeError`."""
-        header, binary = _header_and_binary(body, header_length, content_encoding)
+        """As :func:`decode_http_infer_response`, within this decoder's limit.
+
+        Raises:
+            ResponseDecodeError: naming what is wrong.
+            AnswerTooLargeError: a compressed body inflates past the limit.
+        """
+        header, binary = _header_and_binary(body, header_length, content_encoding, self._limit)
         if header == self._header and len(binary) == self._binary_size:
             outputs = self._sliced(binary)
             if outputs is not None:
@@ -211,10 +220,13 @@ class HttpAnswerDecoder:
 
 
 def _header_and_binary(
-    body: bytes, header_length: str | int | None, content_encoding: str | None
+    body: bytes,
+    header_length: str | int | None,
+    content_encoding: str | None,
+    limit: int | None = None,
 ) -> tuple[bytes, bytes]:
     """The answer's JSON header and its binary tensor data (empty when all is JSON)."""
-    body = decompressed(body, content_encoding)
+    body = decompressed(body, content_encoding, limit)
     if header_length is None:
         return body, b""
     split = _header_length(header_length, len(body))
@@ -280,12 +292,14 @@ def decompressed(body: bytes, content_encoding: str | None, limit: int | None = 
 
     The HTTP client must hand over the body exactly as it came off the wire (its own
     decompression off): inflating here, once, is what holds a compressed answer to
-    ``limit`` bytes (:data:`MAX_DECOMPRESSED_BYTES` unless given), so a gzip bomb is a
-    ``bad_response`` and not an out-of-memory daemon.
+    ``limit`` bytes (:data:`MAX_DECOMPRESSED_BYTES` unless given), so a gzip bomb is
+    ``too_large`` and not an out-of-memory daemon: zlib stops at the limit and the rest
+    of the stream is never inflated.
 
     Raises:
-        ResponseDecodeError: an unknown encoding, a corrupt or truncated stream, junk
-            after it, or more than ``limit`` bytes once inflated.
+        ResponseDecodeError: an unknown encoding, a corrupt or truncated stream, or junk
+            after it.
+        AnswerTooLargeError: more than ``limit`` bytes once inflated.
     """
     limit = MAX_DECOMPRESSED_BYTES if limit is None else limit
     encoding = (content_encoding or "identity").strip().lower()
@@ -299,8 +313,8 @@ def decompressed(body: bytes, content_encoding: str | None, limit: int | None = 
     except zlib.error as error:
         raise ResponseDecodeError(f"the {encoding} body is corrupt: {error}") from None
     if inflater.unconsumed_tail:  # it stopped at the limit with input left to inflate
-        raise ResponseDecodeError(
-            f"the {encoding} body inflates past {_size(limit)}, the most an answer may be"
+        raise AnswerTooLargeError(
+            f"the {encoding} body inflates past {_size(limit)}, canary.limits.max_answer_bytes"
         )
     if not inflater.eof or inflater.unused_data:
         raise ResponseDecodeError(f"the {encoding} body is truncated or followed by junk")

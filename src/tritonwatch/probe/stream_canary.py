@@ -361,6 +361,10 @@ class StreamingCanary(ModelCanary):
         url = plan.grpc_url if plan.protocol == "grpc" else plan.http_url
         return open_transport(url, plan.tls, limit, codec)
 
+    @property
+    def request_timeout(self) -> float:
+        return self.plan.stream.timeout
+
     async def run(self) -> None:
         try:
             await super().run()

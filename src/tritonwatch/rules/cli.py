@@ -2,7 +2,9 @@
 
 Recording rules for each SLO's error ratio over 5m … 3d and its error budget, and the
 multiwindow, multi-burn-rate ``TritonSLOBurn`` page and ticket alerts, so Prometheus
-alerts even while the daemon is down. Load the output with ``rule_files`` and check it
+alerts even while the daemon is down; and one group, ``tritonwatch-health``, with
+``TritonServerDown``, ``TritonModelNotServing``, ``TritonwatchCanaryStalled`` and
+``TritonwatchAbsent``. Load the output with ``rule_files`` and check it
 with ``promtool check rules``. With ``--out`` it also prints one line per SLO (what was
 written), laid out for the terminal's width.
 """
@@ -20,6 +22,7 @@ from tritonwatch.analysis.slo import SLOSpec, slo_specs
 from tritonwatch.cli_flags import add_flag
 from tritonwatch.config import ConfigError, load_config
 from tritonwatch.rules.generate import render_config_rules
+from tritonwatch.rules.health import HEALTH_GROUP
 from tritonwatch.terminal_table import Column, render_table
 
 EXIT_OK = 0
@@ -50,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
         groups = yaml.safe_load(text)["groups"]
-        title = f"wrote {len(groups)} rule groups to {args.out}"
-        sys.stdout.write("\n".join(summary_lines(slo_specs(config), groups, title)) + "\n")
+        title = f"wrote {len(groups)} rule groups to {args.out} (the SLOs' and {HEALTH_GROUP})"
+        slos = [group for group in groups if group["name"] != HEALTH_GROUP]
+        sys.stdout.write("\n".join(summary_lines(slo_specs(config), slos, title)) + "\n")
     else:
         sys.stdout.write(text)
     return EXIT_OK

@@ -18,17 +18,19 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import NoReturn
 
+from tritonwatch.probe.answer_limits import DEFAULT_LIMITS, AnswerLimits, limits_of
+from tritonwatch.probe.load.protocol_error import AnswerTooLargeError, HttpProtocolError
 
-class HttpProtocolError(Exception):
-    """The peer sent something this client cannot read as an HTTP/1.1 response."""
-
+__all__ = ["AnswerTooLargeError", "ChunkedDecoder", "Http1Connection", "HttpProtocolError",
+           "ResponseHead", "content_length", "response_head"]  # fmt: skip
 
 _MAX_LENGTH_DIGITS = 15
 """Content-Length and chunk sizes up to about a petabyte; longer ones are refused
 rather than handed to int(), which refuses 4300 digits with a bare ValueError."""
 
 
-def _content_length(text: str) -> int:
+def content_length(text: str) -> int:
+    """A Content-Length's value. Raises :class:`HttpProtocolError` for one that is not."""
     if not (text.isascii() and text.isdigit()) or len(text) > _MAX_LENGTH_DIGITS:
         raise HttpProtocolError(f"bad Content-Length: {text[:40]!r}")
     return int(text)
@@ -42,6 +44,8 @@ def _chunk_size(line: bytes) -> int:
     return int(digits, 16)
 
 
+ANSWER_START_BYTES = 120
+"""How many of an answer's first bytes a reader keeps for its error's ``answer_start``."""
 MAX_CHUNK_LINE_BYTES = 4096
 """The longest chunk-size line (extensions included) or trailer field read: only these
 lines are buffered, so a peer that never ends one is refused, not buffered for ever."""
@@ -200,13 +204,30 @@ def response_head(data: bytes | bytearray) -> ResponseHead | None:
 
 
 class Http1Connection(asyncio.Protocol):
-    """One keep-alive connection; :meth:`request` sends bytes and returns (status, body)."""
+    """One keep-alive connection; :meth:`request` sends bytes and returns (status, body).
 
-    def __init__(self) -> None:
+    Every size the server decides is bounded by ``limits``
+    (:class:`~tritonwatch.probe.answer_limits.AnswerLimits`): the head, a
+    ``Content-Length`` (refused as soon as the head is read, before any of the body), a
+    chunked body as it is decoded, and bytes that arrive while nothing was asked. Past a
+    bound the read stops with :class:`AnswerTooLargeError`: the caller closes the
+    connection and the rest is never read. A request that carries its own limits
+    (:class:`~tritonwatch.probe.answer_limits.LimitedRequest`) is read under them.
+    """
+
+    def __init__(self, limits: AnswerLimits = DEFAULT_LIMITS) -> None:
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._waiter: asyncio.Future[tuple[int, bytes]] | None = None
         self._closed: BaseException | None = None
+        self.limits = limits
+        self._head: ResponseHead | None = None
+        """The head of the answer being read, once whole (its bytes are off the buffer)."""
+        self._chunked: ChunkedDecoder | None = None
+        self._chunks = bytearray()
+        """A chunked body decoded so far (the buffer keeps only what is not decoded)."""
+        self._answer_start = b""
+        """The first bytes of the answer being read (for an error's ``answer_start``)."""
 
     @classmethod
     async def open(cls, host: str, port: int, tls: ssl.SSLContext | None = None) -> Http1Connection:
@@ -227,14 +248,27 @@ class Http1Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._buffer += data
         if self._waiter is None or self._waiter.done():
+            limits = self.limits
+            if len(self._buffer) > limits.max_header_bytes + limits.max_answer_bytes:
+                self._refuse(AnswerTooLargeError("bytes nobody asked for, past every bound"))
             return
         try:
             parsed = self._parse()
         except HttpProtocolError as error:
-            self._waiter.set_exception(error)
+            self._refuse(error)
             return
         if parsed is not None:
             self._waiter.set_result(parsed)
+
+    def _refuse(self, error: HttpProtocolError) -> None:
+        """Stops reading: the connection is closed at once (nothing more is buffered)
+        and its request, if one waits, fails with ``error``."""
+        self._closed = error
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(error)
+        self._buffer.clear()
+        if self._transport is not None:
+            self._transport.abort()
 
     def feed(self, data: bytes) -> tuple[int, bytes] | None:
         """Takes bytes read from the socket by someone else (the canary's engine reads
@@ -242,35 +276,64 @@ class Http1Connection(asyncio.Protocol):
 
         Raises:
             HttpProtocolError: the bytes are not an HTTP/1.1 answer this client reads.
+            AnswerTooLargeError: the answer is over one of :attr:`limits`.
         """
+        if self._head is None and not self._buffer:
+            self._answer_start = bytes(data[:ANSWER_START_BYTES])
         self._buffer += data
-        return self._parse()
+        try:
+            return self._parse()
+        except HttpProtocolError as error:
+            error.answer_start = self._answer_start
+            raise
 
     def _parse(self) -> tuple[int, bytes] | None:
-        head = response_head(self._buffer)
+        head = self._read_head()
         return None if head is None else self._answer(head)
+
+    def _read_head(self) -> ResponseHead | None:
+        """The head of the answer being read, taken off the buffer once whole; None
+        before. Raises :class:`AnswerTooLargeError` past ``max_header_bytes``."""
+        if self._head is not None:
+            return self._head
+        head = response_head(self._buffer)
+        if head is None:
+            self.limits.check_header(len(self._buffer), "a response head without end")
+            return None
+        self.limits.check_header(head.length, "the response head")
+        del self._buffer[: head.length]
+        self._head = head
+        return head
 
     def _answer(self, head: ResponseHead) -> tuple[int, bytes] | None:
         """(status, body) once the body after ``head`` is whole, taken off the buffer."""
         if head.chunked:
-            return self._parse_chunked(head.status, head.length)
+            return self._parse_chunked(head.status)
         if "content-length" in head.headers:
-            length = _content_length(head.headers["content-length"])
-            end = head.length + length
-            if len(self._buffer) < end:
+            length = content_length(head.headers["content-length"])
+            self.limits.check_answer(length, "a Content-Length")
+            if len(self._buffer) < length:
                 return None
-            body = bytes(self._buffer[head.length : end])
-            del self._buffer[:end]
+            body = bytes(self._buffer[:length])
+            del self._buffer[:length]
+            self._head = None
             return head.status, body
         raise HttpProtocolError("response has neither Content-Length nor chunked encoding")
 
-    def _parse_chunked(self, status: int, start: int) -> tuple[int, bytes] | None:
-        """(status, body) once the chunked body from ``start`` is whole; None before."""
-        decoder = ChunkedDecoder()
-        body = decoder.feed(bytes(self._buffer[start:]))
+    def _parse_chunked(self, status: int) -> tuple[int, bytes] | None:
+        """(status, body) once the chunked body is whole; None before. Each read is
+        decoded once, as it comes, and its body held within ``max_answer_bytes``."""
+        if self._chunked is None:
+            self._chunked, self._chunks = ChunkedDecoder(), bytearray()
+        decoder = self._chunked
+        self._chunks += decoder.feed(bytes(self._buffer))
+        self._buffer.clear()
+        self.limits.check_answer(len(self._chunks), "a chunked body")
         if not decoder.done:
             return None
-        del self._buffer[: len(self._buffer) - len(decoder.leftover)]
+        self._buffer += decoder.leftover
+        body = bytes(self._chunks)
+        self._head, self._chunked, self._chunks = None, None, bytearray()
         return status, body
 
     async def request(self, payload: bytes) -> tuple[int, bytes]:
@@ -278,6 +341,8 @@ class Http1Connection(asyncio.Protocol):
         if self._closed is not None:
             raise self._closed
         assert self._transport is not None
+        if hasattr(payload, "limits"):  # a LimitedRequest: its answer is read under them
+            self.limits = limits_of(payload)
         self._waiter = asyncio.get_running_loop().create_future()
         self._transport.write(payload)
         return await self._waiter

@@ -1,0 +1,227 @@
+"""Our faults are ours (issue 25, item 5): an answer our own reader cannot read is asked
+for once more through libraries; read there, it is ``client_error`` and the model's
+canary leaves the fast path; not read there either, it is the server's ``bad_response``.
+
+The bug is injected into our reader (monkeypatched to refuse answers that are valid),
+so the library's reading of the same bytes is what decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+import pytest
+from answer_server_support import (
+    ANSWER_JSON,
+    answer_server,
+    answer_with,
+    http_answer,
+    http_plan,
+    outcome_count,
+    run_canary,
+)
+from prometheus_client.core import Metric
+
+from tritonwatch.canary_series import CanaryStats
+from tritonwatch.export.canary_metrics import CanaryCollector
+from tritonwatch.observations import Outcome
+from tritonwatch.probe import infer_response, library_fallback
+from tritonwatch.probe.clients import GrpcInferenceClient, HttpInferenceClient
+from tritonwatch.probe.kserve_protobuf import ProtobufDecodeError
+from tritonwatch.probe.load import http1
+from tritonwatch.probe.load.http1 import HttpProtocolError
+
+
+def _inject_parser_bug(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Our HTTP/1.1 reader refuses every infer answer (the ones holding "model_name"),
+    however valid; returns a list that counts the refusals."""
+    refused: list[int] = []
+    read_head = http1.Http1Connection._read_head
+
+    def buggy(self: http1.Http1Connection) -> http1.ResponseHead | None:
+        if b'"model_name"' in bytes(self._buffer):
+            refused.append(1)
+            raise HttpProtocolError("injected: our parser mis-reads this answer")
+        return read_head(self)
+
+    monkeypatch.setattr(http1.Http1Connection, "_read_head", buggy)
+    return refused
+
+
+def _client_errors(stats: CanaryStats) -> dict[tuple[str, str, str], float]:
+    metrics: list[Metric] = list(CanaryCollector(stats, clock=lambda: 0.0).collect())
+    family = next(m for m in metrics if m.name == "tritonwatch_canary_client_errors")
+    return {
+        (s.labels["target"], s.labels["model"], s.labels["protocol"]): s.value
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+
+
+def test_an_answer_our_http_parser_mis_reads_is_a_client_error_and_the_model_leaves_the_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Breaks if an answer that only our parser cannot read is billed to the server, is
+    not logged once with its first line, is not counted in
+    tritonwatch_canary_client_errors_total, or the model's canary keeps sending from
+    the engine (where our parser would fail every request)."""
+    refused = _inject_parser_bug(monkeypatch)
+    with answer_server(answer_with(http_answer(ANSWER_JSON))) as server:
+        plan = http_plan(server)
+        left: list[int] = []
+
+        def until(stats: CanaryStats, engine: Any) -> bool:
+            if not left and outcome_count(stats, Outcome.CLIENT_ERROR):
+                left.append(engine.sent)
+            return bool(left) and outcome_count(stats, Outcome.SUCCESS) >= 3
+
+        run = run_canary(plan, HttpInferenceClient(server.url), until)
+    outcomes = run.outcomes()
+    assert outcomes.get(Outcome.BAD_RESPONSE, 0) == 0
+    assert outcomes[Outcome.CLIENT_ERROR] == len(refused) >= 1
+    assert run.engine_sent == left[0]  # nothing more went out on the engine
+    lines = [log for log in run.logs if log["event"] == "canary_client_error"]
+    assert len(lines) == outcomes[Outcome.CLIENT_ERROR]
+    assert lines[0]["answer_start"] == "HTTP/1.1 200 OK\\r"
+    assert "injected: our parser mis-reads" in lines[0]["error"]
+    assert lines[0]["now_on"] == "library"
+    assert not [log for log in run.logs if log["event"] == "canary_request_failed"]
+    assert _client_errors(run.stats) == {("t", "m", "http"): outcomes[Outcome.CLIENT_ERROR]}
+
+
+def test_an_answer_neither_reader_can_read_is_the_servers_bad_response() -> None:
+    """Breaks if a genuinely broken answer (no JSON) is called our fault, if the canary
+    leaves the engine for it, or if the library is asked again for every such answer
+    (the server's verdict stands for a minute: it is sent each request once)."""
+    broken = http_answer(b"this is no KServe v2 answer")
+    with answer_server(answer_with(broken)) as server:
+        run = run_canary(
+            http_plan(server),
+            HttpInferenceClient(server.url),
+            lambda stats, _engine: outcome_count(stats, Outcome.BAD_RESPONSE) >= 4,
+        )
+        infers = server.infers
+    outcomes = run.outcomes()
+    assert outcomes.get(Outcome.CLIENT_ERROR, 0) == 0
+    assert not run.canary._fallback.active
+    assert run.engine_sent >= 4
+    assert infers == run.engine_sent + 1  # one second opinion, then the verdict stood
+    agreed = [log for log in run.logs if log["event"] == "canary_library_agrees"]
+    assert len(agreed) == 1
+    assert "the library could not read it either" in agreed[0]["library_error"]
+
+
+def test_a_verdict_of_the_server_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Breaks if, once the library agreed it is the server's, doubted answers are never
+    asked about again (a later bug of ours would then be billed to the server)."""
+    monkeypatch.setattr(library_fallback, "VERDICT_SECONDS", 0.0)
+    broken = http_answer(b"this is no KServe v2 answer")
+    with answer_server(answer_with(broken)) as server:
+        run = run_canary(
+            http_plan(server),
+            HttpInferenceClient(server.url),
+            lambda stats, _engine: outcome_count(stats, Outcome.BAD_RESPONSE) >= 3,
+        )
+    agreed = [log for log in run.logs if log["event"] == "canary_library_agrees"]
+    assert len(agreed) == run.outcomes()[Outcome.BAD_RESPONSE]
+
+
+# -- gRPC ------------------------------------------------------------------------------
+
+
+def _grpc_answer() -> bytes:
+    """A valid ModelInferResponse for the canary's model, as Triton writes one."""
+    from tritonclient.grpc import service_pb2
+
+    response = service_pb2.ModelInferResponse(model_name="m")
+    output = response.outputs.add()
+    output.name, output.datatype = "y", "FP32"
+    output.shape.extend([1, 2])
+    response.raw_output_contents.append(struct.pack("<2f", 1.5, 2.5))
+    return response.SerializeToString()
+
+
+@contextlib.contextmanager
+def _grpc_server(answer: bytes) -> Iterator[tuple[int, list[int]]]:
+    """A grpcio server on loopback whose ModelInfer answers ``answer`` (raw bytes);
+    yields its port and a list counting the calls."""
+    calls: list[int] = []
+
+    def infer(_request: bytes, _context: Any) -> bytes:
+        calls.append(1)
+        return answer
+
+    handler = grpc.method_handlers_generic_handler(
+        "inference.GRPCInferenceService",
+        {"ModelInfer": grpc.unary_unary_rpc_method_handler(infer)},  # bytes in, bytes out
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield port, calls
+    finally:
+        server.stop(None)
+
+
+def _grpc_run(answer: bytes, until: Any) -> tuple[Any, int]:
+    with (
+        answer_server(answer_with(http_answer(ANSWER_JSON))) as api,
+        _grpc_server(answer) as (
+            port,
+            calls,
+        ),
+    ):
+        url = f"grpc://127.0.0.1:{port}"
+        plan = http_plan(api, protocol="grpc", grpc_url=url)
+        client = GrpcInferenceClient(url, api=HttpInferenceClient(api.url, connections=1))
+        run = run_canary(plan, client, until)
+        return run, len(calls)
+
+
+def test_an_answer_our_protobuf_decoder_mis_reads_is_a_grpc_client_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Breaks if a gRPC answer only our protobuf decoder cannot read is billed to the
+    server, or the model's gRPC canary stays on the engine's own HTTP/2 and decoder."""
+
+    def buggy(_data: bytes) -> Any:
+        raise ProtobufDecodeError("injected: our decoder mis-reads this message")
+
+    monkeypatch.setattr(infer_response, "decode_infer_response", buggy)
+    left: list[int] = []
+
+    def until(stats: CanaryStats, engine: Any) -> bool:
+        if not left and outcome_count(stats, Outcome.CLIENT_ERROR):
+            left.append(engine.sent)
+        return bool(left) and outcome_count(stats, Outcome.SUCCESS) >= 3
+
+    run, calls = _grpc_run(_grpc_answer(), until)
+    outcomes = run.outcomes()
+    assert outcomes.get(Outcome.BAD_RESPONSE, 0) == 0
+    assert outcomes[Outcome.CLIENT_ERROR] >= 1
+    assert run.engine_sent == left[0]
+    assert calls >= run.engine_sent + 3  # the second opinions, then the library's sends
+    line = next(log for log in run.logs if log["event"] == "canary_client_error")
+    assert line["protocol"] == "grpc"
+    assert "injected: our decoder mis-reads" in line["error"]
+    assert line["answer_start"].startswith("\\n\\x01m")  # the message's first bytes
+    assert _client_errors(run.stats) == {("t", "m", "grpc"): outcomes[Outcome.CLIENT_ERROR]}
+
+
+def test_a_grpc_answer_no_reader_can_read_is_the_servers_bad_response() -> None:
+    """Breaks if bytes that are no ModelInferResponse for the library either are called
+    our fault, or the canary leaves the engine for them."""
+    run, calls = _grpc_run(
+        b"\xff\xff\xff",
+        lambda stats, _engine: outcome_count(stats, Outcome.BAD_RESPONSE) >= 3,
+    )
+    assert run.outcomes().get(Outcome.CLIENT_ERROR, 0) == 0
+    assert not run.canary._fallback.active
+    assert calls == run.engine_sent + 1
