@@ -7,7 +7,8 @@ breaker's probe period while its breaker is open, plus one timeout) is *stalled*
 fault is the daemon's own (a dead thread, a wedged loop), and without this its model's
 SLOs would simply stop burning. Canaries not yet sending (waiting for the model's
 metadata from a server that is down: the readiness alert speaks for that), paused
-ones (a sweep of the model runs) and skipped ones are not judged.
+ones (a sweep of the model runs) and skipped ones are not judged; a resumed one is
+judged from its resume (the runner moves ``sending_since`` there).
 """
 
 from __future__ import annotations

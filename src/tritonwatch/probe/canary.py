@@ -107,6 +107,11 @@ BREAKER_PROBE_SECONDS = 10.0
 """…and sends one gentle probe this often until the server answers again."""
 STALL_INTERVALS = 3
 """Intervals without an outcome, plus one timeout, after which a canary is stalled."""
+POISSON_STALL_INTERVALS = 15
+"""The same for a Poisson schedule, whose gaps are random: one gap in e³ (5 %) is over
+three mean intervals, so three would flag a healthy canary every few seconds (and with
+many models ``/health`` would read stalled most of the time); one in e¹⁵ (3·10⁻⁷) is
+over fifteen."""
 
 
 def _capped(plans: list[CanaryPlan]) -> list[CanaryPlan]:
@@ -610,10 +615,12 @@ class ModelCanary:
 
     def silence_allowed(self) -> float:
         """How long it may go without an outcome before it reads as stalled: three of
-        its intervals (a breaker's probe period while the breaker is open) and one
-        request's timeout."""
-        interval = BREAKER_PROBE_SECONDS if self.breaker_open else 1.0 / self.plan.rate
-        return STALL_INTERVALS * interval + self.request_timeout
+        its intervals (fifteen on a Poisson schedule; a breaker's probe period while the
+        breaker is open) and one request's timeout."""
+        if self.breaker_open:  # its probes go on a fixed period
+            return STALL_INTERVALS * BREAKER_PROBE_SECONDS + self.request_timeout
+        intervals = POISSON_STALL_INTERVALS if self.plan.poisson else STALL_INTERVALS
+        return intervals / self.plan.rate + self.request_timeout
 
     def next_gap(self) -> float:
         return self._gap()

@@ -198,9 +198,14 @@ class CanaryRunner:
         await self._close_clients(list(self._clients))
 
     def set_paused(self, target: str, model: str, paused: bool) -> None:
-        """Pauses one model's canary (a sweep of that model is running)."""
+        """Pauses one model's canary (a sweep of that model is running). A resumed one
+        owes outcomes from the resume on: its silence while paused is no stall
+        (canary_liveness.py counts from ``sending_since``)."""
+        now = time.monotonic()  # (the canaries' clock)
         for canary in self.running().values():
             if (canary.plan.target, canary.plan.model) == (target, model):
+                if canary.paused and not paused and canary.sending_since is not None:
+                    canary.sending_since = now
                 canary.paused = paused
 
     def _run_loop(self) -> None:
