@@ -6,6 +6,7 @@ only writes down what the engine tells it, so a test checks the engine's own con
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import heapq
 import itertools
@@ -28,6 +29,15 @@ REQUEST = (
     b"Content-Length: 4\r\n\r\nbody"
 )
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+async def until(done: Callable[[], bool], what: str, limit: float = 10.0) -> None:
+    """Waits (real time, up to ``limit`` s) until ``done``; fails naming ``what``."""
+    deadline = time.monotonic() + limit
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {limit}s waiting for {what}")
+        await asyncio.sleep(0.002)
 
 
 def read_request(conn: socket.socket, buffer: bytearray) -> bytes | None:

@@ -32,6 +32,7 @@ from engine_support import (
     answer_each,
     raw_server,
     read_request,
+    until,
     wake,
 )
 
@@ -41,15 +42,6 @@ from tritonwatch.probe import http2
 from tritonwatch.probe.canary_engine import CanaryEngine, GrpcAnswer
 from tritonwatch.probe.http2 import UnaryRequest, frame_bytes, grpc_unary_request
 from tritonwatch.probe.load.http1 import HttpProtocolError
-
-
-async def _until(done: Callable[[], bool], what: str, limit: float = 10.0) -> None:
-    """Waits (real time, up to ``limit`` s) until ``done``; fails naming ``what``."""
-    deadline = time.monotonic() + limit
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {limit}s waiting for {what}")
-        await asyncio.sleep(0.002)
 
 
 def _serve_for(
@@ -75,10 +67,10 @@ def _serve_for(
             timeout=timeout, max_in_flight=max_in_flight, first_send=first,
         )  # fmt: skip
         task = asyncio.create_task(serving)
-        await _until(lambda: len(canary.asked) + canary.refused >= sends, f"{sends} sends")
+        await until(lambda: len(canary.asked) + canary.refused >= sends, f"{sends} sends")
         if settle is not None:
             canary.allow = False  # no new sends: wait for the answers of those sent
-            await _until(settle, "the answers of every request sent")
+            await until(settle, "the answers of every request sent")
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         return first
@@ -129,7 +121,7 @@ def _lockstep(
         for k in range(sends):
             clock.now = first + k * canary.gap
             wake(engine)
-            await _until(caught_up(k + 1), f"send {k + 1} of {sends} and its answer")
+            await until(caught_up(k + 1), f"send {k + 1} of {sends} and its answer")
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
@@ -398,10 +390,10 @@ def test_a_connect_that_fails_at_once_hands_the_connection_to_the_next_waiting()
         assert await asyncio.to_thread(first_read.wait, 10)
         (channel,) = engine._channels
         channel.address = (socket.AF_INET, (UNREACHABLE, server.port))  # the route goes
-        await _until(lambda: len(canary.asked) >= 4, "three sends behind the first")
+        await until(lambda: len(canary.asked) >= 4, "three sends behind the first")
         canary.allow = False
         release.set()
-        await _until(lambda: len(canary.answers) == len(canary.asked), "every answer")
+        await until(lambda: len(canary.answers) == len(canary.asked), "every answer")
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 

@@ -13,7 +13,16 @@ from collections.abc import Callable
 
 import pytest
 import structlog
-from engine_support import OK, REQUEST, RawServer, Recorder, answer_each, raw_server, read_request
+from engine_support import (
+    OK,
+    REQUEST,
+    RawServer,
+    Recorder,
+    answer_each,
+    raw_server,
+    read_request,
+    until,
+)
 
 from tritonwatch.probe import canary_engine as engine_module
 from tritonwatch.probe.canary import BREAKER_PROBE_SECONDS
@@ -24,11 +33,7 @@ WAIT = 20.0
 
 
 async def _until(done: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {WAIT}s waiting for {what}")
-        await asyncio.sleep(0.005)
+    await until(done, what, WAIT)
 
 
 def _serving(
