@@ -40,6 +40,20 @@ async def until(done: Callable[[], bool], what: str, limit: float = 10.0) -> Non
         await asyncio.sleep(0.002)
 
 
+def read_frame(conn: socket.socket, buffer: bytearray) -> tuple[int, int, int, bytes] | None:
+    """One whole HTTP/2 frame (type, flags, stream, payload) from ``conn``; None at EOF."""
+    while len(buffer) < 9 or len(buffer) < 9 + int.from_bytes(buffer[:3], "big"):
+        data = conn.recv(65536)
+        if not data:
+            return None
+        buffer += data
+    length = int.from_bytes(buffer[:3], "big")
+    kind, flags, stream = buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big")
+    payload = bytes(buffer[9 : 9 + length])
+    del buffer[: 9 + length]
+    return kind, flags, stream, payload
+
+
 def read_request(conn: socket.socket, buffer: bytearray) -> bytes | None:
     """One whole request from ``conn`` (None at EOF), leaving the rest in ``buffer``."""
     while True:

@@ -31,6 +31,7 @@ from engine_support import (
     SteppedClock,
     answer_each,
     raw_server,
+    read_frame,
     read_request,
     until,
     wake,
@@ -429,20 +430,6 @@ GRPC_CALL = grpc_unary_request("127.0.0.1:1", "/inference.GRPCInferenceService/M
                                b"ask", 2.0)  # fmt: skip
 
 
-def _read_frame(conn: socket.socket, buffer: bytearray) -> tuple[int, int, int, bytes] | None:
-    """One whole HTTP/2 frame (type, flags, stream, payload) from ``conn``; None at EOF."""
-    while len(buffer) < 9 or len(buffer) < 9 + int.from_bytes(buffer[:3], "big"):
-        data = conn.recv(65536)
-        if not data:
-            return None
-        buffer += data
-    length = int.from_bytes(buffer[:3], "big")
-    kind, flags, stream = buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big")
-    payload = bytes(buffer[9 : 9 + length])
-    del buffer[: 9 + length]
-    return kind, flags, stream, payload
-
-
 def grpcraw_server(*, goaway_after: int | None = None, refuse_first: bool = False) -> Behaviour:
     """An h2c gRPC server: SETTINGS, then for each call its answer (the stream id as its
     message) and a PING, as gRPC servers probe bandwidth after a call. ``goaway_after``:
@@ -456,7 +443,7 @@ def grpcraw_server(*, goaway_after: int | None = None, refuse_first: bool = Fals
         del buffer[: len(http2.PREFACE)]
         conn.sendall(frame_bytes(http2.SETTINGS, 0, 0))
         answered = 0
-        while (got := _read_frame(conn, buffer)) is not None:
+        while (got := read_frame(conn, buffer)) is not None:
             kind, flags, stream, payload = got
             server.requests.append(bytes((kind,)) + payload)
             if kind != http2.DATA or not flags & http2.END_STREAM:

@@ -20,6 +20,7 @@ from typing import Any
 
 import hpack
 import pytest
+from engine_support import read_frame
 
 from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import StreamConfig
@@ -91,7 +92,7 @@ class H2Server:
             del buffer[: len(http2.PREFACE)]
             conn.sendall(frame_bytes(http2.SETTINGS, 0, 0))
             encoder = hpack.Encoder()
-            while (frame := _read_frame(conn, buffer)) is not None:
+            while (frame := read_frame(conn, buffer)) is not None:
                 kind, flags, stream, payload = frame
                 if kind == http2.HEADERS:
                     fields = dict(decoder.decode(payload))
@@ -135,19 +136,6 @@ class H2Server:
 
     def close(self) -> None:
         self._listener.close()
-
-
-def _read_frame(conn: socket.socket, buffer: bytearray) -> tuple[int, int, int, bytes] | None:
-    while len(buffer) < 9 or len(buffer) < 9 + int.from_bytes(buffer[:3], "big"):
-        data = conn.recv(65536)
-        if not data:
-            return None
-        buffer += data
-    length = int.from_bytes(buffer[:3], "big")
-    kind, flags, stream = buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big")
-    payload = bytes(buffer[9 : 9 + length])
-    del buffer[: 9 + length]
-    return kind, flags, stream, payload
 
 
 def _ok(*tokens: tuple[float, str]) -> list[Step]:

@@ -16,7 +16,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, cast
 
 import hpack
@@ -29,7 +29,9 @@ from engine_support import (
     Recorder,
     SteppedClock,
     raw_server,
+    read_frame,
     read_request,
+    until,
     wake,
 )
 
@@ -107,19 +109,6 @@ def answer_then_close_notify(done: threading.Event) -> Behaviour:
     return behaviour
 
 
-def _read_frame(conn: socket.socket, buffer: bytearray) -> tuple[int, int, int, bytes] | None:
-    while len(buffer) < 9 or len(buffer) < 9 + int.from_bytes(buffer[:3], "big"):
-        data = conn.recv(65536)
-        if not data:
-            return None
-        buffer += data
-    length = int.from_bytes(buffer[:3], "big")
-    kind, flags, stream = buffer[3], buffer[4], int.from_bytes(buffer[5:9], "big")
-    payload = bytes(buffer[9 : 9 + length])
-    del buffer[: 9 + length]
-    return kind, flags, stream, payload
-
-
 def grpc_server(idle_ping: tuple[threading.Event, threading.Event] | None = None) -> Behaviour:
     """A unary gRPC server over HTTP/2: each call's message is ``ok`` and its stream id.
     With ``idle_ping`` (go, sent): after the first answer, once ``go`` is set, a PING,
@@ -131,7 +120,7 @@ def grpc_server(idle_ping: tuple[threading.Event, threading.Event] | None = None
             buffer += conn.recv(65536)
         del buffer[: len(http2.PREFACE)]
         conn.sendall(frame_bytes(http2.SETTINGS, 0, 0))
-        while (got := _read_frame(conn, buffer)) is not None:
+        while (got := read_frame(conn, buffer)) is not None:
             kind, flags, stream, payload = got
             server.requests.append(bytes((kind,)) + payload)
             if kind != http2.DATA or not flags & http2.END_STREAM:
@@ -389,12 +378,6 @@ def _lockstep(port: int, canary: Recorder, sends: int, request: bytes | http2.Un
     engine = CanaryEngine(clock=clock)
     first = clock.now + canary.gap
 
-    async def until(done: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + 20
-        while not done():
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            await asyncio.sleep(0.002)
-
     async def main() -> None:
         serving = engine.serve(canary, "127.0.0.1", port, request, timeout=2.0,
                                max_in_flight=max_in_flight, first_send=first, tls=tls)  # fmt: skip
@@ -403,7 +386,7 @@ def _lockstep(port: int, canary: Recorder, sends: int, request: bytes | http2.Un
             clock.now = first + k * canary.gap
             wake(engine)
             await until(lambda k=k: len(canary.answers) == len(canary.asked) + canary.refused
-                        == k + 1, f"send {k + 1} and its answer")  # fmt: skip
+                        == k + 1, f"send {k + 1} and its answer", limit=20)  # fmt: skip
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
@@ -512,11 +495,9 @@ def test_a_tls_canary_is_sent_by_the_engine_and_succeeds(
     async def run() -> dict[Outcome, int]:
         client = client_for(protocol, http_url, grpc_url, tls)
         task = asyncio.create_task(ModelCanary(plan, client, stats, engine=engine).run())
-        deadline = time.monotonic() + 30
         try:
-            while sum(stats.snapshot(0)[0].outcomes.values()) < 5:
-                assert time.monotonic() < deadline, stats.snapshot(0)[0].outcomes
-                await asyncio.sleep(0.02)
+            await until(lambda: sum(stats.snapshot(0)[0].outcomes.values()) >= 5,
+                        "five outcomes", limit=30)  # fmt: skip
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
