@@ -43,6 +43,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from triton_trace import Residence, read_trace, residences_between, trace_flags
+
 from perf_analyzer_support import proxy_free_environment
 from real_triton import RealTriton, perf_analyzer_binary
 from tls_support import Pki, make_pki
@@ -76,11 +78,28 @@ the control (the event loop's ``grpc.aio`` path), and plaintext gRPC."""
 
 @dataclass(frozen=True)
 class Side:
-    """One run of one tool: quantile → seconds, how many requests, how long it ran."""
+    """One run of one tool: quantile → seconds, how many requests, how long it ran;
+    its time window (``time.monotonic_ns``) and, where the server was traced
+    (benchmarks/triton_trace.py), the quantiles of the server's own residence times
+    for the requests it read in that window."""
 
     quantiles: dict[float, float]
     requests: int
     seconds: float
+    window_ns: tuple[int, int] = (0, 0)
+    server: dict[float, float] | None = None
+
+    def client_share(self, quantile: float) -> float | None:
+        """This tool's quantile minus the server's for the same window (s): what the
+        client side added (transit, TLS, its own threads); None when untraced."""
+        if self.server is None:
+            return None
+        return self.quantiles[quantile] - self.server[quantile]
+
+    def traced(self, trace: Sequence[Residence]) -> Side:
+        """This side with the server's residence quantiles from ``trace``."""
+        times = residences_between(trace, *self.window_ns)
+        return replace(self, server=quantiles(times, QUANTILES)) if times else self
 
 
 @dataclass(frozen=True)
@@ -123,7 +142,7 @@ def perf_analyzer_at(
             "--measurement-interval", str(WINDOW_MS), "-s", STABILITY_PERCENT, "--max-trials", "3",
             "-f", str(csv_path), *extra_args,
         ]  # fmt: skip
-        started = time.monotonic()
+        started, started_ns = time.monotonic(), time.monotonic_ns()
         done = subprocess.run(
             command,
             capture_output=True,
@@ -144,7 +163,7 @@ def perf_analyzer_at(
             count = int(line.split(":")[1])
             break
     figures = {q: float(row[f"p{q * 100:g} latency"]) * 1e-6 for q in QUANTILES}
-    return Side(figures, count, seconds)
+    return Side(figures, count, seconds, (started_ns, time.monotonic_ns()))
 
 
 def _plan(server: RealTriton, protocol: str, rate: float) -> CanaryPlan:
@@ -184,7 +203,8 @@ def run_plan(plan: CanaryPlan, seconds: float, runner_type: type[CanaryRunner] =
     samples = runner.stats.samples_between(plan.target, plan.model, start, end)
     if not samples:
         raise RuntimeError(f"the {protocol} canary recorded no latency")
-    return Side(quantiles(samples, QUANTILES), len(samples), end - start)
+    window = (int(start * 1e9), int(end * 1e9))
+    return Side(quantiles(samples, QUANTILES), len(samples), end - start, window)
 
 
 def measure(
@@ -214,12 +234,25 @@ def measure(
     return pairs
 
 
-def tls_server(pki: Pki) -> RealTriton:
-    """A private server whose gRPC endpoint speaks only TLS (Triton's own, one-way)."""
+def tls_server(pki: Pki, trace: Path) -> RealTriton:
+    """A private server whose gRPC endpoint speaks only TLS (Triton's own, one-way),
+    tracing every request into ``trace``."""
     return RealTriton([MODEL], extra_args=[
         "--grpc-use-ssl=true", f"--grpc-server-cert={pki.server_cert}",
         f"--grpc-server-key={pki.server_key}", f"--grpc-root-cert={pki.ca}",
+        *trace_flags(trace),
     ])  # fmt: skip
+
+
+def with_server_times(pairs: Sequence[Pair], traces: dict[str, Sequence[Residence]]
+                      ) -> list[Pair]:  # fmt: skip
+    """``pairs`` with each side's server residence quantiles, from the trace of the
+    server its label ran against (``traces``: label → residences)."""
+    return [
+        replace(pair, canary=pair.canary.traced(traces[pair.protocol]),
+                perf_analyzer=pair.perf_analyzer.traced(traces[pair.protocol]))
+        for pair in pairs
+    ]  # fmt: skip
 
 
 def measure_tls(repeats: int = 3, rate: float = RATE) -> list[Pair]:
@@ -230,9 +263,10 @@ def measure_tls(repeats: int = 3, rate: float = RATE) -> list[Pair]:
     :data:`TLS_PLAIN`."""
     with tempfile.TemporaryDirectory() as tmp:
         pki = make_pki(Path(tmp))
-        plain = RealTriton([MODEL]).start()
+        secure_trace, clear_trace = Path(tmp) / "grpcs-trace.json", Path(tmp) / "grpc-trace.json"
+        plain = RealTriton([MODEL], extra_args=trace_flags(clear_trace)).start()
         try:
-            server = tls_server(pki).start()
+            server = tls_server(pki, secure_trace).start()
         except BaseException:
             plain.stop()
             raise
@@ -270,7 +304,9 @@ def measure_tls(repeats: int = 3, rate: float = RATE) -> list[Pair]:
         finally:
             server.stop()
             plain.stop()
-    return pairs
+        secure_times, clear_times = read_trace(secure_trace), read_trace(clear_trace)
+    traces = {TLS_ENGINE: secure_times, TLS_LOOP: secure_times, TLS_PLAIN: clear_times}
+    return with_server_times(pairs, traces)
 
 
 def _ms(values: Sequence[float]) -> str:
@@ -291,14 +327,17 @@ def main() -> None:
         pairs = measure_tls(args.repeats, args.rate)
     else:
         pairs = measure(args.repeats, protocols, args.rate)
-    print("protocol | repeat | quantile | canary ms (n) | perf_analyzer ms (n) | diff ms")
+    print("protocol | repeat | quantile | canary ms (n) | perf_analyzer ms (n) | diff ms"
+          " | client share ms, canary / perf_analyzer")  # fmt: skip
     for pair in pairs:
         for q in QUANTILES:
+            shares = [pair.canary.client_share(q), pair.perf_analyzer.client_share(q)]
             print(
                 f"{pair.protocol} | {pair.repeat} | p{q * 100:g} | "
                 f"{pair.canary.quantiles[q] * 1e3:.2f} ({pair.canary.requests}) | "
                 f"{pair.perf_analyzer.quantiles[q] * 1e3:.2f} ({pair.perf_analyzer.requests}) | "
-                f"{pair.difference(q) * 1e3:+.2f}"
+                f"{pair.difference(q) * 1e3:+.2f} | "
+                + " / ".join("—" if s is None else f"{s * 1e3:+.2f}" for s in shares)
             )
     print("\nmedian [min–max] over repeats")
     for protocol in protocols:
