@@ -68,10 +68,14 @@ bench: $(INSTALLED) debian-packages real-triton bench-packages
 
 # The watcher soak (benchmarks/watch_soak.py): 30 minutes of real Triton (HTTP, gRPC,
 # streaming) and MLServer with one Triton restart in the middle; passes when nothing
-# paged and every canary failure is explained by a log line. Not part of `make test`.
+# paged and every canary failure is explained by a log line. Then the moved name
+# (benchmarks/moved_name.py, 3 minutes): two real Tritons behind one name, the name moves
+# and the first is killed; passes when the canaries follow within 15 s and nothing pages.
+# Not part of `make test`.
 SOAK_ARGS ?=
 soak: $(INSTALLED) debian-packages real-triton real-mlserver
 	$(BIN)/python benchmarks/watch_soak.py $(SOAK_ARGS)
+	$(BIN)/python benchmarks/moved_name.py
 
 # Re-pin constraints.txt to what the current venv has (after a deliberate upgrade).
 lock: $(INSTALLED)

@@ -749,7 +749,8 @@ def main() -> int:
     header = harness.machine_header(command.strip(), started_at, time.monotonic() - started)
     preface = (
         "Written by `make bench` (`benchmarks/run_all.py`); do not edit by hand. "
-        "Figures are medians over repeats, [min–max] beside them; ratios are ours ÷ anchor."
+        "Figures are medians over repeats, [min–max] beside them; ratios are ours ÷ anchor. "
+        "The half-hour runs of `make soak` are recorded in benchmarks/SOAKS.md."
     )
     if args.quick:
         preface += " **Quick run**: shortened benchmarks, to check the harness, not to quote."

@@ -176,7 +176,7 @@ alerting: {{alertmanager_url: "{alertmanager_url}", evaluation_interval: 5s}}
     return path
 
 
-def _alertmanager_config(receiver_url: str, path: Path) -> Path:
+def alertmanager_config(receiver_url: str, path: Path) -> Path:
     """The shipped config (its routes and inhibit rules), delivering to the receiver."""
     shipped = yaml.safe_load(SHIPPED.read_text())
     for receiver in shipped["receivers"]:
@@ -198,7 +198,7 @@ def run_soak(
         cleanup.callback(mlserver.stop)
         receiver = WebhookReceiver()
         cleanup.callback(receiver.close)
-        am_config = _alertmanager_config(receiver.url, folder / "alertmanager.yml")
+        am_config = alertmanager_config(receiver.url, folder / "alertmanager.yml")
         alertmanager = Alertmanager(am_config, folder / "am-data", free_port())
         cleanup.callback(alertmanager.stop)
         config = _config(triton, mlserver, alertmanager.url, folder / "tritonwatch.yaml")
@@ -209,7 +209,7 @@ def run_soak(
         triton.start()
         ready = time.monotonic()
         none = {key: Counter[str]() for key in canary_outcomes(daemon.url) if _on_triton(key)}
-        _follow_recovery(daemon.url, none, ready, result.watched_after)
+        follow_recovery(daemon.url, none, ready, result.watched_after)
         time.sleep(max(0.0, duration / 2 - (time.monotonic() - started)))
         before = {k: v for k, v in canary_outcomes(daemon.url).items() if _on_triton(k)}
         assert triton.process is not None
@@ -219,7 +219,7 @@ def run_soak(
         killed = time.monotonic()
         time.sleep(restart_gap)
         triton.start()
-        _follow_recovery(daemon.url, before, killed, result.recovered_after)
+        follow_recovery(daemon.url, before, killed, result.recovered_after)
         time.sleep(max(0.0, duration - (time.monotonic() - started)))
         outcomes = canary_outcomes(daemon.url)
         logged, not_ready = explained_by_logs(daemon.events)
@@ -239,7 +239,7 @@ def run_soak(
     return result
 
 
-def _follow_recovery(
+def follow_recovery(
     daemon_url: str, before: dict[str, Counter[str]], since: float, found: dict[str, float]
 ) -> None:
     """Waits (up to 3 minutes) until every series has succeeded more than ``before``;
