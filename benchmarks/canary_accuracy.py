@@ -42,12 +42,12 @@ from canary_vs_perf_analyzer import perf_analyzer_at
 from harness import Goal, Row, median
 
 from sim_process import SimProcess
-from tritonwatch.canary_series import CanaryStats, latency_buckets
-from tritonwatch.probe.canary import CanaryPlan
-from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.quantiles import quantiles
+from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.probe.runner import CanaryRunner
+from tritonwatch.records.quantiles import quantiles
 from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
 from tritonwatch.sim.models import ModelSet, parse_model_set
+from tritonwatch.state.canary_series import CanaryStats, latency_buckets
 
 QUANTILES = (0.5, 0.95, 0.99)
 MODELS = {  # name: (median service time, protocol)

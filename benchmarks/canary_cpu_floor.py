@@ -48,8 +48,8 @@ from footprint import daemon_config, target_server
 from harness import footprint, read_proc
 
 from support import DaemonProcess
-from tritonwatch.probe.load.http1 import Http1Connection
-from tritonwatch.sim import precise_loop
+from tritonwatch.common import precise_loop
+from tritonwatch.wire.http1 import Http1Connection
 
 WARM_UP_S = 10.0
 RATE_PER_MODEL = 1.0

@@ -20,7 +20,7 @@ agree only when the canary wakes and sends on time, which is what this measures.
 ``--tls``: the same over gRPC with TLS, on a server started with ``--grpc-use-ssl``
 and a private CA (tests/tls_support.py, the ``openssl`` command): perf_analyzer with
 ``--ssl-grpc-use-ssl`` and the CA, the canary at ``grpcs://`` with the CA as its
-target's ``tls.ca_file`` (sent by the engine, probe/engine_tls.py); beside them in
+target's ``tls.ca_file`` (sent by the engine, probe/canary/engine_tls.py); beside them in
 the same repeat the canary on the event loop's path (``grpc.aio``), the one TLS
 canaries took before, as the control, and both tools over plaintext gRPC on a second
 server, so the TLS gap reads against the plaintext one measured under the same load.
@@ -48,11 +48,11 @@ from triton_trace import Residence, read_trace, residences_between, trace_flags
 from perf_analyzer_support import proxy_free_environment
 from real_triton import RealTriton, perf_analyzer_binary
 from tls_support import Pki, make_pki
-from tritonwatch.canary_series import CanaryStats
-from tritonwatch.client_tls import ClientTLS
-from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.quantiles import quantiles
+from tritonwatch.common.client_tls import ClientTLS
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.runner import CanaryRunner
+from tritonwatch.records.quantiles import quantiles
+from tritonwatch.state.canary_series import CanaryStats
 
 MODEL = "batching"
 RATE = 20.0

@@ -21,7 +21,7 @@ the ratio says what that work costs, not which program is leaner per se.
 between them) under the names ``batching_00`` … ``batching_19``. The simulator
 (``--target sim``, the default) answers faster and costs less to start; the real server
 is the one whose /metrics, statistics and config the daemon parses in production.
-``--rss-after-import`` also reports what ``import tritonwatch.cli`` alone costs.
+``--rss-after-import`` also reports what ``import tritonwatch.commands.cli`` alone costs.
 
 ``--streams N`` (simulator only) adds N vLLM-flavoured LLM models (``llm_00`` …,
 decoupled, continuous batching at the simulator's default costs: about 8 ms a token)
@@ -309,7 +309,7 @@ def measure(
             exporter.wait(timeout=10)
 
 
-def rss_after_import(module: str = "tritonwatch.cli") -> int:
+def rss_after_import(module: str = "tritonwatch.commands.cli") -> int:
     """VmRSS in bytes of a fresh interpreter that has imported ``module`` and nothing
     else: the floor under the daemon's RSS before it has done anything."""
     code = f"import {module}, pathlib; print(pathlib.Path('/proc/self/status').read_text())"
@@ -331,7 +331,7 @@ def main() -> None:
         help=f"add N LLM models with streaming canaries (sim only; e.g. {STREAMS})",
     )  # fmt: skip
     args = parser.parse_args()
-    print(f"RSS after `import tritonwatch.cli`: {rss_after_import() / 2**20:.1f} MiB")
+    print(f"RSS after `import tritonwatch.commands.cli`: {rss_after_import() / 2**20:.1f} MiB")
     duration = 30.0 if args.quick else args.duration
     result = measure(duration, args.warm_up, args.sample_every, args.target, args.streams)
     streaming = f" + {args.streams} LLM models with streaming canaries" if args.streams else ""

@@ -38,10 +38,10 @@ from footprint import daemon_config, model_set
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from sim_process import SimProcess
+from tritonwatch.common.listen import ListenAddress
 from tritonwatch.config import load_config
-from tritonwatch.daemon import Daemon
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
-from tritonwatch.listen import ListenAddress
+from tritonwatch.runtime.daemon import Daemon
 
 PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"

@@ -213,7 +213,7 @@ def bench_footprint(quick: bool) -> Table:
             unit="MiB", goal=Goal("<=", 60.0, on="ours", unit="MiB")),
         Row("RSS, max", [result.daemon.rss_max / mib], [result.exporter.rss_max / mib],
             unit="MiB", goal=Goal("<=", 60.0, on="ours", unit="MiB")),
-        Row("RSS after `import tritonwatch.cli` alone", [after_import / mib], unit="MiB"),
+        Row("RSS after `import tritonwatch.commands.cli` alone", [after_import / mib], unit="MiB"),
         Row("/metrics body", [result.daemon_scrape_bytes / 1024],
             [result.exporter_scrape_bytes / 1024], unit="KiB"),
     ]  # fmt: skip
@@ -420,7 +420,7 @@ def bench_canary_pa_tls(quick: bool) -> Table:
         f"--ssl-grpc-use-ssl true --ssl-grpc-root-certifications-file CA "
         f"--request-rate-range {bench.RATE:g}`, three {bench.WINDOW_MS / 1000:g} s "
         f"windows), the daemon's canary at `grpcs://` for {bench.CANARY_SECONDS:g} s (sent "
-        "by the engine, probe/engine_tls.py) and the same canary on the event loop's "
+        "by the engine, probe/canary/engine_tls.py) and the same canary on the event loop's "
         "`grpc.aio` path (the control), each canary's gap taken against the same "
         "perf_analyzer run; then both tools over plaintext gRPC on a second, plaintext "
         "server (the gap `canary_pa` reads), in the same repeat.",
@@ -438,7 +438,7 @@ def bench_canary_pa_tls(quick: bool) -> Table:
         "under-reporting. perf_analyzer's is about half a millisecond more: its gRPC "
         "client's threads (completion queue, callback) add that to every request, "
         "over TLS and plaintext alike. The canary's latency ends at the kernel's arrival "
-        "stamp of the answer (probe/arrival_stamps.py). The control shows how far "
+        "stamp of the answer (probe/canary/arrival_stamps.py). The control shows how far "
         "*above* the event loop's path read.",
     ]
     return table

@@ -68,9 +68,9 @@ from tritonwatch.scrape.nvml_fake import FakeNvml
 fake = FakeNvml.from_file(sys.argv.pop(1), gpus=int(sys.argv.pop(1)), clock=time.monotonic)
 fake.calls = collections.deque(maxlen=256)
 sys.modules["pynvml"] = fake
-import tritonwatch.daemon
-tritonwatch.daemon.SLO_SAVE_INTERVAL_SECONDS = float(sys.argv.pop(1))
-from tritonwatch.cli import main
+import tritonwatch.runtime.job_plan
+tritonwatch.runtime.job_plan.SLO_SAVE_INTERVAL_SECONDS = float(sys.argv.pop(1))
+from tritonwatch.commands.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 SLO_SAVE_EVERY_S = 2.0

@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 
 import pynvml
 
-from tritonwatch.logs import configure_logging
-from tritonwatch.observations import GpuSample
+from tritonwatch.common.logs import configure_logging
+from tritonwatch.records.observations import GpuSample
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
 
 SAMPLE_EVERY_SECONDS = 0.25

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
-from tritonwatch.bottleneck_board import BottleneckBoard
 from tritonwatch.config.schema import Config
-from tritonwatch.observations import ModelRates
-from tritonwatch.target_state import ModelState, TargetState
+from tritonwatch.records.observations import ModelRates
+from tritonwatch.records.target_state import ModelState, TargetState
+from tritonwatch.runtime.bottleneck_board import BottleneckBoard
 
 
 def rates(queue: float, infer: float) -> ModelRates:

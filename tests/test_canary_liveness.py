@@ -3,12 +3,12 @@ failures), the stalled verdict judged from it, and what /health and /metrics say
 
 from __future__ import annotations
 
-from tritonwatch.canary_liveness import stalled_canaries
-from tritonwatch.canary_series import CanaryStats
 from tritonwatch.export.health import health_report
 from tritonwatch.export.liveness_metrics import LivenessCollector
-from tritonwatch.observations import CanaryResult, Outcome
-from tritonwatch.probe.canary import BREAKER_PROBE_SECONDS, CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import BREAKER_PROBE_SECONDS, CanaryPlan, ModelCanary
+from tritonwatch.records.observations import CanaryResult, Outcome
+from tritonwatch.state.canary_liveness import stalled_canaries
+from tritonwatch.state.canary_series import CanaryStats
 
 KEY = ("t", "m", "http")
 PLAN = CanaryPlan("t", "m", "", "http", "http://127.0.0.1:9", "", 1.0, False, 5.0, 1, "zero")

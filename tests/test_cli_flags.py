@@ -7,8 +7,8 @@ import subprocess
 import pytest
 
 from support import TRITONWATCH
-from tritonwatch.cli import build_parser
-from tritonwatch.cli_flags import env_name
+from tritonwatch.commands.cli import build_parser
+from tritonwatch.common.cli_flags import env_name
 
 pytestmark = pytest.mark.real
 

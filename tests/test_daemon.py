@@ -11,10 +11,10 @@ import pytest
 from sim_process import SimProcess
 from support import http_get, sample_value, wait_until
 from tritonwatch.config import TargetConfig, load_config
-from tritonwatch.daemon import Daemon, RunState
-from tritonwatch.observations import ReadinessObservation
 from tritonwatch.probe.interfaces import ReadinessProbe
 from tritonwatch.probe.readiness import readiness_probe_for
+from tritonwatch.records.observations import ReadinessObservation
+from tritonwatch.runtime.daemon import Daemon, RunState
 
 pytestmark = pytest.mark.sim
 

@@ -13,8 +13,8 @@ import pytest
 
 from support import http_get, sample_value, wait_until
 from tritonwatch.config import load_config
-from tritonwatch.daemon import Daemon
-from tritonwatch.probe.canary_engine import CanaryEngine
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.runtime.daemon import Daemon
 from tritonwatch.sim.server import Simulator
 
 pytestmark = pytest.mark.sim

@@ -6,8 +6,7 @@ import re
 
 from rich.console import Console
 
-from tritonwatch.canary_series import LastError
-from tritonwatch.demo_view import ERROR_CHARACTERS, demo_screen, status_lines
+from tritonwatch.commands.demo_view import ERROR_CHARACTERS, demo_screen, status_lines
 from tritonwatch.export.status_page import (
     AdviceLine,
     ClientShare,
@@ -16,6 +15,7 @@ from tritonwatch.export.status_page import (
     StatusSnapshot,
     StreamStatus,
 )
+from tritonwatch.state.canary_series import LastError
 
 
 def test_table_shows_state_breakdown_slo_and_advice() -> None:

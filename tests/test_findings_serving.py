@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config import parse_config
-from tritonwatch.findings import Findings
-from tritonwatch.observations import CanaryResult, Outcome, ReadinessObservation
+from tritonwatch.records.observations import CanaryResult, Outcome, ReadinessObservation
+from tritonwatch.runtime.findings import Findings
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
+from tritonwatch.state.canary_series import CanaryStats
 
 CONFIG = """
 targets:

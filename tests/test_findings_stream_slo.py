@@ -9,13 +9,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from alerting_support import WebhookReceiver
-from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config import parse_config
 from tritonwatch.export.alerts import active_alerts
-from tritonwatch.findings import Findings
-from tritonwatch.observations import Outcome, StreamResult
+from tritonwatch.records.observations import Outcome, StreamResult
+from tritonwatch.runtime.findings import Findings
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
-from tritonwatch.stream_series import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamStats
+from tritonwatch.state.canary_series import CanaryStats, latency_buckets
+from tritonwatch.state.stream_series import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamStats
 
 CONFIG = """
 alerting: {{webhook_url: "{url}"}}

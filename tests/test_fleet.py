@@ -13,8 +13,8 @@ from structlog.testing import capture_logs
 
 from support import http_get, sample_value, wait_until
 from tritonwatch.config import load_config, parse_config
-from tritonwatch.daemon import Daemon
-from tritonwatch.fleet import Shard, discovered_targets, effective_config
+from tritonwatch.runtime.daemon import Daemon
+from tritonwatch.runtime.fleet import Shard, discovered_targets, effective_config
 
 pytestmark = pytest.mark.real
 
@@ -120,7 +120,7 @@ def test_shard_owners_are_the_same_in_a_fresh_process_with_another_hash_seed(
     """Breaks if a replica started with another PYTHONHASHSEED would pick other targets."""
     script = (
         "import json, sys\n"
-        "from tritonwatch.fleet import Shard\n"
+        "from tritonwatch.runtime.fleet import Shard\n"
         "names = json.loads(sys.argv[1])\n"
         "print(json.dumps({n: [next(i for i in range(c) if Shard(i, c).owns(n))"
         " for c in (3, 2)] for n in names}))\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 from structlog.testing import capture_logs
 
 from tritonwatch.config import parse_config
-from tritonwatch.fleet import discovered_targets
+from tritonwatch.runtime.fleet import discovered_targets
 
 
 def _discover(folder: Path) -> tuple[list[str], list[dict[str, object]]]:

@@ -15,18 +15,18 @@ import sys
 
 import pytest
 
-from tritonwatch.cli import build_parser
+from tritonwatch.commands.cli import build_parser
 
 pytestmark = pytest.mark.real
 
 NEVER_IN_RUN = ("rich", "pygments", "matplotlib", "grpc", "tritonclient.grpc", "tritonwatch.sim.server",
-                "tritonwatch.tune", "tritonwatch.sweep_cli")  # fmt: skip
+                "tritonwatch.commands.tune", "tritonwatch.commands.sweep_cli")  # fmt: skip
 """Heavy packages no part of ``tritonwatch run`` uses (only the tools and the demo do)."""
 SWEEP_AND_CANARY_CHAIN = ("gevent", "geventhttpclient", "tritonclient.http")
 """tritonclient.http and the gevent it pulls in: on use only, by the sweep's and tune's clients."""
 NOT_IN_THE_HTTP_CANARY = ("numpy", "ml_dtypes", "tritonclient")
 """What the daemon with HTTP canaries never imports: they build and check tensors as bytes
-(probe/datatypes.py); only sample files, gRPC, sweep and tune import these, on use."""
+(wire/datatypes.py); only sample files, gRPC, sweep and tune import these, on use."""
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -38,7 +38,7 @@ def _loaded_after(code: str) -> set[str]:
     return set(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-@pytest.mark.parametrize("module", ["tritonwatch.daemon", "tritonwatch.cli"])
+@pytest.mark.parametrize("module", ["tritonwatch.runtime.daemon", "tritonwatch.commands.cli"])
 def test_the_daemon_imports_none_of_the_tools_heavy_packages(module: str) -> None:
     """Fails when a module-level import in the run path pulls in rich, gRPC, matplotlib
     or a tool (the simulator's server, tune, sweep's CLI) again."""
@@ -49,7 +49,7 @@ def test_the_daemon_imports_none_of_the_tools_heavy_packages(module: str) -> Non
 def test_parsing_run_imports_no_tool() -> None:
     """Fails when ``main`` builds the tools' parsers (and imports them) for ``run``."""
     code = (
-        "import tritonwatch.cli as cli\n"
+        "import tritonwatch.commands.cli as cli\n"
         "status = cli.main(['run', '--config', '/nonexistent/c.yaml', '--log-format', 'json'])\n"
         "assert status == cli.EXIT_CONFIG_ERROR, status"
     )
@@ -66,7 +66,7 @@ def test_run_parses_the_same_without_the_tools() -> None:
 
 def test_the_daemon_does_not_import_gevent_or_tritonclient_http() -> None:
     """Breaks if a module-level import brings gevent back (tritonclient.http, ~5 MiB)."""
-    loaded = _loaded_after("import tritonwatch.daemon")
+    loaded = _loaded_after("import tritonwatch.runtime.daemon")
     assert sorted(name for name in SWEEP_AND_CANARY_CHAIN if name in loaded) == []
 
 
@@ -75,7 +75,7 @@ def test_json_logging_leaves_rich_out_and_console_logging_brings_it_back() -> No
     tracebacks (structlog's default formatter when rich is installed)."""
     code = (
         "import io, sys\n"
-        "from tritonwatch.logs import configure_logging\n"
+        "from tritonwatch.common.logs import configure_logging\n"
         "configure_logging('json', 'info', io.StringIO())\n"
         "assert 'rich' not in sys.modules, 'rich loaded for JSON logs'\n"
         "configure_logging('console', 'info', io.StringIO())\n"
@@ -112,9 +112,9 @@ sys.meta_path.insert(0, Spy())
 """
 
 _HTTP_CANARY = """
-import tritonwatch.cli
-import tritonwatch.daemon
-from tritonwatch.probe.clients import HttpInferenceClient
+import tritonwatch.commands.cli
+import tritonwatch.runtime.daemon
+from tritonwatch.probe.canary.clients import HttpInferenceClient
 from tritonwatch.probe.infer_response import check_outputs, decode_http_infer_response
 from tritonwatch.probe.payload import build_inputs, input_specs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tritonwatch.config.schema import Config
-from tritonwatch.job_plan import JobKind, JobSpec, job_plan
+from tritonwatch.runtime.job_plan import JobKind, JobSpec, job_plan
 
 
 def config(**extra: object) -> Config:

@@ -13,17 +13,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
+from tritonwatch.common.kserve import model_path
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.kserve import model_path
-from tritonwatch.model_discovery import HttpModelReader
-from tritonwatch.observations import ModelKey
-from tritonwatch.probe.clients import HttpInferenceClient
-from tritonwatch.probe.load.encoded import encode_http_infer
+from tritonwatch.probe.canary.clients import HttpInferenceClient
+from tritonwatch.probe.encoded import encode_http_infer
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.server_errors import ServerError
+from tritonwatch.records.observations import ModelKey
+from tritonwatch.records.target_state import ScrapeSource
+from tritonwatch.runtime.model_discovery import HttpModelReader
 from tritonwatch.scrape.model_apis import HttpModelApis
 from tritonwatch.sim.server import Simulator
-from tritonwatch.target_state import ScrapeSource
 
 pytestmark = pytest.mark.sim
 

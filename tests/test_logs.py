@@ -9,8 +9,8 @@ import re
 import pytest
 import structlog
 
+from tritonwatch.common.logs import REDACTOR, configure_logging, get_logger
 from tritonwatch.config import parse_config
-from tritonwatch.logs import REDACTOR, configure_logging, get_logger
 
 
 class _Terminal(io.StringIO):

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from tritonwatch.libc import load_libc
-from tritonwatch.malloc_arenas import limit_malloc_arenas
+from tritonwatch.common.libc import load_libc
+from tritonwatch.common.malloc_arenas import limit_malloc_arenas
 
 pytestmark = pytest.mark.real
 
@@ -21,7 +21,7 @@ def test_glibc_takes_the_cap_and_threads_then_share_one_arena() -> None:
     Checked in a fresh interpreter: malloc_info lists one <heap> per arena in use."""
     code = """
 import ctypes, ctypes.util, threading
-from tritonwatch.malloc_arenas import limit_malloc_arenas
+from tritonwatch.common.malloc_arenas import limit_malloc_arenas
 assert limit_malloc_arenas()
 def churn():
     for _ in range(2000):
@@ -50,7 +50,7 @@ def test_without_a_c_library_nothing_is_capped_and_nothing_raises(
     """Breaks if a C library that cannot be loaded (libc.load_libc's None) raises out of
     the daemon's start instead of leaving glibc's default, or if the loader stops
     keeping one handle for every caller."""
-    assert load_libc() is load_libc()  # one dlopen, shared with probe/timer_slack.py
+    assert load_libc() is load_libc()  # one dlopen, shared with probe/canary/timer_slack.py
 
     def refused(name: object, use_errno: bool = False) -> object:
         raise OSError("no C library here")

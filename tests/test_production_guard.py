@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from support import TRITONWATCH
 from tritonwatch.config import parse_config
-from tritonwatch.probe.sweep_schedule import sweep_plans
+from tritonwatch.probe.sweep.schedule import sweep_plans
 from tritonwatch.sim.server import Simulator
 
 pytestmark = pytest.mark.real

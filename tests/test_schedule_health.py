@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tritonwatch.schedule_health import JobLedger, LateJob
+from tritonwatch.state.schedule_health import JobLedger, LateJob
 
 
 class FakeClock:

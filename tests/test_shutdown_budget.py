@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from structlog.testing import capture_logs
 
-from tritonwatch import cli
+from tritonwatch.commands import cli
 
 
 @pytest.fixture

@@ -9,10 +9,16 @@ import pytest
 from structlog.testing import capture_logs
 
 from tritonwatch.analysis.slo import BURN_POLICY, SliSource, SLOKind, SLOSpec
-from tritonwatch.canary_series import CanaryStats, latency_buckets
-from tritonwatch.observations import CanaryResult, ModelKey, ModelRates, Outcome, TritonRates
-from tritonwatch.slo_store import SeriesKey
-from tritonwatch.slo_tracker import SLOTracker
+from tritonwatch.records.observations import (
+    CanaryResult,
+    ModelKey,
+    ModelRates,
+    Outcome,
+    TritonRates,
+)
+from tritonwatch.runtime.slo_store import SeriesKey
+from tritonwatch.runtime.slo_tracker import SLOTracker
+from tritonwatch.state.canary_series import CanaryStats, latency_buckets
 
 NOW = 1_700_000_000.0
 LATENCY = SLOSpec("t", "m", SLOKind.LATENCY, 0.95, 28 * 86400.0, 0.05)

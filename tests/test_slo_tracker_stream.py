@@ -5,11 +5,11 @@ from __future__ import annotations
 from structlog.testing import capture_logs
 
 from tritonwatch.analysis.slo import BURN_POLICY, SliSource, SLOKind, SLOSpec
-from tritonwatch.canary_series import latency_buckets
-from tritonwatch.observations import Outcome, StreamResult
-from tritonwatch.slo_store import SeriesKey
-from tritonwatch.slo_tracker import SLOTracker
-from tritonwatch.stream_series import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamStats
+from tritonwatch.records.observations import Outcome, StreamResult
+from tritonwatch.runtime.slo_store import SeriesKey
+from tritonwatch.runtime.slo_tracker import SLOTracker
+from tritonwatch.state.canary_series import latency_buckets
+from tritonwatch.state.stream_series import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamStats
 
 NOW = 1_700_000_000.0
 PERIOD = 28 * 86400.0

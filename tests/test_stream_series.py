@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tritonwatch import stream_series
-from tritonwatch.canary_series import DEFAULT_BUCKETS, latency_buckets
-from tritonwatch.observations import Outcome, StreamResult
-from tritonwatch.stream_series import ITL_DEFAULT_BUCKETS, StreamSnapshot, StreamStats
+from tritonwatch.records.observations import Outcome, StreamResult
+from tritonwatch.state import stream_series
+from tritonwatch.state.canary_series import DEFAULT_BUCKETS, latency_buckets
+from tritonwatch.state.stream_series import ITL_DEFAULT_BUCKETS, StreamSnapshot, StreamStats
 
 KEY = ("t", "m", "http")
 

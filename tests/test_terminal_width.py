@@ -18,16 +18,16 @@ from rich.console import Console
 
 from sim_process import SimProcess
 from support import TRITONWATCH, fixtures_dir, wait_until
+from tritonwatch.commands.demo import DEMO_SCENARIOS, demo_config, demo_model_set
+from tritonwatch.commands.demo_view import demo_screen, status_lines
+from tritonwatch.commands.tune.candidates import Change
+from tritonwatch.commands.tune.cli import history_lines
+from tritonwatch.commands.tune.tuner import TuneResult, TuneStep
+from tritonwatch.common.terminal_table import Column, render_table
 from tritonwatch.config import load_config
-from tritonwatch.daemon import Daemon
-from tritonwatch.demo import DEMO_SCENARIOS, demo_config, demo_model_set
-from tritonwatch.demo_view import demo_screen, status_lines
 from tritonwatch.export.status_page import StatusSnapshot
+from tritonwatch.runtime.daemon import Daemon
 from tritonwatch.sim.server import Simulator
-from tritonwatch.terminal_table import Column, render_table
-from tritonwatch.tune.candidates import Change
-from tritonwatch.tune.cli import history_lines
-from tritonwatch.tune.tuner import TuneResult, TuneStep
 
 pytestmark = pytest.mark.real
 

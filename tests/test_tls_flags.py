@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tritonwatch.cli import main
+from tritonwatch.commands.cli import main
 
 
 @pytest.mark.parametrize("command", ["sweep", "tune"])

@@ -1,7 +1,7 @@
 """Writes each variant's prometheusrule.yaml from its config.yaml, or checks it (--check).
 
 The PrometheusRule wraps exactly the rule groups ``tritonwatch rules`` generates for
-the variant's config (the same generator, :func:`tritonwatch.rules.generate.
+the variant's config (the same generator, :func:`tritonwatch.commands.rules.generate.
 render_config_rules`), so Prometheus Operator evaluates the SLOs the daemon measures.
 
     python deploy/kubernetes/render.py          # rewrite
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from tritonwatch.config import load_config
-from tritonwatch.rules.generate import HEADER, render_config_rules
+from tritonwatch.commands.rules.generate import HEADER, render_config_rules
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = ("daemonset", "deployment")

@@ -2,6 +2,6 @@
 
 import sys
 
-from tritonwatch.cli import main
+from tritonwatch.commands.cli import main
 
 sys.exit(main())

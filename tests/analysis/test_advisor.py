@@ -21,9 +21,9 @@ from tritonwatch.analysis.advisor_records import (
     with_server_window,
 )
 from tritonwatch.analysis.slo import Severity
-from tritonwatch.llm_records import LlmRates, LlmReadings
-from tritonwatch.observations import ModelRates
-from tritonwatch.recommendation_book import RecommendationBook
+from tritonwatch.records.llm_records import LlmRates, LlmReadings
+from tritonwatch.records.observations import ModelRates
+from tritonwatch.runtime.recommendation_book import RecommendationBook
 
 HEALTHY = AdvisorInput(
     target="t",

@@ -11,10 +11,10 @@ from tritonwatch.analysis.advisor_evidence import KvPressureLog, LlmWindows, adv
 from tritonwatch.analysis.advisor_records import AdvisorInput, AdvisorThresholds
 from tritonwatch.analysis.slo import BURN_POLICY, SliSource, SLOKind, SLOSpec, SLOStatus
 from tritonwatch.config.schema import Config
-from tritonwatch.llm_records import LlmRates, LlmReadings
-from tritonwatch.observations import ModelConfigSnapshot
-from tritonwatch.stream_series import HistogramSnapshot, StreamSnapshot
-from tritonwatch.target_state import ModelState, TargetState
+from tritonwatch.records.llm_records import LlmRates, LlmReadings
+from tritonwatch.records.observations import ModelConfigSnapshot
+from tritonwatch.records.target_state import ModelState, TargetState
+from tritonwatch.state.stream_series import HistogramSnapshot, StreamSnapshot
 
 TTFT_KIND: Any = getattr(SLOKind, "TTFT", "ttft")
 ITL_KIND: Any = getattr(SLOKind, "ITL", "itl")

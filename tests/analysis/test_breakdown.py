@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tritonwatch.analysis.breakdown import BottleneckThresholds, find_bottleneck, latency_breakdown
-from tritonwatch.observations import ModelRates
-from tritonwatch.target_state import BOTTLENECK_KINDS, STAGES, LatencyBreakdown
+from tritonwatch.records.observations import ModelRates
+from tritonwatch.records.target_state import BOTTLENECK_KINDS, STAGES, LatencyBreakdown
 
 MS = 1e-3
 

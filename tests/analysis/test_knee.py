@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tritonwatch.analysis.knee import find_knee, operating_point
-from tritonwatch.sweep_records import CurvePoint
+from tritonwatch.records.sweep_records import CurvePoint
 
 CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64)
 

@@ -11,10 +11,10 @@ import pytest
 from tritonwatch.analysis.advisor_records import AdvisorInput, AdvisorThresholds
 from tritonwatch.analysis.advisor_rules import reduce_network_overhead
 from tritonwatch.analysis.breakdown import latency_breakdown
-from tritonwatch.canary_series import CanaryStats
-from tritonwatch.observations import ModelRates
-from tritonwatch.probe.canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.records.observations import ModelRates
 from tritonwatch.scrape.triton_scrapers import canary_totals
+from tritonwatch.state.canary_series import CanaryStats
 
 PLAN = CanaryPlan("t", "m", "", "http", "http://127.0.0.1:9", "", 10.0, False, 5.0, 1, "zero")
 SERVER_SECONDS = 0.004

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tritonwatch.analysis.serving import down_since, not_serving, servers_down
-from tritonwatch.canary_series import LastError, SeriesSnapshot
-from tritonwatch.observations import Outcome, ReadinessObservation
+from tritonwatch.records.observations import Outcome, ReadinessObservation
+from tritonwatch.state.canary_series import LastError, SeriesSnapshot
 
 
 def _series(

@@ -4,7 +4,7 @@ ITL), not on requests/s and whole-stream latency."""
 from __future__ import annotations
 
 from sweep_support import judged, stream_step
-from tritonwatch.sweep_records import Measure, StepResult, SweepSettings
+from tritonwatch.records.sweep_records import Measure, StepResult, SweepSettings
 
 LEVELS = (1, 2, 4, 8, 16)
 TOKENS_PER_SECOND = (100.0, 200.0, 400.0, 420.0, 425.0)

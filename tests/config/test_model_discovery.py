@@ -15,12 +15,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
 from support import http_get, wait_until
-from tritonwatch import model_discovery
 from tritonwatch.config import load_config, parse_config
 from tritonwatch.config.schema import ModelSelection, TargetConfig, WatchedModel
-from tritonwatch.daemon import Daemon
-from tritonwatch.fleet import Shard
-from tritonwatch.model_discovery import (
+from tritonwatch.runtime import model_discovery
+from tritonwatch.runtime.daemon import Daemon
+from tritonwatch.runtime.fleet import Shard
+from tritonwatch.runtime.model_discovery import (
     FoundModel,
     HttpModelReader,
     ModelDiscovery,

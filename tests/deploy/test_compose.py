@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from support import REPO
+from tritonwatch.commands.rules.generate import render_config_rules
 from tritonwatch.config import load_config
-from tritonwatch.rules.generate import render_config_rules
 
 pytestmark = pytest.mark.real
 

@@ -31,7 +31,7 @@ from tritonwatch.export.alerts import (
     server_down_alert,
 )
 from tritonwatch.export.webhook import WebhookNotifier
-from tritonwatch.observations import Outcome, ReadinessObservation
+from tritonwatch.records.observations import Outcome, ReadinessObservation
 
 pytestmark = pytest.mark.real
 

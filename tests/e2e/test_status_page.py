@@ -20,7 +20,7 @@ from PIL import Image  # Pillow: a dependency of matplotlib (the dev extra)
 
 from real_triton import RealTriton
 from support import DaemonProcess, http_get, sample_value, wait_until
-from tritonwatch.demo import demo_model_set
+from tritonwatch.commands.demo import demo_model_set
 from tritonwatch.export.status_charts import BUDGET_COLOUR, OVER_COLOUR, P95_COLOUR, spark_y
 from tritonwatch.sim.server import Simulator
 

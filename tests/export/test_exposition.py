@@ -39,11 +39,11 @@ from prometheus_client.samples import Exemplar
 
 from sim_process import SimProcess
 from support import assert_promtool_clean, wait_until
+from tritonwatch.common.listen import ListenAddress
 from tritonwatch.config import load_config
-from tritonwatch.daemon import Daemon
 from tritonwatch.export.exposition import Renderer, go_float, make_metrics_app
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
-from tritonwatch.listen import ListenAddress
+from tritonwatch.runtime.daemon import Daemon
 
 pytestmark = pytest.mark.real
 

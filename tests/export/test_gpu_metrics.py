@@ -8,7 +8,7 @@ import pytest
 
 from support import assert_promtool_clean, exposition, fixtures_dir, sample_value
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector, gpu_index_label
-from tritonwatch.observations import GpuSample, NvmlState, TritonGpuRates
+from tritonwatch.records.observations import GpuSample, NvmlState, TritonGpuRates
 from tritonwatch.scrape.nvml_fake import FakeNvml
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
 

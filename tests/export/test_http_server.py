@@ -13,8 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from support import http_get
+from tritonwatch.common.listen import ListenAddress
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
-from tritonwatch.listen import ListenAddress
 
 pytestmark = pytest.mark.real
 

@@ -9,11 +9,11 @@ import pytest
 
 from support import assert_promtool_clean, exposition, fixtures_dir, sample_value
 from tritonwatch.export.llm_metrics import LlmCollector
-from tritonwatch.llm_records import LlmRates, LlmReadings
-from tritonwatch.observations import ModelKey
+from tritonwatch.records.llm_records import LlmRates, LlmReadings
+from tritonwatch.records.observations import ModelKey
+from tritonwatch.records.target_state import ModelState, TargetState
 from tritonwatch.scrape.llm_readings import llm_readings
 from tritonwatch.scrape.triton_text import parse_triton_metrics
-from tritonwatch.target_state import ModelState, TargetState
 
 pytestmark = pytest.mark.real
 

@@ -14,7 +14,7 @@ from tritonwatch.export.status_page import (
     StatusSnapshot,
     render_status_page,
 )
-from tritonwatch.observations import ModelRates
+from tritonwatch.records.observations import ModelRates
 
 
 def _rates(request: float) -> ModelRates:

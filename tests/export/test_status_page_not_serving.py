@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from tritonwatch.analysis.serving import NotServing
 from tritonwatch.analysis.slo import BURN_POLICY, WINDOWS, SliSource, SLOKind, SLOSpec, SLOStatus
-from tritonwatch.canary_series import LastError, SeriesSnapshot
 from tritonwatch.config import parse_config
 from tritonwatch.export.status_page import (
     ModelStatus,
@@ -14,6 +13,7 @@ from tritonwatch.export.status_page import (
     render_status_page,
 )
 from tritonwatch.export.status_view import StatusInputs, status_snapshot
+from tritonwatch.state.canary_series import LastError, SeriesSnapshot
 
 DEVICE_LOST = "[500] device lost after load"
 

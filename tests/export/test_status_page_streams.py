@@ -15,12 +15,12 @@ from tritonwatch.analysis.slo import (
     evaluate_slo,
     slo_specs,
 )
-from tritonwatch.canary_series import SeriesSnapshot
 from tritonwatch.config import parse_config
 from tritonwatch.export.status_page import StatusSnapshot, headline, render_status_page
 from tritonwatch.export.status_view import StatusInputs, status_snapshot
-from tritonwatch.observations import Outcome, StreamResult
-from tritonwatch.stream_series import StreamStats
+from tritonwatch.records.observations import Outcome, StreamResult
+from tritonwatch.state.canary_series import SeriesSnapshot
+from tritonwatch.state.stream_series import StreamStats
 
 CONFIG = """
 slo: {{latency: {{threshold: 1s}}}}

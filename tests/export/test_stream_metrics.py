@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from support import assert_promtool_clean, exposition, sample_value
-from tritonwatch.canary_series import latency_buckets
 from tritonwatch.export.stream_metrics import StreamCollector
-from tritonwatch.observations import Outcome, StreamResult
-from tritonwatch.stream_series import ITL_DEFAULT_BUCKETS, StreamStats
+from tritonwatch.records.observations import Outcome, StreamResult
+from tritonwatch.state.canary_series import latency_buckets
+from tritonwatch.state.stream_series import ITL_DEFAULT_BUCKETS, StreamStats
 
 pytestmark = pytest.mark.real
 

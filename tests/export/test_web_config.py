@@ -25,12 +25,12 @@ import requests
 from prometheus_client import CollectorRegistry, Gauge
 
 from support import TRITONWATCH, DaemonProcess, free_port, wait_until
-from tritonwatch.cli import main
+from tritonwatch.commands.cli import main
+from tritonwatch.common.listen import ListenAddress
 from tritonwatch.config import ConfigError, parse_config
 from tritonwatch.config.web_config import BasicAuthUser, WebConfigError, load_web_config
 from tritonwatch.export.basic_auth import BasicAuthChecker
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
-from tritonwatch.listen import ListenAddress
 
 pytestmark = pytest.mark.real
 

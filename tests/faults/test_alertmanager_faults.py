@@ -1,5 +1,5 @@
 """Alertmanager down, then back: the daemon's alert path (the alert book and the
-Alertmanager notifier with its delivery queue, as :class:`~tritonwatch.findings.Findings`
+Alertmanager notifier with its delivery queue, as :class:`~tritonwatch.runtime.findings.Findings`
 drives them) against a real ``prometheus-alertmanager`` delivering to a webhook.
 
 Nothing that fired or resolved during the outage is lost; the outage shows in

@@ -17,12 +17,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from structlog.testing import capture_logs
 
-import tritonwatch.daemon as daemon_module
+import tritonwatch.runtime.daemon as daemon_module
 from support import assert_promtool_clean, fixtures_dir, http_get, sample_value, wait_until
 from tritonwatch.config import load_config
-from tritonwatch.daemon import Daemon
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector
-from tritonwatch.observations import TritonGpuRates
+from tritonwatch.records.observations import TritonGpuRates
+from tritonwatch.runtime.daemon import Daemon
 from tritonwatch.scrape.nvml_fake import FakeNvml
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
 from tritonwatch.sim.server import Simulator

@@ -36,8 +36,8 @@ from support import (
     sample_value,
     wait_until,
 )
+from tritonwatch.commands.tune.repository import ModelRepository
 from tritonwatch.sim.server import Simulator
-from tritonwatch.tune.repository import ModelRepository
 
 pytestmark = pytest.mark.real
 

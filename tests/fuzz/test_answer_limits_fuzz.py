@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tritonwatch.probe.answer_limits import AnswerLimits, AnswerTooLargeError
-from tritonwatch.probe.load.http1 import Http1Connection
+from tritonwatch.wire.http1 import Http1Connection
+from tritonwatch.wire.limits import AnswerLimits, AnswerTooLargeError
 
 
 def _chunked(body: bytes, sizes: list[int]) -> bytes:

@@ -1,4 +1,4 @@
-"""The incremental chunked-body decoder of :mod:`tritonwatch.probe.load.http1`.
+"""The incremental chunked-body decoder of :mod:`tritonwatch.wire.http1`.
 
 A ``generate_stream`` answer is one chunked body as long as the stream, so its events
 must come out with the read that brought them, the end must be known exactly (a
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from support import fixtures_dir
-from tritonwatch.probe.load.http1 import (
+from tritonwatch.wire.http1 import (
     MAX_CHUNK_LINE_BYTES,
     MAX_TRAILER_BYTES,
     ChunkedDecoder,

@@ -410,7 +410,7 @@ def test_values_that_used_to_escape_untyped_are_config_errors(text: str, expecte
 
 def test_a_listen_port_with_leading_zeros_is_still_its_number() -> None:
     """The length guard against 4300-digit ports must not refuse ``:0008000``."""
-    from tritonwatch.listen import parse_listen_address
+    from tritonwatch.common.listen import parse_listen_address
 
     assert parse_listen_address("127.0.0.1:0000000008000").port == 8000
 

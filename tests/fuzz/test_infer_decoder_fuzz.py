@@ -3,7 +3,7 @@
 Three readers face the network: the KServe v2 HTTP response decoder and the gRPC
 ``ModelInferResponse`` decoder (:mod:`tritonwatch.probe.infer_response`, the canary's)
 and the raw HTTP/1.1 parser of the sweep's load generator
-(:mod:`tritonwatch.probe.load.http1`). Each either returns what was sent or raises its
+(:mod:`tritonwatch.wire.http1`). Each either returns what was sent or raises its
 own typed error, which the callers count as a failed request; anything else would be
 logged as a crash or, worse, counted as a success.
 """
@@ -28,9 +28,7 @@ from tritonclient.grpc import service_pb2
 from tritonclient.http import InferResult as HttpInferResult
 from tritonclient.utils import triton_to_np_dtype
 
-from tritonwatch.observations import CanaryResult, Outcome
-from tritonwatch.probe.answer_limits import AnswerTooLargeError
-from tritonwatch.probe.clients import classify_error
+from tritonwatch.probe.canary.clients import classify_error
 from tritonwatch.probe.infer_response import (
     InferResponse,
     ResponseDecodeError,
@@ -39,7 +37,9 @@ from tritonwatch.probe.infer_response import (
     decode_http_infer_response,
     decompressed,
 )
-from tritonwatch.probe.load.http1 import Http1Connection, HttpProtocolError
+from tritonwatch.records.observations import CanaryResult, Outcome
+from tritonwatch.wire.http1 import Http1Connection, HttpProtocolError
+from tritonwatch.wire.limits import AnswerTooLargeError
 
 _fuzz = settings(max_examples=150, deadline=None)
 
@@ -799,8 +799,8 @@ def test_the_canary_counts_an_unreadable_answer_as_bad_response(
     """Breaks if the canary counts an unreadable answer as a success or logs an error for it."""
     from structlog.testing import capture_logs
 
-    from tritonwatch.canary_series import CanaryStats
-    from tritonwatch.probe.canary import CanaryPlan, ModelCanary
+    from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+    from tritonwatch.state.canary_series import CanaryStats
 
     plan = CanaryPlan(
         "t", "m", "", "http", "http://127.0.0.1:1", "grpc://127.0.0.1:2", 1.0, False, 1.0, 4, "zero"
@@ -832,8 +832,8 @@ def test_the_canary_counts_an_unreadable_answer_as_bad_response(
 
 def test_the_load_worker_counts_a_malformed_answer_as_an_error() -> None:
     """A server answering ``Content-Length: -4`` (once read as a 200) gets errors only."""
-    from tritonwatch.probe.load.spec import LoadSpec
-    from tritonwatch.probe.load.worker import LoadWorker
+    from tritonwatch.probe.sweep.spec import LoadSpec
+    from tritonwatch.probe.sweep.worker import LoadWorker
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -22,10 +22,10 @@ from typing import Any
 from engine_support import RawServer, read_request
 from structlog.testing import capture_logs
 
-from tritonwatch.canary_series import CanaryStats
-from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-from tritonwatch.probe.canary_engine import CanaryEngine
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
 from tritonwatch.probe.interfaces import InferenceClient
+from tritonwatch.state.canary_series import CanaryStats
 
 METADATA = {
     "name": "m",

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tritonwatch.probe import canary_engine as engine_module
-from tritonwatch.probe.arrival_stamps import SO_TIMESTAMPNS, receive_stamped
-from tritonwatch.probe.canary_engine import CanaryEngine, RawAnswer
+from tritonwatch.probe.canary import engine as engine_module
+from tritonwatch.probe.canary.arrival_stamps import SO_TIMESTAMPNS, receive_stamped
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.engine_wires import RawAnswer
 
 REQUEST = (
     b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n"

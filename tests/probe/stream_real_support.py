@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from real_triton import RealTriton
 from tritonwatch.config.schema import StreamConfig
-from tritonwatch.observations import StreamResult
-from tritonwatch.probe.canary import CanaryPlan
-from tritonwatch.stream_series import StreamStats
+from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.records.observations import StreamResult
+from tritonwatch.state.stream_series import StreamStats
 
 MODEL = "llm_stream"
 MAX_TOKENS = 6

@@ -1,5 +1,5 @@
 """Each reader of a server's bytes holds to canary.limits, refusing at the size claimed
-or the size sent, and the refusal is the outcome too_large (probe/answer_limits.py)."""
+or the size sent, and the refusal is the outcome too_large (wire/limits.py)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,12 @@ import hpack
 import pytest
 
 from tritonwatch.config.schema import CanaryLimits
-from tritonwatch.observations import Outcome
-from tritonwatch.probe.answer_limits import (
-    DEFAULT_LIMITS,
-    AnswerLimits,
-    AnswerTooLargeError,
-    LimitedRequest,
-    limits_of,
-)
-from tritonwatch.probe.canary_http import HeadedConnection, StreamBody
-from tritonwatch.probe.clients import classify_error
-from tritonwatch.probe.http2 import (
+from tritonwatch.probe.canary.clients import classify_error
+from tritonwatch.probe.canary.engine_http import HeadedConnection, StreamBody
+from tritonwatch.probe.canary.library_path import ClientFaultError, answer_start, doubted
+from tritonwatch.records.observations import Outcome
+from tritonwatch.wire.http1 import HttpProtocolError, response_head
+from tritonwatch.wire.http2 import (
     CONTINUATION,
     DATA,
     END_HEADERS,
@@ -29,16 +24,21 @@ from tritonwatch.probe.http2 import (
     frame_bytes,
     grpc_unary_request,
 )
-from tritonwatch.probe.library_path import ClientFaultError, answer_start, doubted
-from tritonwatch.probe.load.http1 import HttpProtocolError, response_head
+from tritonwatch.wire.limits import (
+    DEFAULT_LIMITS,
+    AnswerLimits,
+    AnswerTooLargeError,
+    LimitedRequest,
+    limits_of,
+)
 
 SMALL = AnswerLimits(max_answer_bytes=100_000, max_header_bytes=2048, http2_window=70_000)
 
 
 def test_the_probe_defaults_are_the_configs() -> None:
     """Breaks if canary.limits' defaults (config/schema.py) and the readers' own
-    (probe/answer_limits.py, kept apart so the sweep's workers need no pydantic) part."""
-    assert AnswerLimits.from_config(CanaryLimits()) == DEFAULT_LIMITS
+    (wire/limits.py, which imports no config) part."""
+    assert AnswerLimits(**CanaryLimits().model_dump()) == DEFAULT_LIMITS
     assert AnswerLimits(16 << 20, 64 << 10, 1 << 20) == DEFAULT_LIMITS
 
 

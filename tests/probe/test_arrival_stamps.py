@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tritonwatch.probe.arrival_stamps import receive_stamped, stamp_arrivals
+from tritonwatch.probe.canary.arrival_stamps import receive_stamped, stamp_arrivals
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ import pytest
 
 from sim_process import SimProcess
 from support import wait_until
-from tritonwatch.canary_series import CanaryStats, SeriesSnapshot, latency_buckets
-from tritonwatch.probe.canary import CanaryPlan
-from tritonwatch.probe.canary_runner import CanaryRunner
-from tritonwatch.quantiles import quantiles
+from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.probe.runner import CanaryRunner
+from tritonwatch.records.quantiles import quantiles
 from tritonwatch.sim.testing import model_set_with
+from tritonwatch.state.canary_series import CanaryStats, SeriesSnapshot, latency_buckets
 
 pytestmark = pytest.mark.bench
 

@@ -38,11 +38,12 @@ from engine_support import (
 )
 
 from support import wait_until
-from tritonwatch.probe import canary_engine as engine_module
-from tritonwatch.probe import http2
-from tritonwatch.probe.canary_engine import CanaryEngine, GrpcAnswer
-from tritonwatch.probe.http2 import UnaryRequest, frame_bytes, grpc_unary_request
-from tritonwatch.probe.load.http1 import HttpProtocolError
+from tritonwatch.probe.canary import engine as engine_module
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.engine_wires import GrpcAnswer
+from tritonwatch.wire import http2
+from tritonwatch.wire.http1 import HttpProtocolError
+from tritonwatch.wire.http2 import UnaryRequest, frame_bytes, grpc_unary_request
 
 
 def _serve_for(
@@ -424,7 +425,7 @@ def test_an_engine_never_served_holds_no_descriptor() -> None:
     assert opened == set()
 
 
-# --- gRPC over the engine's own HTTP/2 (probe/http2.py) --------------------------------
+# --- gRPC over the engine's own HTTP/2 (wire/http2.py) --------------------------------
 
 GRPC_CALL = grpc_unary_request("127.0.0.1:1", "/inference.GRPCInferenceService/ModelInfer",
                                b"ask", 2.0)  # fmt: skip

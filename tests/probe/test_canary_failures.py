@@ -6,8 +6,8 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from tritonwatch.observations import Outcome
-from tritonwatch.probe.canary_failures import FULL_LINES, PERIOD_SECONDS, Failure, FailureLog
+from tritonwatch.probe.canary.failures import FULL_LINES, PERIOD_SECONDS, Failure, FailureLog
+from tritonwatch.records.observations import Outcome
 
 
 class FakeClock:

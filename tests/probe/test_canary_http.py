@@ -21,14 +21,14 @@ import pytest
 from aiohttp import web
 from structlog.testing import capture_logs
 
-from tritonwatch.canary_series import CanaryStats
-from tritonwatch.observations import Outcome
-from tritonwatch.probe.answer_limits import AnswerTooLargeError
-from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-from tritonwatch.probe.canary_engine import CanaryEngine
-from tritonwatch.probe.clients import ACCEPT_ENCODING, HttpInferenceClient
+from tritonwatch.probe.canary.clients import ACCEPT_ENCODING, HttpInferenceClient
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
 from tritonwatch.probe.infer_response import MAX_DECOMPRESSED_BYTES
 from tritonwatch.probe.payload import Tensor
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.wire.limits import AnswerTooLargeError
 
 pytestmark = pytest.mark.real
 

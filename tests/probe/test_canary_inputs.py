@@ -12,13 +12,13 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from structlog.testing import capture_logs
 
-from tritonwatch.canary_series import SKIPPED, CanaryStats
 from tritonwatch.config.schema import InputOverride
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.status_page import ModelStatus, StatusSnapshot, render_status_page
-from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-from tritonwatch.probe.datatypes import TRITON_DATATYPES, item_size
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
 from tritonwatch.probe.payload import PayloadError, TensorSpec, build_inputs, input_specs
+from tritonwatch.state.canary_series import SKIPPED, CanaryStats
+from tritonwatch.wire.datatypes import TRITON_DATATYPES, item_size
 
 pytestmark = pytest.mark.real
 

@@ -1,7 +1,7 @@
 """The canary's lean infer path: bodies encoded once and as tritonclient encodes them,
 HTTP/1.1 keep-alive connections that are reused only after a whole exchange.
 
-The requests are built without numpy or tritonclient (probe/datatypes.py); tritonclient
+The requests are built without numpy or tritonclient (wire/datatypes.py); tritonclient
 (fed the same tensors as numpy arrays) is the reference they are held to byte for byte.
 """
 
@@ -22,16 +22,16 @@ import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2
 
 from tritonwatch.probe.binary_tensors import binary_request_body
-from tritonwatch.probe.clients import (
+from tritonwatch.probe.canary.clients import (
     EncodedRequests,
     GrpcInferenceClient,
     HttpInferenceClient,
     json_request_body,
 )
-from tritonwatch.probe.datatypes import TRITON_DATATYPES
-from tritonwatch.probe.http2 import DATA, HEADERS
-from tritonwatch.probe.load.encoded import encode_http_infer, grpc_infer_request
+from tritonwatch.probe.encoded import encode_http_infer, grpc_infer_request
 from tritonwatch.probe.payload import DataMode, Tensor, TensorSpec, build_inputs
+from tritonwatch.wire.datatypes import TRITON_DATATYPES
+from tritonwatch.wire.http2 import DATA, HEADERS
 
 pytestmark = pytest.mark.real
 
@@ -273,8 +273,8 @@ def test_the_http_canary_imports_neither_tritonclient_nor_numpy_nor_aiohttp() ->
     ~45 MiB together) or aiohttp back into the daemon, building or decoding."""
     code = (
         "import sys\n"
-        "from tritonwatch.probe import canary_runner\n"
-        "from tritonwatch.probe.clients import HttpInferenceClient\n"
+        "from tritonwatch.probe import runner\n"
+        "from tritonwatch.probe.canary.clients import HttpInferenceClient\n"
         "from tritonwatch.probe.infer_response import check_outputs, decode_http_infer_response\n"
         "from tritonwatch.probe.payload import TensorSpec, build_inputs\n"
         "client = HttpInferenceClient('http://127.0.0.1:9')\n"

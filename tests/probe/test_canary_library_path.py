@@ -27,14 +27,15 @@ from answer_server_support import (
 )
 from prometheus_client.core import Metric
 
-from tritonwatch.canary_series import CanaryStats
 from tritonwatch.export.canary_metrics import CanaryCollector
-from tritonwatch.observations import Outcome
-from tritonwatch.probe import infer_response, library_fallback
-from tritonwatch.probe.clients import GrpcInferenceClient, HttpInferenceClient
-from tritonwatch.probe.kserve_protobuf import ProtobufDecodeError
-from tritonwatch.probe.load import http1
-from tritonwatch.probe.load.http1 import HttpProtocolError
+from tritonwatch.probe import infer_response
+from tritonwatch.probe.canary import library_fallback
+from tritonwatch.probe.canary.clients import GrpcInferenceClient, HttpInferenceClient
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.wire import http1
+from tritonwatch.wire.http1 import HttpProtocolError
+from tritonwatch.wire.kserve_protobuf import ProtobufDecodeError
 
 
 def _inject_parser_bug(monkeypatch: pytest.MonkeyPatch) -> list[int]:

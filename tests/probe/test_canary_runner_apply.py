@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from support import wait_until
-from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import InputOverride
-from tritonwatch.probe import canary_runner
-from tritonwatch.probe.canary import CanaryPlan
-from tritonwatch.probe.canary_runner import CanaryRunner
+from tritonwatch.probe import runner as canary_runner
+from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.sim.server import Simulator
+from tritonwatch.state.canary_series import CanaryStats
 
 pytestmark = pytest.mark.sim
 TARGET = "sim"

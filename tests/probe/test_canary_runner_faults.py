@@ -15,13 +15,13 @@ from dataclasses import replace
 import pytest
 
 from support import wait_until
-from tritonwatch.canary_series import CanaryStats, SeriesKey, latency_buckets
 from tritonwatch.export.health import health_report
-from tritonwatch.probe import canary as canary_module
-from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-from tritonwatch.probe.canary_engine import CanaryEngine
-from tritonwatch.probe.canary_runner import CanaryRunner
+from tritonwatch.probe.canary import model_canary as canary_module
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.sim.server import Simulator
+from tritonwatch.state.canary_series import CanaryStats, SeriesKey, latency_buckets
 
 pytestmark = pytest.mark.sim
 

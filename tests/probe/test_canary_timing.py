@@ -14,14 +14,15 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
-from tritonwatch.canary_series import CanaryStats
-from tritonwatch.observations import Outcome
-from tritonwatch.probe import canary_timing, timer_slack
-from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-from tritonwatch.probe.canary_runner import CanaryRunner
+from tritonwatch.common import precise_loop
+from tritonwatch.probe.canary import timer_slack
+from tritonwatch.probe.canary import timing as canary_timing
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
 from tritonwatch.probe.infer_response import InferResponse
 from tritonwatch.probe.payload import Tensor
-from tritonwatch.sim import precise_loop
+from tritonwatch.probe.runner import CanaryRunner
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_series import CanaryStats
 
 pytestmark = pytest.mark.real
 

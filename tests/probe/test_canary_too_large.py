@@ -33,10 +33,10 @@ from answer_server_support import (
 )
 from engine_support import RawServer, raw_server
 
-from tritonwatch.canary_series import CanaryStats
-from tritonwatch.observations import Outcome
-from tritonwatch.probe.clients import GrpcInferenceClient, HttpInferenceClient
-from tritonwatch.probe.http2 import DATA, END_HEADERS, HEADERS, SETTINGS, frame_bytes
+from tritonwatch.probe.canary.clients import GrpcInferenceClient, HttpInferenceClient
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.wire.http2 import DATA, END_HEADERS, HEADERS, SETTINGS, frame_bytes
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -12,10 +12,10 @@ import pytest
 from structlog.testing import capture_logs
 from tritonclient.utils import InferenceServerException
 
-from tritonwatch.canary_series import CanaryStats
-from tritonwatch.observations import Outcome
-from tritonwatch.probe.canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
 from tritonwatch.probe.payload import Tensor
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_series import CanaryStats
 
 METADATA = {
     "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 2]}],
@@ -182,7 +182,7 @@ def test_refused_connections_are_counted_and_kept_but_not_logged_each() -> None:
 
 def test_consecutive_failures_open_the_circuit_and_a_success_closes_it() -> None:
     """After 5 failures the canary sends only a probe every 10 s; one success closes it."""
-    from tritonwatch.probe.canary import BREAKER_PROBE_SECONDS
+    from tritonwatch.probe.canary.model_canary import BREAKER_PROBE_SECONDS
 
     failures = [ConnectionRefusedError("refused")] * 5
     client = ScriptedClient([*failures, _Result({"y": np.zeros((1, 2))})])
@@ -215,7 +215,7 @@ def test_canaries_are_capped_per_target_whatever_the_config_asks() -> None:
     from structlog.testing import capture_logs
 
     from tritonwatch.config import parse_config
-    from tritonwatch.probe.canary import canary_plans
+    from tritonwatch.probe.canary.model_canary import canary_plans
 
     config = parse_config(
         "canary: {rate: 100/s, max_in_flight: 100, timeout: 500ms}\n"
@@ -247,7 +247,7 @@ def test_plans_carry_the_stream_settings_and_the_openai_endpoint() -> None:
     the streaming canary (an openai canary would then have nowhere to send)."""
     from tritonwatch.config import parse_config
     from tritonwatch.config.schema import Range
-    from tritonwatch.probe.canary import canary_plans
+    from tritonwatch.probe.canary.model_canary import canary_plans
 
     config = parse_config(
         "targets:\n"

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 import pytest
 from engine_support import OK, REQUEST, Recorder, VirtualTime, raw_server
 
-from tritonwatch.probe import canary_engine as engine_module
-from tritonwatch.probe.canary_engine import ANSWER_WAIT, CanaryEngine, RawAnswer
+from tritonwatch.probe.canary import engine as engine_module
+from tritonwatch.probe.canary.engine import ANSWER_WAIT, CanaryEngine
+from tritonwatch.probe.canary.engine_wires import RawAnswer
 
 FIRST = 1000.0625
 """The first canary's first send, on the virtual clock (which starts at 1000)."""

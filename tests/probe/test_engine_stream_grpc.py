@@ -3,7 +3,7 @@
 What real Triton (tests/probe/test_stream_canary_real.py) does not do on demand: pause
 chosen times between responses, answer with a non-OK status, reset a call mid-stream.
 The server speaks just enough HTTP/2 (SETTINGS, HEADERS in HPACK, DATA, trailers) for
-the engine's :mod:`~tritonwatch.probe.http2`, one call at a time per connection.
+the engine's :mod:`~tritonwatch.wire.http2`, one call at a time per connection.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ import hpack
 import pytest
 from engine_support import read_frame
 
-from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import StreamConfig
-from tritonwatch.observations import Outcome, StreamResult
-from tritonwatch.probe import http2
-from tritonwatch.probe.canary import CanaryPlan
-from tritonwatch.probe.canary_engine import CanaryEngine
-from tritonwatch.probe.datatypes import serialize_bytes
-from tritonwatch.probe.http2 import frame_bytes
-from tritonwatch.probe.stream_canary import StreamingCanary
-from tritonwatch.stream_series import StreamStats
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.probe.stream.stream_canary import StreamingCanary
+from tritonwatch.records.observations import Outcome, StreamResult
+from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.stream_series import StreamStats
+from tritonwatch.wire import http2
+from tritonwatch.wire.datatypes import serialize_bytes
+from tritonwatch.wire.http2 import frame_bytes
 
 TEST_TIMEOUT_S = 30.0
 Step = tuple[float, str]

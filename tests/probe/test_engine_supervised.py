@@ -24,9 +24,9 @@ from engine_support import (
     until,
 )
 
-from tritonwatch.probe import canary_engine as engine_module
-from tritonwatch.probe.canary import BREAKER_PROBE_SECONDS
-from tritonwatch.probe.canary_engine import Address, CanaryEngine, EngineCrashedError
+from tritonwatch.probe.canary import engine as engine_module
+from tritonwatch.probe.canary.engine import Address, CanaryEngine, EngineCrashedError
+from tritonwatch.probe.canary.model_canary import BREAKER_PROBE_SECONDS
 
 WAIT = 20.0
 """Real seconds each wait may take (what it waits for takes well under one)."""

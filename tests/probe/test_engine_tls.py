@@ -1,4 +1,4 @@
-"""TLS spoken by the canary engine (probe/engine_tls.py) around its HTTP/1.1 and HTTP/2 wires.
+"""TLS spoken by the canary engine (probe/canary/engine_tls.py) around its HTTP/1.1 and HTTP/2 wires.
 
 First the wire alone, driven the way the engine drives it (its bytes written, each read
 fed, what is owed sent) against loopback servers that speak TLS with Python's ``ssl``;
@@ -36,24 +36,18 @@ from engine_support import (
 )
 
 from tls_support import Pki, TlsProxy, make_pki
-from tritonwatch.canary_series import CanaryStats
-from tritonwatch.client_tls import ClientTLS
-from tritonwatch.observations import Outcome
-from tritonwatch.probe import http2
-from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-from tritonwatch.probe.canary_engine import (
-    CanaryEngine,
-    GrpcAnswer,
-    RawAnswer,
-    _Channel,
-    _GrpcWire,
-    _Http1Wire,
-)
-from tritonwatch.probe.clients import client_for
-from tritonwatch.probe.engine_stream import StreamAnswer, StreamWire
-from tritonwatch.probe.engine_tls import TlsSettings, TlsWire
-from tritonwatch.probe.http2 import frame_bytes, grpc_unary_request
+from tritonwatch.common.client_tls import ClientTLS
+from tritonwatch.probe.canary.clients import client_for
+from tritonwatch.probe.canary.engine import CanaryEngine, _Channel
+from tritonwatch.probe.canary.engine_stream import StreamAnswer, StreamWire
+from tritonwatch.probe.canary.engine_tls import TlsSettings, TlsWire
+from tritonwatch.probe.canary.engine_wires import GrpcAnswer, GrpcWire, Http1Wire, RawAnswer
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.records.observations import Outcome
 from tritonwatch.sim.server import GrpcTLS, Simulator
+from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.wire import http2
+from tritonwatch.wire.http2 import frame_bytes, grpc_unary_request
 
 pytestmark = pytest.mark.real
 
@@ -62,7 +56,7 @@ STAMP = 1234.5
 GRPC_CALL = grpc_unary_request("127.0.0.1:1", "/inference.GRPCInferenceService/ModelInfer",
                                b"ask", 2.0)  # fmt: skip
 PING_ACK = bytes((http2.PING,)) + b"idleping"
-PLAIN_OK = _Http1Wire(REQUEST).feed(OK, STAMP)
+PLAIN_OK = Http1Wire(REQUEST).feed(OK, STAMP)
 """What the HTTP/1.1 wire makes of the answer in clear: over TLS it must be the same."""
 
 
@@ -204,7 +198,7 @@ def test_http1_over_tls_handshakes_then_answers_twice_on_one_connection(
     garbage), if the handshake's round trips stall, if the answer is not the inner
     wire's (status, headers, body) with its last read's stamp, or if a second request
     cannot go on the same connection."""
-    wire = _settings(pki).wrap(_Http1Wire(REQUEST))
+    wire = _settings(pki).wrap(Http1Wire(REQUEST))
     assert wire.handshaking
     with raw_server(over_tls(_answer_each_tls(), _server_context(pki))) as server:
         driver = _drive(drivers, server.port, wire)
@@ -234,7 +228,7 @@ def test_grpc_over_tls_negotiates_h2_and_keeps_its_session_between_calls(
     between calls (stream ids 1 then 3), or if a PING that came while the connection
     idled makes it unusable or goes unacknowledged."""
     go, pinged = threading.Event(), threading.Event()
-    wire = _settings(pki, grpc=True).wrap(_GrpcWire(GRPC_CALL))
+    wire = _settings(pki, grpc=True).wrap(GrpcWire(GRPC_CALL))
     with raw_server(over_tls(grpc_server((go, pinged)), _server_context(pki))) as server:
         driver = _drive(drivers, server.port, wire)
         first = driver.exchange()
@@ -261,7 +255,7 @@ def test_the_servers_close_notify_while_idle_ends_the_connections_use(
     """Fails if a connection the server closed with close_notify is taken as usable
     (the next request would be lost on it)."""
     closed = threading.Event()
-    wire = _settings(pki).wrap(_Http1Wire(REQUEST))
+    wire = _settings(pki).wrap(Http1Wire(REQUEST))
     with raw_server(over_tls(answer_then_close_notify(closed), _server_context(pki))) as server:
         driver = _drive(drivers, server.port, wire)
         assert driver.exchange()[0] == 200
@@ -277,7 +271,7 @@ def test_session_tickets_after_the_handshake_are_no_answer_and_no_harm(pki: Pki)
     server_context = _server_context(pki)
     server_in, server_out = ssl.MemoryBIO(), ssl.MemoryBIO()
     server = server_context.wrap_bio(server_in, server_out, server_side=True)
-    wire = _settings(pki).wrap(_Http1Wire(REQUEST))
+    wire = _settings(pki).wrap(Http1Wire(REQUEST))
     server_in.write(wire.start())  # ClientHello
     with pytest.raises(ssl.SSLWantReadError):
         server.do_handshake()
@@ -309,7 +303,7 @@ def test_a_handshake_that_fails_verification_raises_an_ssl_error(
     name the certificate lacks) or carries on when the server refuses it for want of a
     client certificate: each must be an ``ssl.SSLError`` (a connection error)."""
     tls = ClientTLS(getattr(pki, client))
-    wire = _settings(pki, tls, name=name).wrap(_Http1Wire(REQUEST))
+    wire = _settings(pki, tls, name=name).wrap(Http1Wire(REQUEST))
     context = _server_context(pki, mutual=server_mutual)
     with raw_server(over_tls(_answer_each_tls(), context)) as server:
         driver = _drive(drivers, server.port, wire)
@@ -324,7 +318,7 @@ def test_mutual_tls_presents_the_configured_client_certificate(
     """Fails if the engine's context leaves out the client certificate of the target's
     ``tls`` settings (a mutual-TLS Triton would refuse every canary)."""
     tls = ClientTLS(pki.ca, pki.client_cert, pki.client_key)
-    wire = _settings(pki, tls).wrap(_Http1Wire(REQUEST))
+    wire = _settings(pki, tls).wrap(Http1Wire(REQUEST))
     with raw_server(over_tls(_answer_each_tls(), _server_context(pki, mutual=True))) as server:
         answer = _drive(drivers, server.port, wire).exchange()
     assert answer[0] == 200
@@ -458,7 +452,7 @@ def test_a_handshake_is_read_at_once_even_when_answers_may_wait_in_the_kernel(
         for channel in (secure, plain):
             engine._close_channel(channel)
         listener.close()
-    assert waits == {"TlsWire": 0.0, "_Http1Wire": pytest.approx(1000.5)}
+    assert waits == {"TlsWire": 0.0, "Http1Wire": pytest.approx(1000.5)}
 
 
 # -- a canary whose target is https:// or grpcs:// -----------------------------------------

@@ -13,12 +13,12 @@ import pytest
 
 from real_triton import RealTriton
 from tritonwatch.config import parse_config
-from tritonwatch.observations import Outcome, ReadinessObservation
 from tritonwatch.probe.readiness import (
     GrpcReadinessProbe,
     H2cReadinessProbe,
     readiness_probe_for,
 )
+from tritonwatch.records.observations import Outcome, ReadinessObservation
 
 pytestmark = pytest.mark.real
 

@@ -10,10 +10,7 @@ from typing import Any
 
 import pytest
 
-from tritonwatch.canary_series import CanaryStats
-from tritonwatch.observations import Outcome
-from tritonwatch.probe.canary import CanaryPlan, ModelCanary
-from tritonwatch.probe.datatypes import serialize_bytes
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
 from tritonwatch.probe.infer_response import (
     MAX_REMEMBERED_HEADER_BYTES,
     HttpAnswerDecoder,
@@ -21,6 +18,9 @@ from tritonwatch.probe.infer_response import (
     ResponseDecodeError,
     decode_http_infer_response,
 )
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.wire.datatypes import serialize_bytes
 
 
 def _answer(outputs: list[dict[str, Any]], *binary: bytes) -> tuple[bytes, int]:

@@ -17,11 +17,11 @@ import hpack
 import pytest
 
 from sim_process import SimProcess
-from tritonwatch.probe.http2 import DATA, END_HEADERS, END_STREAM, HEADERS, SETTINGS, frame_bytes
-from tritonwatch.probe.load.pool import cut_all, start_workers, stop_workers
-from tritonwatch.probe.load.spec import LoadSpec, grpc_load_spec
-from tritonwatch.probe.load.worker import LoadWorker
 from tritonwatch.probe.payload import TensorSpec, build_inputs
+from tritonwatch.probe.sweep.pool import cut_all, start_workers, stop_workers
+from tritonwatch.probe.sweep.spec import LoadSpec, grpc_load_spec
+from tritonwatch.probe.sweep.worker import LoadWorker
+from tritonwatch.wire.http2 import DATA, END_HEADERS, END_STREAM, HEADERS, SETTINGS, frame_bytes
 
 pytestmark = pytest.mark.sim
 

@@ -17,18 +17,22 @@ import pytest
 
 from support import DaemonProcess, sample_value, wait_until
 from tls_support import Pki, TlsProxy, make_pki
-from tritonwatch.client_tls import ClientTLS
+from tritonwatch.commands.tune.repository import ModelRepository
+from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.config.schema import TargetConfig, TargetTLS, WatchedModel
-from tritonwatch.observations import Outcome
-from tritonwatch.probe.clients import GrpcInferenceClient, HttpInferenceClient, classify_error
+from tritonwatch.probe.canary.clients import (
+    GrpcInferenceClient,
+    HttpInferenceClient,
+    classify_error,
+)
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.readiness import GrpcReadinessProbe, HttpReadinessProbe
-from tritonwatch.probe.sweep import SweepRunner
+from tritonwatch.probe.sweep.load_sweep import SweepRunner
+from tritonwatch.records.observations import Outcome
+from tritonwatch.records.sweep_records import SweepSettings
+from tritonwatch.records.target_state import ScrapeSource
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import GrpcTLS, Simulator
-from tritonwatch.sweep_records import SweepSettings
-from tritonwatch.target_state import ScrapeSource
-from tritonwatch.tune.repository import ModelRepository
 
 pytestmark = pytest.mark.real
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from support import ReadyEndpoint
-from tritonwatch.observations import Outcome
 from tritonwatch.probe.readiness import HttpReadinessProbe
+from tritonwatch.records.observations import Outcome
 
 
 def test_ready_server_is_up(ready_endpoint: ReadyEndpoint) -> None:

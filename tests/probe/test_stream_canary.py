@@ -21,21 +21,21 @@ from typing import Any
 import pytest
 from stream_real_support import RecordingStreamStats
 
-from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import StreamConfig
-from tritonwatch.observations import Outcome, StreamResult
-from tritonwatch.probe.canary import CanaryPlan
-from tritonwatch.probe.canary_engine import CanaryEngine
-from tritonwatch.probe.canary_http import ConnectionPool, encode_request
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.engine_http import ConnectionPool, encode_request
+from tritonwatch.probe.canary.model_canary import CanaryPlan
 from tritonwatch.probe.grpc_stream import GrpcStreamSession, StreamBrokenError
 from tritonwatch.probe.server_errors import ServerError
-from tritonwatch.probe.stream_canary import StreamingCanary
-from tritonwatch.stream_series import StreamStats
+from tritonwatch.probe.stream.stream_canary import StreamingCanary
+from tritonwatch.records.observations import Outcome, StreamResult
+from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.stream_series import StreamStats
 
 TEST_TIMEOUT_S = 30.0
 PATHS = ["loop", "engine"]
 """Where a plaintext HTTP stream is sent from: the canary's event loop (HttpStream) or the
-canary engine's thread (probe/engine_stream.py); each outcome must be the same on both."""
+canary engine's thread (probe/canary/engine_stream.py); each outcome must be the same on both."""
 
 
 def _in_loop(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
@@ -339,7 +339,7 @@ def test_the_runner_streams_at_once_only_for_mode_on_and_openai(closed_url: str)
     or if the streaming series are not declared for export."""
     from dataclasses import replace
 
-    from tritonwatch.probe.canary_runner import CanaryRunner
+    from tritonwatch.probe.runner import CanaryRunner
 
     base = CanaryPlan(
         target="t", model="auto", version="", protocol="http", http_url=closed_url,

@@ -18,10 +18,10 @@ from stream_real_support import MAX_TOKENS, MODEL, RATE, RecordingStreamStats, s
 
 from real_triton import RealTriton
 from support import wait_until
-from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import StreamConfig
-from tritonwatch.observations import Outcome
-from tritonwatch.probe.canary_runner import CanaryRunner
+from tritonwatch.probe.runner import CanaryRunner
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_series import CanaryStats
 
 pytestmark = pytest.mark.real
 
@@ -124,7 +124,7 @@ def test_the_http_stream_canary_speaks_mutual_tls(real_triton: RealTriton, tmp_p
     proxy demands a client certificate, so a stream sent without it never succeeds), or
     if a TLS stream goes to the engine (whose sockets speak plaintext only)."""
     from tls_support import TlsProxy, make_pki
-    from tritonwatch.client_tls import ClientTLS
+    from tritonwatch.common.client_tls import ClientTLS
 
     pki = make_pki(tmp_path)
     with TlsProxy(real_triton.http_port, pki, mutual=True) as proxy:

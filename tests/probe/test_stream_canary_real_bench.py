@@ -23,9 +23,9 @@ from stream_real_support import MAX_TOKENS, MODEL, RATE, RecordingStreamStats, s
 from real_triton import RealTriton
 from stream_reference import GrpcReference, HttpReference, Measured
 from support import wait_until
-from tritonwatch.canary_series import CanaryStats
-from tritonwatch.observations import Outcome, StreamResult
-from tritonwatch.probe.canary_runner import CanaryRunner
+from tritonwatch.probe.runner import CanaryRunner
+from tritonwatch.records.observations import Outcome, StreamResult
+from tritonwatch.state.canary_series import CanaryStats
 
 pytestmark = pytest.mark.bench
 

@@ -13,9 +13,7 @@ from hypothesis import strategies as st
 from tritonclient.grpc import service_pb2
 
 from support import fixtures_dir
-from tritonwatch.probe.load.http1 import ChunkedDecoder, response_head
 from tritonwatch.probe.payload import PayloadError, TensorSpec, build_inputs
-from tritonwatch.probe.sse import SseParser
 from tritonwatch.probe.stream_request import (
     WORDS,
     GenerateCodec,
@@ -26,6 +24,8 @@ from tritonwatch.probe.stream_request import (
     StreamDecodeError,
     StreamFields,
 )
+from tritonwatch.wire.http1 import ChunkedDecoder, response_head
+from tritonwatch.wire.sse import SseParser
 
 DEFAULTS = StreamFields()
 LLM_STREAM = [

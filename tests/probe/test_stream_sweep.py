@@ -14,14 +14,14 @@ from structlog.testing import capture_logs
 
 from sim_process import SimProcess
 from tritonwatch.analysis.sweep_verdict import judge_sweep
-from tritonwatch.cli import build_parser
+from tritonwatch.commands.cli import build_parser
+from tritonwatch.commands.sweep_cli import settings_from, streaming_settings
 from tritonwatch.config.schema import StreamConfig
-from tritonwatch.probe.stream_sweep import StreamSweepRunner, is_streaming
-from tritonwatch.probe.sweep_schedule import SweepPlan
-from tritonwatch.scheduled_sweeps import run_scheduled_sweep
+from tritonwatch.probe.sweep.schedule import SweepPlan
+from tritonwatch.probe.sweep.stream_sweep import StreamSweepRunner, is_streaming
+from tritonwatch.records.sweep_records import StepResult, SweepBoard, SweepProtocol, SweepSettings
+from tritonwatch.runtime.scheduled_sweeps import run_scheduled_sweep
 from tritonwatch.sim.models import ModelSet, parse_model_set
-from tritonwatch.sweep_cli import settings_from, streaming_settings
-from tritonwatch.sweep_records import StepResult, SweepBoard, SweepProtocol, SweepSettings
 
 pytestmark = pytest.mark.sim
 

@@ -11,10 +11,10 @@ import re
 import pytest
 
 from sweep_support import judged, stream_step
+from tritonwatch.commands.sweep_cli import verdict_lines
 from tritonwatch.config.schema import StreamConfig
 from tritonwatch.export.sweep_report import STREAM_CSV_COLUMNS, render_svg, to_csv, to_json, to_text
-from tritonwatch.sweep_cli import verdict_lines
-from tritonwatch.sweep_records import SweepResult, SweepSettings
+from tritonwatch.records.sweep_records import SweepResult, SweepSettings
 
 pytestmark = pytest.mark.real
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tritonwatch.observations import CanaryResult, Outcome, StreamResult
 from tritonwatch.probe.stream_timing import NO_OUTPUT, StreamClock
+from tritonwatch.records.observations import CanaryResult, Outcome, StreamResult
 
 
 @dataclass(frozen=True)

@@ -15,29 +15,29 @@ from pathlib import Path
 
 import pytest
 
-import tritonwatch.probe.load.worker as worker_module
-import tritonwatch.probe.sweep as sweep_module
+import tritonwatch.probe.sweep.load_sweep as sweep_module
+import tritonwatch.probe.sweep.worker as worker_module
 from sim_process import SimProcess
 from support import TRITONWATCH, assert_within_smoke_bound, fixtures_dir, free_port, wait_until
 from sweep_support import TWO_INSTANCES, judged, quantiles
 from tritonwatch.analysis.sweep_verdict import judge_sweep
-from tritonwatch.cli import build_parser
-from tritonwatch.client_tls import ClientTLS
+from tritonwatch.commands.cli import build_parser
+from tritonwatch.commands.sweep_cli import parse_levels, settings_from
+from tritonwatch.commands.tune.cli import sweep_settings_from
+from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.config import parse_config
 from tritonwatch.export.sweep_report import render_svg, to_csv, to_json
-from tritonwatch.probe.load.grpc_callbacks import CallbackGrpcLoad
-from tritonwatch.probe.load.h2c import lean_grpc_request
-from tritonwatch.probe.load.pool import cut_all, split_concurrency, start_workers, stop_workers
-from tritonwatch.probe.load.spec import LoadSpec, grpc_load_spec, http_load_spec
-from tritonwatch.probe.load.worker import CALLBACK_MAX_CONCURRENCY, WindowSamples, uses_callbacks
 from tritonwatch.probe.payload import Tensor, TensorSpec, build_inputs
-from tritonwatch.probe.stability import WindowResult
-from tritonwatch.probe.sweep import SweepRunner, _step_result
-from tritonwatch.probe.sweep_schedule import sweep_plans
+from tritonwatch.probe.sweep.grpc_callbacks import CallbackGrpcLoad
+from tritonwatch.probe.sweep.h2c import lean_grpc_request
+from tritonwatch.probe.sweep.load_sweep import SweepRunner, _step_result
+from tritonwatch.probe.sweep.pool import cut_all, split_concurrency, start_workers, stop_workers
+from tritonwatch.probe.sweep.schedule import sweep_plans
+from tritonwatch.probe.sweep.spec import LoadSpec, grpc_load_spec, http_load_spec
+from tritonwatch.probe.sweep.stability import WindowResult
+from tritonwatch.probe.sweep.worker import CALLBACK_MAX_CONCURRENCY, WindowSamples, uses_callbacks
+from tritonwatch.records.sweep_records import LoadMode, ServerBreakdown, StepResult, SweepSettings
 from tritonwatch.sim.testing import model_set_with
-from tritonwatch.sweep_cli import parse_levels, settings_from
-from tritonwatch.sweep_records import LoadMode, ServerBreakdown, StepResult, SweepSettings
-from tritonwatch.tune.cli import sweep_settings_from
 
 pytestmark = pytest.mark.real
 

@@ -18,7 +18,7 @@ from tritonwatch.export.sweep_report import (
     to_json,
     to_text,
 )
-from tritonwatch.sweep_records import ServerBreakdown, StepResult, SweepSettings
+from tritonwatch.records.sweep_records import ServerBreakdown, StepResult, SweepSettings
 
 pytestmark = pytest.mark.real
 

@@ -12,11 +12,11 @@ import yaml
 
 from support import REPO
 from tritonwatch.analysis.slo import BURN_POLICY, SLOKind, SLOSpec, slo_specs
-from tritonwatch.canary_series import CanaryStats
+from tritonwatch.commands.rules.generate import render_config_rules
 from tritonwatch.config import load_config
-from tritonwatch.observations import CanaryResult, Outcome
-from tritonwatch.rules.generate import render_config_rules
-from tritonwatch.slo_tracker import SLOTracker
+from tritonwatch.records.observations import CanaryResult, Outcome
+from tritonwatch.runtime.slo_tracker import SLOTracker
+from tritonwatch.state.canary_series import CanaryStats
 
 pytestmark = pytest.mark.real
 

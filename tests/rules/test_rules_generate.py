@@ -14,13 +14,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from support import REPO, DaemonProcess, wait_until
 from tritonwatch.analysis.slo import BURN_POLICY, WINDOWS, SliSource, SLOKind, SLOSpec, SLOStatus
-from tritonwatch.canary_series import CanaryStats, latency_buckets
+from tritonwatch.commands.rules import cli
+from tritonwatch.commands.rules.generate import le_label, render_config_rules
 from tritonwatch.config import load_config, parse_config
 from tritonwatch.export.alerts import SLO_BURN, slo_burn_alert
 from tritonwatch.export.canary_metrics import CanaryCollector
-from tritonwatch.observations import CanaryResult, Outcome
-from tritonwatch.rules import cli
-from tritonwatch.rules.generate import le_label, render_config_rules
+from tritonwatch.records.observations import CanaryResult, Outcome
+from tritonwatch.state.canary_series import CanaryStats, latency_buckets
 
 pytestmark = pytest.mark.real
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tritonwatch.commands.rules.generate import ITL, TTFT, le_label, render_config_rules
 from tritonwatch.config import parse_config
-from tritonwatch.rules.generate import ITL, TTFT, le_label, render_config_rules
 
 pytestmark = pytest.mark.real
 

@@ -15,15 +15,15 @@ from sim_traffic import FakeClock, MeasuredCanary, infer_in_process, sim_target
 import support
 from support import wait_until
 from tritonwatch.analysis.breakdown import BottleneckThresholds, judge_target
-from tritonwatch.bottleneck_board import BottleneckBoard
-from tritonwatch.canary_series import CanaryStats, latency_buckets
 from tritonwatch.config.schema import Config
-from tritonwatch.probe.canary import canary_plans
-from tritonwatch.probe.canary_runner import CanaryRunner
+from tritonwatch.probe.canary.model_canary import canary_plans
+from tritonwatch.probe.runner import CanaryRunner
+from tritonwatch.records.target_state import ModelState
+from tritonwatch.runtime.bottleneck_board import BottleneckBoard
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_scrapers import TritonScrapers, canary_totals
 from tritonwatch.sim.server import Simulator
-from tritonwatch.target_state import ModelState
+from tritonwatch.state.canary_series import CanaryStats, latency_buckets
 
 pytestmark = pytest.mark.sim
 

@@ -11,8 +11,8 @@ import requests
 from stub_server import Route, StubServer
 
 from support import assert_within_smoke_bound
+from tritonwatch.records.target_state import FetchStatus
 from tritonwatch.scrape.fetch import FetchResult, fetch
-from tritonwatch.target_state import FetchStatus
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from types import ModuleType
 import pytest
 
 from support import REPO, fixtures_dir
-from tritonwatch.observations import GpuSample
+from tritonwatch.records.observations import GpuSample
 from tritonwatch.scrape.nvml_fake import FakeNvml
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
 

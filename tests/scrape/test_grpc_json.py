@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from support import fixtures_dir
-from tritonwatch.grpc_json import answer_type, grpc_json_as_http
-from tritonwatch.probe.clients import normalise_grpc_json
+from tritonwatch.common.grpc_json import answer_type, grpc_json_as_http
+from tritonwatch.probe.canary.clients import normalise_grpc_json
 from tritonwatch.scrape.triton_config import parse_model_config
 from tritonwatch.scrape.triton_stats import parse_model_statistics
 

@@ -24,13 +24,13 @@ from tritonclient.grpc import service_pb2_grpc
 
 from support import RefusedHttp, fixtures_dir
 from tls_support import Pki, make_pki
-from tritonwatch.client_tls import ClientTLS
+from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.observations import ModelKey
+from tritonwatch.records.observations import ModelKey
+from tritonwatch.records.target_state import FetchStatus, ScrapeSource
 from tritonwatch.scrape.model_apis import GrpcModelApis, HttpModelApis, model_apis_for
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import GrpcTLS, Simulator
-from tritonwatch.target_state import FetchStatus, ScrapeSource
 
 pytestmark = pytest.mark.real
 

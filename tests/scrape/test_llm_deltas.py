@@ -11,8 +11,8 @@ from stub_server import Route, StubServer
 
 from support import fixtures_dir
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.llm_records import ITL, TTFT, LlmReadings
-from tritonwatch.observations import TritonHistogram
+from tritonwatch.records.llm_records import ITL, TTFT, LlmReadings
+from tritonwatch.records.observations import TritonHistogram
 from tritonwatch.scrape.llm_deltas import llm_rates
 from tritonwatch.scrape.target_scraper import TargetScraper
 

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from support import fixtures_dir
-from tritonwatch.llm_records import ITL, TTFT, LlmReadings
-from tritonwatch.observations import ModelCounters, ModelKey
+from tritonwatch.records.llm_records import ITL, TTFT, LlmReadings
+from tritonwatch.records.observations import ModelCounters, ModelKey
 from tritonwatch.scrape.llm_readings import llm_readings
 from tritonwatch.scrape.triton_text import parse_triton_metrics
 

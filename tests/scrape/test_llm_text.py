@@ -3,7 +3,7 @@ labels kept by value, and label order not mattering."""
 
 from __future__ import annotations
 
-from tritonwatch.observations import ModelKey
+from tritonwatch.records.observations import ModelKey
 from tritonwatch.scrape.llm_families import LLM_FAMILIES, LLM_FAMILIES_BY_NAME
 from tritonwatch.scrape.triton_families import FAMILIES_BY_NAME
 from tritonwatch.scrape.triton_text import parse_triton_metrics

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from support import fixtures_dir
-from tritonwatch.observations import ModelKey
+from tritonwatch.records.observations import ModelKey
 from tritonwatch.scrape import triton_families as f
 from tritonwatch.scrape.model_selection import select_models
 from tritonwatch.scrape.triton_text import parse_triton_metrics

@@ -10,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from support import fixtures_dir
-from tritonwatch.observations import GpuProcess, GpuSample
+from tritonwatch.records.observations import GpuProcess, GpuSample
 from tritonwatch.scrape.nvml_fake import FakeNvml
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
 

@@ -22,7 +22,8 @@ from stub_server import Route, StubServer
 
 import support
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.observations import ModelStatistics
+from tritonwatch.records.observations import ModelStatistics
+from tritonwatch.records.target_state import FetchStatus, ScrapeOutcome, ScrapeSource
 from tritonwatch.scrape import target_scraper
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_stats import parse_model_statistics
@@ -30,7 +31,6 @@ from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
 from tritonwatch.sim.load import example_inputs
 from tritonwatch.sim.models import ModelSet, parse_model_set
 from tritonwatch.sim.server import Simulator
-from tritonwatch.target_state import FetchStatus, ScrapeOutcome, ScrapeSource
 
 pytestmark = pytest.mark.real
 

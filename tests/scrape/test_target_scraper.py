@@ -14,11 +14,11 @@ from stub_server import Route, StubServer
 from support import fixtures_dir
 from tritonwatch.analysis.breakdown import judge_target
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.observations import ModelKey
+from tritonwatch.records.observations import ModelKey
+from tritonwatch.records.target_state import FetchStatus, ScrapeSource
 from tritonwatch.scrape import target_scraper
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import Simulator
-from tritonwatch.target_state import FetchStatus, ScrapeSource
 
 pytestmark = pytest.mark.sim
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from support import fixtures_dir
-from tritonwatch.observations import DynamicBatching, InstanceGroup, ModelConfigSnapshot
+from tritonwatch.records.observations import DynamicBatching, InstanceGroup, ModelConfigSnapshot
 from tritonwatch.scrape.triton_config import config_changes, flatten, parse_model_config
 
 

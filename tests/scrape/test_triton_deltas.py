@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from support import fixtures_dir
-from tritonwatch.counters import counter_increase
-from tritonwatch.observations import ModelKey, ModelRates, TritonRates, TritonScrape
+from tritonwatch.records.counters import counter_increase
+from tritonwatch.records.observations import ModelKey, ModelRates, TritonRates, TritonScrape
 from tritonwatch.scrape import triton_families as f
 from tritonwatch.scrape.triton_deltas import model_rates, triton_rates
 from tritonwatch.scrape.triton_text import parse_triton_metrics

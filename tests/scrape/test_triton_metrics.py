@@ -14,12 +14,11 @@ from sim_traffic import infer, sim_target
 
 from support import assert_promtool_clean, exposition, sample_value
 from tritonwatch.analysis.breakdown import find_bottleneck, latency_breakdown
-from tritonwatch.bottleneck_board import BottleneckBoard
 from tritonwatch.config.schema import Config
 from tritonwatch.export.canary_metrics import QUANTILE_FAMILY
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector
 from tritonwatch.export.triton_metrics import TritonModelCollector, server_quantile_samples
-from tritonwatch.observations import (
+from tritonwatch.records.observations import (
     BatchStatisticsRates,
     DynamicBatching,
     InstanceGroup,
@@ -27,15 +26,16 @@ from tritonwatch.observations import (
     ModelRates,
     TritonSummary,
 )
-from tritonwatch.scrape.triton_scrapers import TritonScrapers
-from tritonwatch.sim.server import Simulator
-from tritonwatch.target_state import (
+from tritonwatch.records.target_state import (
     FetchStatus,
     ModelState,
     ScrapeSource,
     SourceOutcome,
     TargetState,
 )
+from tritonwatch.runtime.bottleneck_board import BottleneckBoard
+from tritonwatch.scrape.triton_scrapers import TritonScrapers
+from tritonwatch.sim.server import Simulator
 
 pytestmark = pytest.mark.real
 

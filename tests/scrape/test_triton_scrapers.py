@@ -6,17 +6,17 @@ from typing import Any
 
 import pytest
 
-from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import Config, TargetConfig
-from tritonwatch.observations import (
+from tritonwatch.records.observations import (
     CanaryResult,
     ModelConfigChange,
     ModelConfigSnapshot,
     Outcome,
     TritonGpuRates,
 )
+from tritonwatch.records.target_state import ScrapeOutcome, TargetState
 from tritonwatch.scrape.triton_scrapers import TritonScrapers, canary_totals
-from tritonwatch.target_state import ScrapeOutcome, TargetState
+from tritonwatch.state.canary_series import CanaryStats
 
 
 class FakeScraper:

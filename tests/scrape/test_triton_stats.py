@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tritonwatch.observations import ModelKey, ModelStatistics
+from tritonwatch.records.observations import ModelKey, ModelStatistics
 from tritonwatch.scrape.triton_stats import (
     batch_statistics_rates,
     parse_all_model_statistics,

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from support import fixtures_dir
-from tritonwatch.observations import ModelKey, RawSeries, TritonScrape
+from tritonwatch.records.observations import ModelKey, RawSeries, TritonScrape
 from tritonwatch.scrape import triton_families as f
 from tritonwatch.scrape.triton_text import MetricsTextError, parse_labels, parse_triton_metrics
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from support import fixtures_dir
-from tritonwatch.observations import ModelKey
+from tritonwatch.records.observations import ModelKey
 from tritonwatch.scrape import triton_families as f
 from tritonwatch.scrape.triton_text import MetricsTextError, parse_triton_metrics
 

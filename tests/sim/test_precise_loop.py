@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tritonwatch.sim import precise_loop
+from tritonwatch.common import precise_loop
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="the precise selector is Linux-only")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tritonwatch.sim import precise_loop
+from tritonwatch.common import precise_loop
 
 pytestmark = pytest.mark.bench
 

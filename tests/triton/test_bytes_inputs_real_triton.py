@@ -27,16 +27,16 @@ from tritonclient.grpc import service_pb2
 
 from real_triton import RealTriton
 from support import TRITONWATCH
-from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config import parse_config
-from tritonwatch.observations import Outcome
-from tritonwatch.probe.canary import ModelCanary, canary_plans
-from tritonwatch.probe.clients import client_for
+from tritonwatch.probe.canary.clients import client_for
+from tritonwatch.probe.canary.model_canary import ModelCanary, canary_plans
 from tritonwatch.probe.interfaces import InferenceClient
-from tritonwatch.probe.load.spec import grpc_load_spec, http_load_spec
 from tritonwatch.probe.payload import STRING_CHARACTERS, Tensor
-from tritonwatch.probe.sweep import prepare_tensors
-from tritonwatch.sweep_records import SweepSettings
+from tritonwatch.probe.sweep.load_sweep import prepare_tensors
+from tritonwatch.probe.sweep.spec import grpc_load_spec, http_load_spec
+from tritonwatch.records.observations import Outcome
+from tritonwatch.records.sweep_records import SweepSettings
+from tritonwatch.state.canary_series import CanaryStats
 
 pytestmark = pytest.mark.real
 

@@ -19,11 +19,11 @@ from canary_support import RecordingClient, canary_plan
 from structlog.testing import capture_logs
 
 from real_triton import RealTriton
-from tritonwatch.canary_series import SKIPPED, CanaryStats, SeriesSnapshot
 from tritonwatch.config.schema import InputOverride
-from tritonwatch.observations import Outcome
-from tritonwatch.probe.canary import CanaryPlan, ModelCanary, run_canaries
-from tritonwatch.probe.clients import client_for
+from tritonwatch.probe.canary.clients import client_for
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary, run_canaries
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_series import SKIPPED, CanaryStats, SeriesSnapshot
 
 pytestmark = pytest.mark.real
 WAIT_SECONDS = 30.0

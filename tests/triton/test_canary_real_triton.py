@@ -7,7 +7,7 @@ and logged nothing. These tests hold the canary to what the real server does: ev
 answer of the ``batching`` identity model decodes to exactly what was sent, binary
 tensors are chosen from the server's own ``GET /v2``, and a failing model says why in
 its log lines and its stats. The daemon's plain-HTTP and plaintext-gRPC canaries send
-from the select-loop engine (probe/canary_engine.py, gRPC over its own HTTP/2), not the
+from the select-loop engine (probe/canary/engine.py, gRPC over its own HTTP/2), not the
 event loop: the tests run on both paths.
 """
 
@@ -30,12 +30,8 @@ from structlog.testing import capture_logs
 from tritonclient.utils import InferenceServerException
 
 from real_triton import RealTriton
-from tritonwatch.canary_series import CanaryStats, SeriesSnapshot
 from tritonwatch.config.schema import InputOverride
-from tritonwatch.observations import Outcome
-from tritonwatch.probe.canary import BREAKER_FAILURES, CanaryPlan, ModelCanary
-from tritonwatch.probe.canary_engine import CanaryEngine
-from tritonwatch.probe.clients import (
+from tritonwatch.probe.canary.clients import (
     ACCEPT_ENCODING,
     GrpcInferenceClient,
     HttpInferenceClient,
@@ -43,9 +39,13 @@ from tritonwatch.probe.clients import (
     client_for,
     error_text,
 )
-from tritonwatch.probe.http2 import UnaryRequest
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.model_canary import BREAKER_FAILURES, CanaryPlan, ModelCanary
 from tritonwatch.probe.infer_response import decode_http_infer_response
 from tritonwatch.probe.payload import Tensor
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_series import CanaryStats, SeriesSnapshot
+from tritonwatch.wire.http2 import UnaryRequest
 
 pytestmark = pytest.mark.real
 WAIT_SECONDS = 30.0

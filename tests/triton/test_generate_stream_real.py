@@ -1,6 +1,6 @@
 """What real Triton 2.51 sends a streaming client, pinned on ``tests/triton_models/llm_stream``.
 
-The streaming canary's readers (probe/sse.py, probe/stream_request.py) are written
+The streaming canary's readers (wire/sse.py, probe/stream_request.py) are written
 against these facts (docs/plans/issue18.md A1, A2): HTTP ``generate_stream`` is a chunked
 ``text/event-stream`` with one ``data: {...}\\n\\n`` event per response and none for the
 flag-only final; an error after the first token comes as an event under status 200;
@@ -30,10 +30,10 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from real_triton import HISTOGRAM_LATENCIES, RealTriton
 from support import fixtures_dir
-from tritonwatch.probe.load.http1 import ChunkedDecoder, response_head
 from tritonwatch.probe.payload import input_specs
-from tritonwatch.probe.sse import SseParser
 from tritonwatch.probe.stream_request import GenerateCodec, GrpcStreamCodec, Piece, StreamFields
+from tritonwatch.wire.http1 import ChunkedDecoder, response_head
+from tritonwatch.wire.sse import SseParser
 
 pytestmark = pytest.mark.real
 

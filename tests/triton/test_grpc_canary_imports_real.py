@@ -3,7 +3,7 @@
 Issue 15's footprint: ``grpc`` and ``tritonclient.grpc`` (protobuf, numpy with them) are
 about 28 MiB of a daemon that, on a plaintext target with an HTTP API, needs none: its gRPC requests (plain and streaming) go out on the
 engine's own h2c client, their messages are written and read by
-:mod:`~tritonwatch.probe.kserve_protobuf`, and the canary's preparation (metadata,
+:mod:`~tritonwatch.wire.kserve_protobuf`, and the canary's preparation (metadata,
 config) asks the target's HTTP API. The daemon runs in a fresh interpreter against real
 Triton until both canaries succeeded, then says what it imported.
 """
@@ -28,7 +28,7 @@ _DAEMON = """
 import json, sys, time, urllib.request
 from pathlib import Path
 from tritonwatch.config import load_config
-from tritonwatch.daemon import Daemon
+from tritonwatch.runtime.daemon import Daemon
 
 path = Path(sys.argv[1])
 daemon = Daemon(path, load_config(path), listen_override="127.0.0.1:0")

@@ -25,11 +25,11 @@ from support import DaemonProcess, RefusedHttp, sample_value, wait_until
 from tls_support import Pki, make_pki
 from tritonwatch.analysis.breakdown import judge_target
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.observations import ModelKey, ModelStatistics
+from tritonwatch.records.observations import ModelKey, ModelStatistics
+from tritonwatch.records.target_state import FetchStatus, ScrapeSource
 from tritonwatch.scrape.model_apis import GrpcModelApis
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_stats import parse_model_statistics
-from tritonwatch.target_state import FetchStatus, ScrapeSource
 
 pytestmark = pytest.mark.real
 

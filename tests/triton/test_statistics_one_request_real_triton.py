@@ -23,11 +23,11 @@ from real_mlserver import ECHO_MODEL, RealMLServer
 from real_triton import RealTriton
 from support import wait_until
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.observations import ModelKey, ModelStatistics
+from tritonwatch.records.observations import ModelKey, ModelStatistics
+from tritonwatch.records.target_state import FetchStatus, ScrapeSource
 from tritonwatch.scrape.model_apis import GrpcModelApis, HttpModelApis
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_stats import parse_all_model_statistics, parse_model_statistics
-from tritonwatch.target_state import FetchStatus, ScrapeSource
 
 pytestmark = pytest.mark.real
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tritonwatch.sweep_records import StepResult, SweepResult, SweepSettings
-from tritonwatch.tune.judge import Verdict, judge
+from tritonwatch.commands.tune.judge import Verdict, judge
+from tritonwatch.records.sweep_records import StepResult, SweepResult, SweepSettings
 
 
 def _step(samples: int) -> StepResult:

@@ -15,8 +15,8 @@ import pytest
 from sim_process import SimProcess
 from support import TRITONWATCH, wait_until
 from sweep_support import tune_settings
-from tritonwatch.tune.repository import ModelRepository
-from tritonwatch.tune.tuner import Tuner
+from tritonwatch.commands.tune.repository import ModelRepository
+from tritonwatch.commands.tune.tuner import Tuner
 
 pytestmark = pytest.mark.real
 

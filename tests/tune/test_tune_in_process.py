@@ -15,11 +15,16 @@ import pytest
 from in_process_sweep import in_process_sweep
 
 from sweep_support import tune_settings
+from tritonwatch.commands.tune.candidates import Change
+from tritonwatch.commands.tune.repository import (
+    ModelRepository,
+    NotExplicitModeError,
+    changed,
+    to_pbtxt,
+)
+from tritonwatch.commands.tune.tuner import Tuner
+from tritonwatch.records.sweep_records import SweepResult
 from tritonwatch.sim.server import Simulator
-from tritonwatch.sweep_records import SweepResult
-from tritonwatch.tune.candidates import Change
-from tritonwatch.tune.repository import ModelRepository, NotExplicitModeError, changed, to_pbtxt
-from tritonwatch.tune.tuner import Tuner
 
 pytestmark = pytest.mark.sim
 

@@ -5,7 +5,7 @@ over one model's window and keeps the highest-priority configuration change (one
 change at a time, so an experiment can tell what helped) and every piece of advice
 that needs no change. Pure: what stays active between evaluations, and the log line
 when a recommendation appears, changes or clears, is the wiring's
-(:class:`~tritonwatch.recommendation_book.RecommendationBook`).
+(:class:`~tritonwatch.runtime.recommendation_book.RecommendationBook`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tritonwatch.analysis.advisor_records import (
     Recommendation,
 )
 from tritonwatch.analysis.advisor_rules import RULES
-from tritonwatch.logs import get_logger
+from tritonwatch.common.logs import get_logger
 
 _log = get_logger("advisor")
 

@@ -23,11 +23,11 @@ from tritonwatch.analysis.advisor_records import (
 )
 from tritonwatch.analysis.advisor_rules import kv_pressure
 from tritonwatch.analysis.slo import SLOStatus
-from tritonwatch.canary_series import SeriesSnapshot
+from tritonwatch.common.logs import get_logger
 from tritonwatch.config.schema import Config, TargetConfig, WatchedModel
-from tritonwatch.logs import get_logger
-from tritonwatch.stream_series import StreamSnapshot
-from tritonwatch.target_state import ModelState, TargetState, model_gpus
+from tritonwatch.records.target_state import ModelState, TargetState, model_gpus
+from tritonwatch.state.canary_series import SeriesSnapshot
+from tritonwatch.state.stream_series import StreamSnapshot
 
 _log = get_logger("advisor")
 TTFT_KIND = "ttft"

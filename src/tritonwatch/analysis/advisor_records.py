@@ -15,8 +15,8 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from tritonwatch.analysis.slo import Severity
-from tritonwatch.llm_records import LlmRates, LlmReadings
-from tritonwatch.observations import ModelRates
+from tritonwatch.records.llm_records import LlmRates, LlmReadings
+from tritonwatch.records.observations import ModelRates
 
 REJECTED = "REJECTED"
 """Triton's failure reason for requests its queue policy refused

@@ -31,8 +31,8 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from tritonwatch.config.schema import Config, TargetConfig
-from tritonwatch.observations import ModelRates
-from tritonwatch.target_state import (
+from tritonwatch.records.observations import ModelRates
+from tritonwatch.records.target_state import (
     Bottleneck,
     BottleneckKind,
     LatencyBreakdown,

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from tritonwatch.quantiles import nearest_rank
+from tritonwatch.records.quantiles import nearest_rank
 
 BOOTSTRAP_ITERATIONS = 1000
 CONFIDENCE = 0.95

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
-from tritonwatch.sweep_records import CurvePoint, Knee
+from tritonwatch.records.sweep_records import CurvePoint, Knee
 
 DEFAULT_MIN_GAIN_RATIO = 0.10
 DEFAULT_THROUGHPUT_TOLERANCE = 0.02

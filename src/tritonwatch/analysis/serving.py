@@ -10,8 +10,8 @@ Triton's own health answers 200 while every inference fails (a device lost after
 stuck execution): the readiness check cannot see that, the canary can. A model is *not
 serving* when its server reads ready and every canary series of it that has produced
 anything is in a run of server failures at least :data:`HOLD_SECONDS` old
-(:attr:`~tritonwatch.canary_series.SeriesSnapshot.failing_since`; outcomes in
-:data:`~tritonwatch.observations.NOT_THE_SERVERS` neither extend nor end the run).
+(:attr:`~tritonwatch.state.canary_series.SeriesSnapshot.failing_since`; outcomes in
+:data:`~tritonwatch.records.observations.NOT_THE_SERVERS` neither extend nor end the run).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tritonwatch.canary_series import LastError, SeriesSnapshot
-from tritonwatch.observations import ReadinessObservation
+from tritonwatch.records.observations import ReadinessObservation
+from tritonwatch.state.canary_series import LastError, SeriesSnapshot
 
 HOLD_SECONDS = 60.0
 """How long a server must read not ready, or a model fail every request, before it pages."""

@@ -1,7 +1,7 @@
 """SLOs, burn rates and the multiwindow, multi-burn-rate alert policy (docs/design.md §6).
 
 Pure functions: event counts in, ratios and verdicts out. The same numbers drive the
-daemon's in-process alerts and the Prometheus rules :mod:`tritonwatch.rules` writes,
+daemon's in-process alerts and the Prometheus rules :mod:`tritonwatch.commands.rules` writes,
 so both compare the *error ratio* against ``factor × (1 − objective)`` with a strict
 ``>``, exactly as the generated PromQL does.
 

@@ -1,7 +1,8 @@
 """A sweep's conclusions: the knee, the operating point under the budget, and the
 caveat when the knee lies where the load generator itself was saturated.
 
-The runner (:mod:`tritonwatch.probe.sweep`, or :mod:`tritonwatch.probe.stream_sweep`
+The runner (:mod:`tritonwatch.probe.sweep.load_sweep`, or
+:mod:`tritonwatch.probe.sweep.stream_sweep`
 for a streaming model) only measures; whoever ran it (``tritonwatch sweep``, the tuner,
 the daemon's scheduled sweeps) judges the steps here. A plain sweep is judged on
 inferences/s and the latency p95; a streaming one on output tokens/s (what a generative
@@ -12,7 +13,13 @@ whole-request latency grows with the tokens asked for, not with the load alone.
 from __future__ import annotations
 
 from tritonwatch.analysis.knee import find_knee, operating_point
-from tritonwatch.sweep_records import CurvePoint, Measure, StepResult, SweepResult, SweepSteps
+from tritonwatch.records.sweep_records import (
+    CurvePoint,
+    Measure,
+    StepResult,
+    SweepResult,
+    SweepSteps,
+)
 
 
 def curve_point(step: StepResult, measure: Measure) -> CurvePoint:

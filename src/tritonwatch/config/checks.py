@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from tritonwatch.client_tls import is_secure
+from tritonwatch.common.client_tls import is_secure
+from tritonwatch.common.listen import ListenAddressError, parse_listen_address
 from tritonwatch.config.errors import ConfigError, Problem
 from tritonwatch.config.schema import (
     SWEEP_CONCURRENCY_CAP,
@@ -19,7 +20,6 @@ from tritonwatch.config.schema import (
 )
 from tritonwatch.config.units import format_duration
 from tritonwatch.config.web_config import load_web_config
-from tritonwatch.listen import ListenAddressError, parse_listen_address
 
 Check = Callable[[Config], Iterator[Problem]]
 

@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from tritonwatch.client_tls import ClientTLS
+from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.config.types import (
     AutoBool,
     Duration,
@@ -240,7 +240,7 @@ DEFAULT_HTTP2_WINDOW = 1 << 20
 
 
 class CanaryLimits(Section):
-    """How much of an answer the canary reads before it stops (probe/answer_limits.py):
+    """How much of an answer the canary reads before it stops (wire/limits.py):
     an answer over a bound is the outcome ``too_large``, its connection closed, the rest
     never read. The defaults keep a misbehaving server within the daemon's memory goal."""
 
@@ -401,7 +401,7 @@ class TargetConfig(Section):
     tls: TargetTLS | None = None
     """Used for every secure URL of the target (API, gRPC, metrics)."""
     model_spec: ModelSpec = Field(default_factory=ModelSelection, alias="models")
-    """What ``models:`` says; after discovery (:mod:`tritonwatch.model_discovery`) the
+    """What ``models:`` says; after discovery (:mod:`tritonwatch.runtime.model_discovery`) the
     effective config holds the resolved list here."""
 
     @property
@@ -606,7 +606,7 @@ class Config(Section):
 
     def secret_values(self) -> list[str]:
         """Every secret value the config holds, for the log redactor
-        (:meth:`tritonwatch.logs.Redactor.set_secrets`)."""
+        (:meth:`tritonwatch.common.logs.Redactor.set_secrets`)."""
         alerting = self.alerting
         values = [alerting.webhook_url, alerting.bearer_token]
         if alerting.basic_auth is not None:

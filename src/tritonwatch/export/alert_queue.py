@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import requests
 
+from tritonwatch.common.logs import get_logger
 from tritonwatch.export.alerts import Alert
-from tritonwatch.logs import get_logger
 
 _log = get_logger("alerts")
 DEFAULT_CAPACITY = 10_000

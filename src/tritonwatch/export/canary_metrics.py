@@ -15,8 +15,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from tritonwatch.canary_series import CanaryStats
-from tritonwatch.observations import Outcome
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_series import CanaryStats
 
 QUANTILE_FAMILY = "tritonwatch_latency_quantile_seconds"
 ServerQuantiles = Callable[[], Iterable[tuple[str, dict[str, str], float]]]

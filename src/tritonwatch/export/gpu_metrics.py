@@ -2,7 +2,7 @@
 
 One collector owns every GPU family because two sources feed some of them: NVML on
 this host (:class:`~tritonwatch.scrape.nvml_sampler.NvmlSampler`) and the DCGM
-gauges each Triton server prints (:class:`~tritonwatch.observations.TritonGpuRates`).
+gauges each Triton server prints (:class:`~tritonwatch.records.observations.TritonGpuRates`).
 A registry refuses two collectors that yield the same family, and a series must not
 appear twice, so the rule is: utilisation comes from both, told apart by ``source``
 (nvml|triton); every other family comes from NVML where NVML sees the GPU, and from
@@ -25,7 +25,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from tritonwatch.observations import CLOCK_EVENT_REASONS, GpuSample, NvmlState, TritonGpuRates
+from tritonwatch.records.observations import (
+    CLOCK_EVENT_REASONS,
+    GpuSample,
+    NvmlState,
+    TritonGpuRates,
+)
 
 _GPU_LABELS = ["gpu", "gpu_index"]
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from tritonwatch.export.http_server import HealthReport
 
 if TYPE_CHECKING:
-    from tritonwatch.canary_series import SeriesKey
-    from tritonwatch.schedule_health import LateJob
+    from tritonwatch.state.canary_series import SeriesKey
+    from tritonwatch.state.schedule_health import LateJob
 
 
 def health_report(

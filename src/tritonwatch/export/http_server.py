@@ -25,11 +25,11 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from prometheus_client import CollectorRegistry
 
+from tritonwatch.common.listen import ListenAddress
+from tritonwatch.common.logs import get_logger
 from tritonwatch.export.basic_auth import BasicAuthChecker, parse_basic_authorization
 from tritonwatch.export.exposition import make_metrics_app
 from tritonwatch.export.web_config_watcher import WebConfigWatcher
-from tritonwatch.listen import ListenAddress
-from tritonwatch.logs import get_logger
 
 _log = get_logger("exporter")
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tritonwatch.llm_records import LlmRates, LlmReadings
-from tritonwatch.target_state import ModelState, TargetState
+from tritonwatch.records.llm_records import LlmRates, LlmReadings
+from tritonwatch.records.target_state import ModelState, TargetState
 
 _MODEL = ["target", "model"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tritonwatch.observations import ReadinessObservation
+from tritonwatch.records.observations import ReadinessObservation
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,15 +22,15 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from tritonwatch import __version__
-from tritonwatch.canary_series import SKIPPED, LastError
 from tritonwatch.export.latency_history import P95Point
 from tritonwatch.export.status_charts import budget_bar, burn_chart, p95_sparkline, span_text
+from tritonwatch.state.canary_series import SKIPPED, LastError
 
 if TYPE_CHECKING:
     from tritonwatch.analysis.advisor_records import Recommendation
     from tritonwatch.analysis.serving import NotServing
     from tritonwatch.analysis.slo import SLOStatus
-    from tritonwatch.target_state import LatencyBreakdown
+    from tritonwatch.records.target_state import LatencyBreakdown
 
 STREAM_MEASURES = {"ttft": "TTFT (time to first token)", "itl": "ITL (inter-token latency)"}
 """The streaming canary's measures, by the SLO kind that judges each, as the page names

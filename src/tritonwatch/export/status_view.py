@@ -17,7 +17,6 @@ from tritonwatch.analysis.advisor_records import Recommendation
 from tritonwatch.analysis.experiments import Experiment
 from tritonwatch.analysis.serving import NotServing
 from tritonwatch.analysis.slo import SLOStatus
-from tritonwatch.canary_series import SeriesKey, SeriesSnapshot
 from tritonwatch.config.schema import Config
 from tritonwatch.export.latency_history import P95Point
 from tritonwatch.export.status_page import (
@@ -30,10 +29,11 @@ from tritonwatch.export.status_page import (
     VerdictLine,
 )
 from tritonwatch.export.sweep_report import render_svg
-from tritonwatch.observations import ReadinessObservation, TargetModel
-from tritonwatch.stream_series import StreamSnapshot
-from tritonwatch.sweep_records import SweepResult
-from tritonwatch.target_state import ModelState, TargetState
+from tritonwatch.records.observations import ReadinessObservation, TargetModel
+from tritonwatch.records.sweep_records import SweepResult
+from tritonwatch.records.target_state import ModelState, TargetState
+from tritonwatch.state.canary_series import SeriesKey, SeriesSnapshot
+from tritonwatch.state.stream_series import StreamSnapshot
 
 EXPERIMENTS_SHOWN = 5
 """The latest verdicts shown per model."""

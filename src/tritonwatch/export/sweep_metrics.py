@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tritonwatch.sweep_records import SweepBoard
+from tritonwatch.records.sweep_records import SweepBoard
 
 _LATENCY = "tritonwatch_sweep_latency_seconds"
 _QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p95", "0.95"), ("p99", "0.99"))

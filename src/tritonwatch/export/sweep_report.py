@@ -19,14 +19,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tritonwatch.sweep_records import (
+from tritonwatch.common.terminal_table import Column, render_table
+from tritonwatch.records.sweep_records import (
     MEASURE_NAMES,
     SERVER_STAGES,
     Measure,
     StepResult,
     SweepResult,
 )
-from tritonwatch.terminal_table import Column, render_table
 
 STREAM_CSV_COLUMNS = (
     "Concurrency", "Output Tokens/Second", "Requests/Second", "Error Rate",

@@ -1,7 +1,7 @@
 """Triton's per-model numbers, the breakdown and bottleneck findings, and scrape health.
 
 :class:`TritonModelCollector` renders the latest
-:class:`~tritonwatch.target_state.TargetState` of every target at scrape time
+:class:`~tritonwatch.records.target_state.TargetState` of every target at scrape time
 (docs/design.md §8 names). Only configured targets and models are in the states, and a model
 without data in its last window (no traffic, a failed scrape) has no series, so series
 of targets and models that went away vanish with them: nothing is ever left stale.
@@ -27,7 +27,7 @@ from prometheus_client.registry import Collector
 
 # label_float: quantiles as the canary collector writes them, so both sources share labels.
 from tritonwatch.export.canary_metrics import QUANTILE_FAMILY, label_float
-from tritonwatch.target_state import BOTTLENECK_KINDS, ModelState, TargetState
+from tritonwatch.records.target_state import BOTTLENECK_KINDS, ModelState, TargetState
 
 SERVER_QUANTILE_WINDOW = "1m"
 """Triton's summaries cover a sliding 60 s window."""

@@ -12,11 +12,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from tritonwatch.common.file_stamps import FileStamps, file_stamps
+from tritonwatch.common.logs import get_logger
 from tritonwatch.config.errors import ConfigError, Problem
 from tritonwatch.config.web_config import WebConfig, WebConfigError, load_web_config
 from tritonwatch.export.basic_auth import BasicAuthChecker
-from tritonwatch.file_stamps import FileStamps, file_stamps
-from tritonwatch.logs import get_logger
 
 _log = get_logger("exporter")
 

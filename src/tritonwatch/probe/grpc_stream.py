@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from tritonwatch.client_tls import ClientTLS, tls_for
-from tritonwatch.probe.kserve_protobuf import decode_stream_infer_response
+from tritonwatch.common.client_tls import ClientTLS, tls_for
+from tritonwatch.common.kserve import GRPC_MODEL_STREAM_INFER
+from tritonwatch.wire.kserve_protobuf import decode_stream_infer_response
 
-METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
 REOPEN_MIN_SECONDS = 0.1
 REOPEN_MAX_SECONDS = 5.0
 """Backoff between attempts to open a broken call again: quick after one break, at most
@@ -75,7 +75,7 @@ class GrpcStreamSession:
         self._codec = codec
         self._clock = clock
         self._open_call = channel.stream_stream(
-            METHOD,
+            GRPC_MODEL_STREAM_INFER,
             request_serializer=None,  # the codec's bytes go as they are
             response_deserializer=decode_stream_infer_response,
         )

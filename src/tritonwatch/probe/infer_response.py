@@ -12,7 +12,7 @@ Outputs are checked and kept as :class:`~tritonwatch.probe.payload.Tensor` s (th
 bytes), with the standard library only: numpy, ``ml_dtypes`` and ``tritonclient``
 stay out of the HTTP canary. What numpy refused when it decoded here (300 as INT8,
 an element count that does not fill the shape, a shape too big for an array) is still
-refused (:mod:`~tritonwatch.probe.datatypes`); ``as_numpy`` makes an array on request.
+refused (:mod:`~tritonwatch.wire.datatypes`); ``as_numpy`` makes an array on request.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tritonwatch.kserve import GRPC_TYPED_CONTENTS
-from tritonwatch.probe.answer_limits import DEFAULT_LIMITS, AnswerLimits, AnswerTooLargeError
-from tritonwatch.probe.datatypes import (
+from tritonwatch.common.kserve import GRPC_TYPED_CONTENTS
+from tritonwatch.probe.payload import Tensor
+from tritonwatch.probe.server_errors import ServerError
+from tritonwatch.wire.datatypes import (
     ITEM_SIZES,
     TRITON_DATATYPES,
     ElementError,
@@ -35,9 +36,8 @@ from tritonwatch.probe.datatypes import (
     pack,
     serialize_bytes,
 )
-from tritonwatch.probe.kserve_protobuf import ProtobufDecodeError, decode_infer_response
-from tritonwatch.probe.payload import Tensor
-from tritonwatch.probe.server_errors import ServerError
+from tritonwatch.wire.kserve_protobuf import ProtobufDecodeError, decode_infer_response
+from tritonwatch.wire.limits import DEFAULT_LIMITS, AnswerLimits, AnswerTooLargeError
 
 MAX_DECOMPRESSED_BYTES = DEFAULT_LIMITS.max_answer_bytes
 """A compressed answer may not inflate past ``canary.limits.max_answer_bytes`` (16 MiB

@@ -2,10 +2,12 @@
 
 The canary, the sweep and the readiness probe are written against these
 :class:`~typing.Protocol` classes, not against the classes that implement them, so a
-protocol (HTTP or gRPC), a worker's process or a test's stand-in is a constructor
-argument. They live together so the layer's seams can be read in one place; the record
-types their signatures name are imported for type checking only: importing this module
-loads none of them and makes no cycle with the modules that implement it.
+protocol (HTTP or gRPC) or a test's stand-in is a constructor argument. The types their
+signatures name are imported for type checking only, and none is the probe's own but
+the payload: importing this module loads none of them and closes no circle. A seam
+inside one folder is declared there (the engine's canary in
+:mod:`~tritonwatch.probe.canary.engine_wires`, a sweep's worker in
+:mod:`~tritonwatch.probe.sweep.worker`).
 """
 
 from __future__ import annotations
@@ -14,15 +16,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from tritonwatch.observations import ReadinessObservation
-    from tritonwatch.probe.canary_engine import RawAnswer
-    from tritonwatch.probe.load.worker import WindowSamples
     from tritonwatch.probe.payload import Tensor
+    from tritonwatch.records.observations import ReadinessObservation
 
 
 class InferenceClient(Protocol):
     """One asyncio face over KServe v2 HTTP and gRPC, so the canary and the sweep take
-    the protocol as a constructor argument (:func:`~tritonwatch.probe.clients.client_for`)."""
+    the protocol as a constructor argument
+    (:func:`~tritonwatch.probe.canary.clients.client_for`)."""
 
     protocol: str
 
@@ -39,24 +40,6 @@ class InferenceClient(Protocol):
     async def close(self) -> None: ...
 
 
-class EngineCanary(Protocol):
-    """What the engine asks of the canary it sends for
-    (:class:`~tritonwatch.probe.canary.ModelCanary` is one)."""
-
-    def next_gap(self) -> float:
-        """Seconds from one intended send to the next."""
-        ...
-
-    def may_send(self, intended: float) -> bool:
-        """Whether to send at ``intended`` (False: paused, or the breaker is open)."""
-        ...
-
-    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
-        """Judges and records one request's answer or failure (on the engine's thread);
-        ``woke`` is when the engine took the request up, at or after ``intended``."""
-        ...
-
-
 class ServerErrorLike(Protocol):
     """What the canary reads from either error class."""
 
@@ -71,11 +54,3 @@ class ReadinessProbe(Protocol):
     def check(self) -> ReadinessObservation: ...
 
     def close(self) -> None: ...
-
-
-class Worker(Protocol):
-    """A sweep's load worker, in this process or a child (:mod:`~tritonwatch.probe.load.pool`)."""
-
-    def cut(self) -> WindowSamples: ...
-
-    def stop(self) -> None: ...

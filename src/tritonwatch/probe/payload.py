@@ -17,7 +17,7 @@ are not: it is sent only from a sample file, otherwise the model cannot be fille
 and reused for every request.
 
 A :class:`Tensor` holds its elements as the wire carries them (little-endian; BYTES
-length-prefixed), built with the standard library (:mod:`~tritonwatch.probe.datatypes`):
+length-prefixed), built with the standard library (:mod:`~tritonwatch.wire.datatypes`):
 the HTTP canary never imports numpy, ``ml_dtypes`` or ``tritonclient`` (16 MiB of the
 daemon's footprint). numpy is imported on use only, where it is the input or the
 output: sample files, the gRPC client's encoder and :attr:`Tensor.data`.
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, InputOverride
-from tritonwatch.probe.datatypes import (
+from tritonwatch.wire.datatypes import (
     TRITON_DATATYPES,
     bytes_elements,
     pack,

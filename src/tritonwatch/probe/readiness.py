@@ -13,10 +13,12 @@ from collections.abc import Callable
 
 import requests
 
-from tritonwatch.client_tls import ClientTLS, tls_for
+from tritonwatch.common.client_tls import ClientTLS, tls_for
+from tritonwatch.common.kserve import GRPC_SERVER_READY
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.observations import Outcome, ReadinessObservation
-from tritonwatch.probe.http2 import (
+from tritonwatch.probe.interfaces import ReadinessProbe
+from tritonwatch.records.observations import Outcome, ReadinessObservation
+from tritonwatch.wire.http2 import (
     DEADLINE_EXCEEDED,
     UNAVAILABLE,
     ClientSession,
@@ -25,8 +27,7 @@ from tritonwatch.probe.http2 import (
     Http2Error,
     grpc_unary_request,
 )
-from tritonwatch.probe.interfaces import ReadinessProbe
-from tritonwatch.probe.kserve_protobuf import ProtobufDecodeError, decode_server_ready_response
+from tritonwatch.wire.kserve_protobuf import ProtobufDecodeError, decode_server_ready_response
 
 Clock = Callable[[], float]
 _ERRNO_TEXT = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
@@ -152,8 +153,6 @@ def readiness_probe_for(target: TargetConfig, timeout: float) -> ReadinessProbe:
 # a one-field answer, spoken with the canary's sans-I/O HTTP/2 client on a blocking
 # socket kept open between checks (a new one after any failure).
 
-SERVER_READY = "/inference.GRPCInferenceService/ServerReady"
-
 
 class H2cReadinessProbe:
     """``ServerReady`` on one h2c connection: ready, not ready, or why no answer came."""
@@ -165,7 +164,7 @@ class H2cReadinessProbe:
         self._address = (host.strip("[]"), int(port))
         self._timeout = timeout
         self._clock = clock
-        self._request = grpc_unary_request(address, SERVER_READY, b"", timeout)
+        self._request = grpc_unary_request(address, GRPC_SERVER_READY, b"", timeout)
         self._socket: socket.socket | None = None
         self._session = ClientSession()
 

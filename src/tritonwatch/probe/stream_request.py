@@ -37,22 +37,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tritonwatch.kserve import model_path
-from tritonwatch.probe.datatypes import (
+from tritonwatch.common.kserve import model_path
+from tritonwatch.probe.payload import PayloadError, Tensor, TensorSpec
+from tritonwatch.wire.datatypes import (
     TRITON_DATATYPES,
     bytes_elements,
     pack,
     serialize_bytes,
     unpack,
 )
-from tritonwatch.probe.kserve_protobuf import (
+from tritonwatch.wire.kserve_protobuf import (
     ProtobufDecodeError,
     StreamInferResponseMessage,
     decode_stream_infer_response,
     encode_infer_request,
 )
-from tritonwatch.probe.payload import PayloadError, Tensor, TensorSpec
-from tritonwatch.probe.sse import DONE
+from tritonwatch.wire.sse import DONE
 
 JsonScalar = str | int | float | bool
 
@@ -294,7 +294,7 @@ class OpenAICodec:
 
 class GrpcStreamCodec(_KserveStreamCodec):
     """Triton's ``ModelStreamInfer``: serialized ``ModelInferRequest`` in,
-    ``ModelStreamInferResponse`` out, both in :mod:`~tritonwatch.probe.kserve_protobuf`'s
+    ``ModelStreamInferResponse`` out, both in :mod:`~tritonwatch.wire.kserve_protobuf`'s
     wire format (no ``grpc``, no ``tritonclient.grpc``)."""
 
     def _tensor(self, spec: TensorSpec, value: JsonScalar) -> Tensor:

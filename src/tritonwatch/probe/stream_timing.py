@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from tritonwatch.observations import Outcome, StreamResult
+from tritonwatch.records.observations import Outcome, StreamResult
 
 NO_OUTPUT = "the stream ended without output"
 """The error of a stream that ended cleanly but carried no content piece: a canary
@@ -54,7 +54,7 @@ def error_outcome(protocol: str) -> Outcome:
 class StreamClock:
     """Collects one request's pieces from ``origin`` (the canary's ``max(intended,
     woke)``, the same origin as a unary request's latency) and turns them into a
-    :class:`~tritonwatch.observations.StreamResult`. Nothing after a final or an error
+    :class:`~tritonwatch.records.observations.StreamResult`. Nothing after a final or an error
     piece counts: the stream is over for the canary."""
 
     __slots__ = (

@@ -20,7 +20,7 @@ import requests
 from urllib3 import HTTPResponse
 from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError
 
-from tritonwatch.target_state import FetchStatus
+from tritonwatch.records.target_state import FetchStatus
 
 DEFAULT_MAX_BYTES = 16 * 2**20
 """The largest body read (16 MiB): a 500-model Triton page is about 4 MiB."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from tritonwatch.counters import counter_increase
-from tritonwatch.llm_records import ITL, TTFT, LlmRates, LlmReadings
+from tritonwatch.records.counters import counter_increase
+from tritonwatch.records.llm_records import ITL, TTFT, LlmRates, LlmReadings
 
 
 def _cumulative(readings: LlmReadings) -> Iterator[tuple[str, float | None]]:

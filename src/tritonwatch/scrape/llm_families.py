@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tritonwatch.llm_records import LlmBackend
+from tritonwatch.records.llm_records import LlmBackend
 from tritonwatch.scrape.triton_families import Kind, Scope
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from tritonwatch.llm_records import ITL, TTFT, LlmBackend, LlmReadings
-from tritonwatch.observations import ModelCounters, TritonHistogram
+from tritonwatch.records.llm_records import ITL, TTFT, LlmBackend, LlmReadings
+from tritonwatch.records.observations import ModelCounters, TritonHistogram
 from tritonwatch.scrape import llm_families as llm
 from tritonwatch.scrape.triton_families import FIRST_RESPONSE_HISTOGRAM_MS
 

@@ -14,11 +14,12 @@ Statistics can also be read for every loaded model (every ready version) at once
 both forms from the same ready versions, so the entries are the same as the per-model
 answers'.
 
-Both readers answer an :class:`ApiAnswer` holding the document in the HTTP answer's
-shape (gRPC answers are converted by :mod:`tritonwatch.grpc_json`), so everything
-after them — parsing, rates, config changes — is one code path. The rules are the
-same on both: the deadline is the cycle's, the size cap is ``max_bytes`` (the decoded
-body over HTTP, the message over gRPC), failures are outcomes and never exceptions, and
+Both readers answer an :class:`~tritonwatch.scrape.interfaces.ApiAnswer` holding the
+document in the HTTP answer's shape (gRPC answers are converted by
+:mod:`tritonwatch.common.grpc_json`), so everything after them — parsing, rates,
+config changes — is one code path. The rules are the same on both: the deadline is
+the cycle's, the size cap is ``max_bytes`` (the decoded body over HTTP, the message
+over gRPC), failures are outcomes and never exceptions, and
 a server that lacks the API says so — HTTP 400/404/405/501 without Triton's
 ``{"error": ...}`` body (which it uses for a model it does not know), or gRPC
 ``UNIMPLEMENTED`` (a model it does not know is ``NOT_FOUND`` or ``INVALID_ARGUMENT``).
@@ -28,19 +29,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import requests
 
-from tritonwatch.client_tls import ClientTLS, tls_for
+from tritonwatch.common.client_tls import ClientTLS, tls_for
+from tritonwatch.common.kserve import model_path
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.kserve import model_path
-from tritonwatch.observations import ModelKey
+from tritonwatch.records.observations import ModelKey
+from tritonwatch.records.target_state import FetchStatus, ScrapeSource
 from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, fetch
-from tritonwatch.scrape.interfaces import ModelApis
-from tritonwatch.target_state import FetchStatus, ScrapeSource
+from tritonwatch.scrape.interfaces import ApiAnswer, ModelApis
 
 _LACKS_API_HTTP = frozenset({400, 404, 405, 501})
 _LACKS_API_GRPC = "UNIMPLEMENTED"
@@ -51,29 +51,6 @@ _GRPC_STATUSES = {
     "RESOURCE_EXHAUSTED": FetchStatus.TOO_LARGE,
 }
 _MAX_ERROR_CHARS = 200
-
-
-@dataclass(frozen=True, slots=True)
-class ApiAnswer:
-    """One model's answer from one API.
-
-    ``document`` is the decoded answer in the HTTP API's shape (on success only).
-    ``missing_api`` is set when the answer shows the server lacks the API: what said
-    so, as log fields (``{"http_status": 404}``, ``{"grpc_status": "UNIMPLEMENTED"}``).
-    ``http_status`` is the HTTP status of an HTTP answer (None over gRPC, or when no
-    answer came).
-    """
-
-    status: FetchStatus
-    duration_seconds: float
-    document: Any = None
-    error: str = ""
-    missing_api: Mapping[str, Any] | None = None
-    http_status: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status is FetchStatus.SUCCESS
 
 
 def _triton_error(body: bytes) -> bool:
@@ -191,7 +168,7 @@ class GrpcModelApis:
     def _call(self, source: ScrapeSource, model: str, version: str, deadline: float) -> ApiAnswer:
         from tritonclient.utils import InferenceServerException  # noqa: PLC0415
 
-        from tritonwatch.grpc_json import http_form  # noqa: PLC0415 - imports tritonclient.grpc
+        from tritonwatch.common.grpc_json import http_form  # noqa: PLC0415 - imports tritonclient.grpc
 
         started = self._clock()
         remaining = deadline - started

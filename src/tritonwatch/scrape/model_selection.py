@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TypeVar
 
-from tritonwatch.observations import ModelCounters, ModelKey, TritonScrape
+from tritonwatch.records.observations import ModelCounters, ModelKey, TritonScrape
 
 K = TypeVar("K")
 V = TypeVar("V")

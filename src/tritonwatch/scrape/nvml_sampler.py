@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from tritonwatch.logs import get_logger
-from tritonwatch.observations import (
+from tritonwatch.common.logs import get_logger
+from tritonwatch.records.observations import (
     CLOCK_EVENT_REASONS,
     GpuProcess,
     GpuSample,

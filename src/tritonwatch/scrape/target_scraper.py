@@ -36,7 +36,7 @@ or a 5xx is the cycle's failure, not a reason to ask 20 more times.
 The whole cycle shares one deadline, ``timeout`` after it starts (the config refuses a
 timeout not under the interval), so a slow server can never make a job overrun its
 interval; what is left undone is a ``timeout`` outcome. Results are data: every failure
-is an outcome in :class:`~tritonwatch.target_state.ScrapeOutcome` and in the
+is an outcome in :class:`~tritonwatch.records.target_state.ScrapeOutcome` and in the
 exported self-monitoring metrics, and nothing the server does raises.
 
 A server that lacks the statistics or config API (answers 400, 404, 405 or 501 with a
@@ -46,7 +46,7 @@ asked again about once an hour in case the server was upgraded.
 
 Threads: the scheduler runs one cycle of a target at a time (a lock makes sure), and
 the exporter reads :meth:`state` from other threads; state is published as one
-immutable :class:`~tritonwatch.target_state.TargetState`.
+immutable :class:`~tritonwatch.records.target_state.TargetState`.
 """
 
 from __future__ import annotations
@@ -59,11 +59,11 @@ from typing import Any, TypeVar
 
 import requests
 
+from tritonwatch.common.logs import get_logger
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.counters import counter_increase
-from tritonwatch.llm_records import LlmRates, LlmReadings
-from tritonwatch.logs import get_logger
-from tritonwatch.observations import (
+from tritonwatch.records.counters import counter_increase
+from tritonwatch.records.llm_records import LlmRates, LlmReadings
+from tritonwatch.records.observations import (
     BatchStatisticsRates,
     ModelConfigChange,
     ModelConfigSnapshot,
@@ -72,11 +72,19 @@ from tritonwatch.observations import (
     TritonRates,
     TritonScrape,
 )
+from tritonwatch.records.target_state import (
+    FetchStatus,
+    ModelState,
+    ScrapeOutcome,
+    ScrapeSource,
+    SourceOutcome,
+    TargetState,
+)
 from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, FetchResult, fetch
-from tritonwatch.scrape.interfaces import ModelApis
+from tritonwatch.scrape.interfaces import ApiAnswer, ModelApis
 from tritonwatch.scrape.llm_deltas import llm_rates
 from tritonwatch.scrape.llm_readings import llm_readings
-from tritonwatch.scrape.model_apis import ApiAnswer, model_apis_for
+from tritonwatch.scrape.model_apis import model_apis_for
 from tritonwatch.scrape.model_selection import select_models
 from tritonwatch.scrape.triton_config import config_changes, parse_model_config
 from tritonwatch.scrape.triton_deltas import triton_rates
@@ -87,14 +95,6 @@ from tritonwatch.scrape.triton_stats import (
     parse_model_statistics,
 )
 from tritonwatch.scrape.triton_text import MetricsTextError, parse_triton_metrics
-from tritonwatch.target_state import (
-    FetchStatus,
-    ModelState,
-    ScrapeOutcome,
-    ScrapeSource,
-    SourceOutcome,
-    TargetState,
-)
 
 _log = get_logger("scrape")
 _T = TypeVar("_T")

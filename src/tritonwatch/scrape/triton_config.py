@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from tritonwatch.observations import (
+from tritonwatch.records.observations import (
     DynamicBatching,
     InstanceGroup,
     ModelConfigSnapshot,

@@ -1,6 +1,6 @@
 """Rates and per-request averages between two scrapes of the same Triton server.
 
-Pure functions of two :class:`~tritonwatch.observations.TritonScrape` records
+Pure functions of two :class:`~tritonwatch.records.observations.TritonScrape` records
 (docs/design.md §4): requests/s from ``Δnv_inference_request_success``, average batch size
 ``Δnv_inference_count / Δnv_inference_exec_count``, and the average time per request
 in each stage ``Δduration_us / Δrequests / 1e6`` seconds.
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from tritonwatch.counters import counter_increase
-from tritonwatch.observations import (
+from tritonwatch.records.counters import counter_increase
+from tritonwatch.records.observations import (
     ModelCounters,
     ModelRates,
     TritonGpuRates,

@@ -16,16 +16,16 @@ import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from tritonwatch.canary_series import CanaryStats
 from tritonwatch.config.schema import Config, TargetConfig
-from tritonwatch.observations import ModelConfigChange, TritonGpuRates
+from tritonwatch.records.observations import ModelConfigChange, TritonGpuRates
+from tritonwatch.records.target_state import ScrapeOutcome, TargetState
 from tritonwatch.scrape.interfaces import Scraper
 from tritonwatch.scrape.target_scraper import (
     DEFAULT_CONFIG_EVERY,
     CanaryTotals,
     TargetScraper,
 )
-from tritonwatch.target_state import ScrapeOutcome, TargetState
+from tritonwatch.state.canary_series import CanaryStats
 
 ScraperFactory = Callable[..., Scraper]
 _Settings = tuple[TargetConfig, float, int]

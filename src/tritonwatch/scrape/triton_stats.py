@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from tritonwatch.counters import counter_increase
-from tritonwatch.observations import BatchStatisticsRates, ModelKey, ModelStatistics
+from tritonwatch.records.counters import counter_increase
+from tritonwatch.records.observations import BatchStatisticsRates, ModelKey, ModelStatistics
 
 
 def _count(value: Any, where: str) -> int:

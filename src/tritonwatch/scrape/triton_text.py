@@ -1,4 +1,4 @@
-"""Reads Triton's ``/metrics`` text into a :class:`~tritonwatch.observations.TritonScrape`.
+"""Reads Triton's ``/metrics`` text into a :class:`~tritonwatch.records.observations.TritonScrape`.
 
 Why not ``prometheus_client.parser``: it walks every label character in Python and
 builds a family object per line. This parser cuts each line with a few string
@@ -21,7 +21,7 @@ import math
 import re
 from types import MappingProxyType
 
-from tritonwatch.observations import (
+from tritonwatch.records.observations import (
     ModelCounters,
     ModelKey,
     RawSeries,

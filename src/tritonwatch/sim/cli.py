@@ -16,8 +16,8 @@ from pathlib import Path
 
 import structlog
 
-from tritonwatch.cli_flags import add_flag
-from tritonwatch.sim import precise_loop
+from tritonwatch.common import precise_loop
+from tritonwatch.common.cli_flags import add_flag
 from tritonwatch.sim.core import DEFAULT_METRICS_INTERVAL_S
 from tritonwatch.sim.models import ModelSetError
 from tritonwatch.sim.scenarios import SCENARIOS

@@ -21,7 +21,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
-from tritonwatch.kserve import GRPC_TYPED_CONTENTS
+from tritonwatch.common.kserve import GRPC_TYPED_CONTENTS
 from tritonwatch.sim import model_config
 from tritonwatch.sim.core import SimCore
 from tritonwatch.sim.errors import ErrorCode, SimError

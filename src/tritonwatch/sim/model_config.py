@@ -21,7 +21,7 @@ from google.protobuf.descriptor import (
 from pydantic import ValidationError
 from tritonclient.grpc import model_config_pb2
 
-from tritonwatch.grpc_json import INT64_TYPES
+from tritonwatch.common.grpc_json import INT64_TYPES
 from tritonwatch.sim.errors import ErrorCode, SimError
 from tritonwatch.sim.models import ModelSpec
 from tritonwatch.sim.tensors import wire_type

@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar
 import grpc
 from aiohttp import web
 
-from tritonwatch.sim import precise_loop
+from tritonwatch.common import precise_loop
 from tritonwatch.sim.builtin import builtin_model_set
 from tritonwatch.sim.core import DEFAULT_METRICS_INTERVAL_S, SimCore
 from tritonwatch.sim.faults import Fault, parse_fault

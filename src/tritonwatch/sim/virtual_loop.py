@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Iterator
 
-from tritonwatch.sim import precise_loop
+from tritonwatch.common import precise_loop
 
 if sys.platform == "linux":
     _BaseSelector = precise_loop.PreciseEpollSelector

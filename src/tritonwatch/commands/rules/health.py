@@ -1,0 +1,132 @@
+"""The generated rules that are not an SLO: the group ``tritonwatch-health``.
+
+One rule per alert for every target and model (they read the daemon's series, not the
+config), so models discovered at run time are covered too:
+
+* ``TritonServerDown`` (page): ``tritonwatch_up`` is 0 for a minute. The daemon raises
+  the same alert in process from its readiness board; with ``for: 1m`` a 12-second
+  restart raises nothing. The shipped Alertmanager config lets it inhibit the
+  server's models' ``TritonSLOBurn`` and ``TritonModelNotServing``: a down server
+  pages once, as the server.
+* ``TritonModelNotServing`` (page): the server is ready, and over the last minute the
+  model's canary had failures and no success (``client_error``, our own fault, counts
+  neither way), held for a minute. The daemon raises it once the run of failures is a
+  minute old, Prometheus about a minute later (its window must first hold only
+  failures, then ``for:``): the same labels, so Alertmanager keeps one alert, started
+  by the first path to see it.
+* ``TritonwatchCanaryStalled`` (ticket): ``tritonwatch_canary_stalled`` is 1 (a canary
+  produced no outcome for three intervals and its timeout), held for a minute.
+* ``TritonwatchAbsent`` (page): ``tritonwatch_build_info`` has been absent for five
+  minutes: the daemon is gone or not scraped, and nothing it watches can alert.
+
+Series are aggregated ``by`` the alert's labels, so the alert carries no ``instance``
+or ``job`` and matches the daemon's own alert label for label.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tritonwatch.commands.rules.promql import SERVER_FAILURES
+from tritonwatch.export.alerts import (
+    CANARY_STALLED,
+    DEFAULT_RUNBOOK_BASE,
+    EXPORTER_ABSENT,
+    MODEL_NOT_SERVING,
+    SERVER_DOWN,
+)
+from tritonwatch.records.observations import Outcome
+
+HEALTH_GROUP = "tritonwatch-health"
+UP = "tritonwatch_up"
+STALLED = "tritonwatch_canary_stalled"
+BUILD_INFO = "tritonwatch_build_info"
+REQUESTS = "tritonwatch_canary_requests_total"
+NOT_SERVING_WINDOW = "1m"
+"""How long the canary must have seen only failures, as the daemon's
+:data:`~tritonwatch.analysis.serving.HOLD_SECONDS`."""
+
+
+def _increase(matcher: str) -> str:
+    return f"sum by (target, model) (increase({REQUESTS}{{{matcher}}}[{NOT_SERVING_WINDOW}]))"
+
+
+def _runbook(base: str, alert: str) -> str:
+    return f"{base}#{alert.lower()}"
+
+
+def server_down_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
+    return {
+        "alert": SERVER_DOWN,
+        "expr": f"max by (target) ({UP}) == 0",
+        "for": "1m",
+        "labels": {"severity": "page"},
+        "annotations": {
+            "summary": "Triton server {{ $labels.target }} is down",
+            "description": "{{ $labels.target }} has failed its readiness check "
+            f"({UP} == 0) for over a minute; its models' SLO burn and not-serving "
+            "alerts are inhibited while this one fires.",
+            "runbook_url": _runbook(runbook_base, SERVER_DOWN),
+        },
+    }
+
+
+def model_not_serving_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
+    failed = _increase(SERVER_FAILURES)
+    succeeded = _increase(f'outcome="{Outcome.SUCCESS}"')
+    return {
+        "alert": MODEL_NOT_SERVING,
+        "expr": f"{failed} > 0\nunless on (target, model)\n{succeeded} > 0\n"
+        f"and on (target)\nmax by (target) ({UP}) == 1",
+        "for": "1m",
+        "labels": {"severity": "page"},
+        "annotations": {
+            "summary": "{{ $labels.model }} on {{ $labels.target }} is not serving: "
+            "the server is ready, every canary request fails",
+            "description": '{{ $value | printf "%.0f" }} canary requests failed over the '
+            "last minute and none succeeded, while the server answers its readiness "
+            "check. The daemon's own alert carries the last error.",
+            "runbook_url": _runbook(runbook_base, MODEL_NOT_SERVING),
+        },
+    }
+
+
+def canary_stalled_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
+    return {
+        "alert": CANARY_STALLED,
+        "expr": f"max by (target, model, protocol) ({STALLED}) == 1",
+        "for": "1m",
+        "labels": {"severity": "ticket"},
+        "annotations": {
+            "summary": "the canary of {{ $labels.model }} on {{ $labels.target }} produces nothing",
+            "description": "No outcome for three canary intervals and its timeout: the "
+            "model is not being watched, so its SLOs cannot burn.",
+            "runbook_url": _runbook(runbook_base, CANARY_STALLED),
+        },
+    }
+
+
+def absent_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
+    return {
+        "alert": EXPORTER_ABSENT,
+        "expr": f"absent({BUILD_INFO})",
+        "for": "5m",
+        "labels": {"severity": "page"},
+        "annotations": {
+            "summary": "tritonwatch exports nothing",
+            "description": f"{BUILD_INFO} has been absent for five minutes: the daemon "
+            "is down or not scraped, and no model it watches can alert.",
+            "runbook_url": _runbook(runbook_base, EXPORTER_ABSENT),
+        },
+    }
+
+
+def health_group(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
+    """The group of alerts that are not an SLO (the same for every config)."""
+    rules = [
+        server_down_rule(runbook_base),
+        model_not_serving_rule(runbook_base),
+        canary_stalled_rule(runbook_base),
+        absent_rule(runbook_base),
+    ]
+    return {"name": HEALTH_GROUP, "rules": rules}

@@ -1,0 +1,740 @@
+"""The canary: a small, steady, open-loop load on every model, measured end to end.
+
+Open loop: requests leave on schedule whether or not earlier ones returned, and
+latency counts from the *intended* send time. When a server stalls, the requests
+scheduled meanwhile wait for an in-flight slot with their clocks running, and time
+out at ``intended + timeout``; the stall shows in the tail instead of being hidden
+(coordinated omission). Each model runs as its own asyncio task, so a slow target
+never delays another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tritonwatch.common.client_tls import ClientTLS
+from tritonwatch.common.logs import get_logger
+from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, Config, InputOverride, StreamConfig
+from tritonwatch.probe.canary.clients import (
+    BINARY_TENSOR_EXTENSION,
+    GrpcInferenceClient,
+    HttpInferenceClient,
+    classify_error,
+    error_text,
+    grpc_infer_answer,
+    http_infer_answer,
+    http_status,
+    is_refused_connection,
+)
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.engine_stream import StreamRequests
+from tritonwatch.probe.canary.engine_tls import TlsSettings
+from tritonwatch.probe.canary.engine_wires import GrpcAnswer, RawAnswer
+from tritonwatch.probe.canary.failures import Failure, FailureLog
+from tritonwatch.probe.canary.library_fallback import LibraryFallback, error_start
+from tritonwatch.probe.canary.library_path import LibraryCall
+from tritonwatch.probe.canary.timing import WakeTimer
+from tritonwatch.probe.infer_response import HttpAnswerDecoder, ResponseDecodeError, check_outputs
+from tritonwatch.probe.interfaces import InferenceClient
+from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
+from tritonwatch.probe.server_errors import server_error_types
+from tritonwatch.records.observations import CanaryResult, Outcome
+from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.wire.http2 import UnaryRequest
+from tritonwatch.wire.limits import DEFAULT_LIMITS, AnswerLimits, LimitedRequest
+
+_log = get_logger("canary")
+METADATA_RETRY_MIN_SECONDS = 1.0
+METADATA_RETRY_MAX_SECONDS = 10.0
+"""As the breaker's probe period: a server back up sees the canary within 10 s, whether it
+was down at start or went down later (under the default 15 s scrape interval)."""
+DYNAMIC_DIM = 1
+"""What a dynamic dim (-1) of an input is when ``canary.inputs.NAME.shape`` does not say:
+the smallest request, so any model gets a canary without hand-written inputs."""
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryPlan:
+    """Everything one model's canary needs, resolved from the config."""
+
+    target: str
+    model: str
+    version: str
+    protocol: str
+    http_url: str
+    grpc_url: str
+    rate: float
+    poisson: bool
+    timeout: float
+    max_in_flight: int
+    data: str
+    inputs: dict[str, InputOverride] = field(default_factory=dict)
+    string_length: int = DEFAULT_STRING_LENGTH
+    string_data: str | None = None
+    """BYTES inputs without a sample file: random strings of ``string_length``, or this."""
+    tls: ClientTLS | None = None
+    """The target's TLS settings, used when the URL the protocol picks is secure."""
+    stream: StreamConfig = field(default_factory=StreamConfig)
+    """How a generative model is streamed from (probe/stream/stream_canary.py)."""
+    openai_url: str | None = None
+    """The OpenAI-compatible server of protocol ``openai``."""
+    served_name: str | None = None
+    """The name an OpenAI-compatible server knows the model by (its ``model`` field)."""
+    grpc_only: bool = False
+    """The target has no known HTTP API (``TargetConfig.grpc_only``): a gRPC canary
+    asks metadata and config over gRPC, not ``http_url`` (which costs ``grpc`` and
+    ``tritonclient.grpc``, 23 MiB, in the daemon)."""
+    limits: AnswerLimits = DEFAULT_LIMITS
+    """How much of an answer is read before it is ``too_large`` (``canary.limits``)."""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.target, self.model, self.protocol)
+
+
+MAX_RATE_PER_TARGET = 50.0
+"""Canary requests per second one target receives at most, whatever the config says."""
+MAX_IN_FLIGHT_PER_TARGET = 64
+"""Canary requests outstanding on one target at most, whatever the config says."""
+BREAKER_FAILURES = 5
+"""Consecutive failures after which a model's canary stops adding load…"""
+BREAKER_PROBE_SECONDS = 10.0
+"""…and sends one gentle probe this often until the server answers again."""
+STALL_INTERVALS = 3
+"""Intervals without an outcome, plus one timeout, after which a canary is stalled."""
+POISSON_STALL_INTERVALS = 15
+"""The same for a Poisson schedule, whose gaps are random: one gap in e³ (5 %) is over
+three mean intervals, so three would flag a healthy canary every few seconds (and with
+many models ``/health`` would read stalled most of the time); one in e¹⁵ (3·10⁻⁷) is
+over fifteen."""
+
+
+def _capped(plans: list[CanaryPlan]) -> list[CanaryPlan]:
+    """Scales each target's canaries down to the hard caps (a safety net for configs
+    that ask more of a production server than a canary should)."""
+    capped = []
+    for target in dict.fromkeys(plan.target for plan in plans):
+        own = [plan for plan in plans if plan.target == target]
+        rate = sum(plan.rate for plan in own)
+        in_flight = sum(plan.max_in_flight for plan in own)
+        rate_scale = min(1.0, MAX_RATE_PER_TARGET / rate)
+        flight_scale = min(1.0, MAX_IN_FLIGHT_PER_TARGET / in_flight)
+        if rate_scale < 1.0 or flight_scale < 1.0:
+            _log.warning(
+                "canary_capped",
+                target=target,
+                asked_rate=rate,
+                asked_in_flight=in_flight,
+                rate_cap=MAX_RATE_PER_TARGET,
+                in_flight_cap=MAX_IN_FLIGHT_PER_TARGET,
+            )
+        capped += [
+            replace(
+                plan,
+                rate=plan.rate * rate_scale,
+                max_in_flight=max(1, int(plan.max_in_flight * flight_scale)),
+            )
+            for plan in own
+        ]
+    return capped
+
+
+def canary_plans(config: Config) -> list[CanaryPlan]:
+    """One plan per enabled model canary in ``config``, within the per-target caps."""
+    plans = []
+    for target in config.targets:
+        for model in target.models:
+            canary = config.canary_for(target, model)
+            if not canary.enabled:
+                continue
+            plans.append(
+                CanaryPlan(
+                    target=target.name,
+                    model=model.name,
+                    version=model.version,
+                    protocol=canary.protocol or target.protocol,
+                    http_url=target.effective_http_url,
+                    grpc_url=target.effective_grpc_url,
+                    rate=canary.rate,
+                    poisson=canary.distribution == "poisson",
+                    timeout=canary.timeout,
+                    max_in_flight=canary.max_in_flight,
+                    data=canary.data,
+                    inputs=dict(canary.inputs),
+                    string_length=canary.string_length,
+                    string_data=canary.string_data,
+                    tls=target.client_tls,
+                    stream=canary.stream,
+                    openai_url=target.openai_url,
+                    served_name=model.served_name,
+                    grpc_only=target.grpc_only,
+                    limits=AnswerLimits(**canary.limits.model_dump()),
+                )
+            )
+    return _capped(plans)
+
+
+class ModelCanary:
+    """Fires one model's canary until cancelled; results go to ``stats``."""
+
+    def __init__(
+        self,
+        plan: CanaryPlan,
+        client: InferenceClient,
+        stats: CanaryStats,
+        *,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        engine: CanaryEngine | None = None,
+    ) -> None:
+        self.plan = plan
+        self._engine = engine
+        """Plain-HTTP canaries send from it when given (the daemon's do); else the loop."""
+        self._client = client
+        self._stats = stats
+        self._random = random.Random(seed)  # noqa: S311 - scheduling jitter, not secrets
+        self._clock = clock
+        self._slots = asyncio.Semaphore(plan.max_in_flight)
+        self._binary = False
+        """Binary tensors (Triton's extension) or JSON: see :meth:`choose_tensor_format`."""
+        self._failure_log = FailureLog(plan.target, plan.model, plan.protocol, clock=clock)
+        self._tensors: list[Tensor] = []
+        self._outputs: list[str] = []
+        self._answers = HttpAnswerDecoder(plan.limits)
+        """Reads the engine's HTTP answers, remembering the last good one's layout."""
+        self._fallback = LibraryFallback(
+            {"target": plan.target, "model": plan.model, "protocol": plan.protocol},
+            self._library_call,
+            clock=clock,
+        )
+        """Second opinions on answers our readers refused, and the library path."""
+        self._engine_left = asyncio.Event()
+        """Set when the library read what we could not: the canary leaves the engine."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._finishing = threading.Lock()
+        """:meth:`finish` runs on the engine's thread and, for a second opinion, on the
+        event loop's: one at a time."""
+        self._pending: set[asyncio.Task[None]] = set()
+        self._timer = WakeTimer()
+        self.paused = False
+        self._failures = 0
+        self._breaker_open_until: float | None = None
+        """While set, only one probe is sent per :data:`BREAKER_PROBE_SECONDS`."""
+        self.decoupled = False
+        """The model's config says ``model_transaction_policy.decoupled`` (after prepare)."""
+        self.sending_since: float | None = None
+        """When it began sending (its clock), after the metadata and config came: from
+        then on it owes an outcome about once per interval (canary_liveness.py)."""
+
+    async def prepare(self) -> bool:
+        """Builds the payload from metadata/config, retrying with backoff while the server
+        is unreachable. Returns False when the model cannot be filled, after one
+        ``canary_skipped`` log line, with the reason kept in the statistics (the
+        ``tritonwatch_canary_skipped`` metric, the status page)."""
+        plan = self.plan
+        metadata, config = await self._model_info()
+        if self.hands_over():
+            return True  # the streaming canary builds its own requests
+        try:
+            specs = input_specs(plan.model, metadata, config)
+            self._tensors = build_inputs(
+                plan.model, specs, plan.inputs, "zero" if plan.data == "zero" else "random",
+                string_length=plan.string_length, string_data=plan.string_data,
+                dynamic_dim=DYNAMIC_DIM,
+            )  # fmt: skip
+        except PayloadError as error:
+            # Skipped, not retried: the model's metadata will not change by waiting. A
+            # config reload (a sample file, a shape) prepares it again.
+            _log.warning(
+                "canary_skipped",
+                target=plan.target,
+                model=plan.model,
+                input=error.input_name,
+                reason=error.reason,
+            )
+            self._stats.set_skipped(plan.key, error.reason, self._clock())
+            return False
+        self._stats.set_skipped(plan.key, None)
+        self._outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
+        return True
+
+    async def _model_info(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The model's metadata and config (None: the server has no config API),
+        retried with backoff while the server is unreachable; also notes whether the
+        config says the model is decoupled."""
+        delay = METADATA_RETRY_MIN_SECONDS
+        plan = self.plan
+        # The server refusing (either client's error class), unreachable, or slow.
+        retryable: tuple[type[BaseException], ...] = (*server_error_types(), OSError, TimeoutError)
+        while True:
+            try:
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a
+                # cancellation that races with completion, and the task never ends.
+                async with asyncio.timeout(plan.timeout):
+                    metadata = await self._client.metadata(plan.model, plan.version)
+                async with asyncio.timeout(plan.timeout):
+                    config = await self._client.config(plan.model, plan.version)
+                break
+            except retryable as error:
+                _log.warning(
+                    "canary_metadata_unavailable",
+                    target=plan.target,
+                    model=plan.model,
+                    outcome=str(classify_error(error, plan.protocol)),
+                    error=str(error)[:200],
+                    retry_in_seconds=delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, METADATA_RETRY_MAX_SECONDS)
+        if config is None:
+            _log.info("model_config_api_unavailable", target=plan.target, model=plan.model)
+        self.decoupled = is_decoupled(config)
+        return metadata, config
+
+    def hands_over(self) -> bool:
+        """Whether this canary stops after :meth:`prepare` for a streaming one to take
+        over: a decoupled model answers a plain infer with an error (Triton's HTTP
+        endpoint refuses it outright), so the plain canary never sends to one."""
+        return self.decoupled
+
+    async def choose_tensor_format(self) -> None:
+        """HTTP: binary tensors when the server's own metadata (``GET /v2``) lists the
+        ``binary_tensor_data`` extension, JSON tensors otherwise.
+
+        Asked, not guessed from errors: Seldon MLServer answers a binary body with 500,
+        which no status rule tells from a broken model. Without ``/v2`` (a proxy that
+        blocks it, a broken server) JSON is the fallback: the one form the KServe v2
+        protocol has every server read.
+        """
+        plan = self.plan
+        if plan.protocol != "http":
+            return
+        try:
+            async with asyncio.timeout(plan.timeout):
+                extensions = await self._client.extensions()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # any failure: fall back, never stop the canary
+            self._binary = False
+            _log.warning(
+                "canary_server_metadata_unavailable",
+                target=plan.target,
+                model=plan.model,
+                outcome=str(classify_error(error, plan.protocol)),
+                error=error_text(error, timeout=plan.timeout),
+                tensors="json",
+            )
+            return
+        self._binary = BINARY_TENSOR_EXTENSION in extensions
+
+    @property
+    def tensor_format(self) -> str:
+        """``binary`` or ``json`` (HTTP); ``grpc`` for the gRPC canary, which has one form."""
+        if self.plan.protocol != "http":
+            return "grpc"
+        return "binary" if self._binary else "json"
+
+    def _gap(self) -> float:
+        mean = 1.0 / self.plan.rate
+        return self._random.expovariate(self.plan.rate) if self.plan.poisson else mean
+
+    async def run(self) -> None:
+        """Prepares, then sends on schedule forever (until the task is cancelled)."""
+        if not await self.prepare() or self.hands_over():
+            return
+        await self.choose_tensor_format()
+        _log.info(
+            "canary_started",
+            target=self.plan.target,
+            model=self.plan.model,
+            rate=self.plan.rate,
+            protocol=self.plan.protocol,
+            tensors=self.tensor_format,
+        )
+        loop = self._loop = asyncio.get_running_loop()
+        self.sending_since = self._clock()
+        next_send = loop.time() + self._random.uniform(0, 1.0 / self.plan.rate)
+        if await self._run_on_engine(next_send):
+            return
+        next_send = max(next_send, loop.time())  # (after a stay on the engine)
+        try:
+            while True:
+                # Each request's task is made as soon as the one before has gone out and
+                # waits for its own send time (canary_timing: the loop and the OS wake
+                # late, its spin absorbs that); this loop only resumes when it has sent
+                # or decided not to, in the same loop turn: one wake-up per request.
+                gone: asyncio.Future[None] = loop.create_future()
+                task = asyncio.create_task(self._one(next_send, gone))
+                self._pending.add(task)
+                task.add_done_callback(self._pending.discard)
+                await gone
+                next_send += self._gap()
+                if next_send < loop.time() - self.plan.timeout:
+                    # The loop itself fell far behind (suspended process): skip ahead
+                    # rather than firing a burst of stale requests at once.
+                    next_send = loop.time()
+        finally:
+            for task in list(self._pending):
+                task.cancel()
+            self._failure_log.flush()
+
+    async def _run_on_engine(self, first_send: float) -> bool:
+        """Hands an HTTP or gRPC canary (in clear or over TLS) to the engine
+        (probe/canary/engine.py), which sends until this task is cancelled; False when
+        there is no engine, a gRPC request is too large for the engine, or the host
+        does not resolve (the event loop then sends)."""
+        client, plan = self._client, self.plan
+        if self._engine is None:
+            return False
+        request: bytes | UnaryRequest | None = None
+        endpoint: tuple[str, int, TlsSettings | None] | None = None
+        if isinstance(client, HttpInferenceClient):
+            endpoint = client.engine_endpoint
+            request = LimitedRequest(
+                client.infer_request(plan.model, plan.version, self._tensors, binary=self._binary),
+                plan.limits,
+            )
+            client.close_idle_connections()
+        elif isinstance(client, GrpcInferenceClient):
+            endpoint = client.engine_endpoint
+            request = client.engine_request(
+                plan.model, plan.version, self._tensors, timeout=plan.timeout
+            )
+            if request is not None:
+                request = replace(request, limits=plan.limits)
+        if request is None or endpoint is None:
+            return False
+        host, port, tls = endpoint
+        return await self._serve_on_engine(host, port, request, plan.timeout, first_send, tls=tls)
+
+    async def _serve_on_engine(
+        self,
+        host: str,
+        port: int,
+        request: bytes | UnaryRequest | StreamRequests,
+        timeout: float,
+        first_send: float,
+        *,
+        tls: TlsSettings | None = None,
+    ) -> bool:
+        """Sends ``request`` from the engine (over ``tls`` when given) until this task
+        is cancelled; False when the host does not resolve (after a
+        ``canary_engine_unavailable`` line) or the canary left the engine for the
+        library path (:class:`LibraryFallback`: the event loop then sends)."""
+        plan = self.plan
+        assert self._engine is not None
+        serving = asyncio.ensure_future(
+            self._engine.serve(
+                self, host, port, request, timeout=timeout,
+                max_in_flight=plan.max_in_flight, first_send=first_send, tls=tls,
+            )
+        )  # fmt: skip
+        leaving = asyncio.ensure_future(self._engine_left.wait())
+        try:
+            try:
+                await asyncio.wait((serving, leaving), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                serving.cancel()  # the engine lets the canary go (or already did)
+                leaving.cancel()
+                await asyncio.wait((serving, leaving))
+            if not serving.cancelled():
+                serving.result()  # how it ended, if not by leaving: OSError
+            if self._fallback.active:
+                return False
+        except OSError as error:
+            _log.warning("canary_engine_unavailable", target=plan.target, model=plan.model,
+                         error=str(error)[:200])  # fmt: skip
+            return False
+        finally:
+            self._failure_log.flush()
+        return True
+
+    async def _one(self, intended: float, gone: asyncio.Future[None] | None = None) -> None:
+        """One request, latency from when the loop woke for it (``intended`` or a little
+        later) to its answer's last byte (or to the failure, or the timeout), however long
+        it waited for a slot. ``gone`` is set at the send time, once the pause and the
+        breaker have had their say."""
+        try:
+            await self._timer.sleep_until(intended)
+            woke = time.monotonic()
+            allowed = self.may_send(intended)
+        finally:
+            if gone is not None and not gone.done():
+                gone.set_result(None)
+        if allowed:
+            await self._send(intended, woke)
+
+    async def _send(self, intended: float, woke: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = intended + self.plan.timeout
+        try:
+            async with asyncio.timeout_at(deadline):
+                async with self._slots:
+                    result = await self._infer(max(0.001, deadline - loop.time()))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # every failure is an outcome, never a crash
+            if self._fallback.should_ask(error):
+                await self._second_opinion(intended, woke, error, b"", time.monotonic())
+                return
+            self.finish(intended, error, woke)
+            return
+        self.finish(intended, result, woke)
+
+    def _library_call(self) -> LibraryCall:
+        """The library call of this canary's request (probe/canary/library_path.py)."""
+        client, plan = self._client, self.plan
+        if isinstance(client, HttpInferenceClient):
+            request = client.infer_request(
+                plan.model, plan.version, self._tensors, binary=self._binary
+            )
+            return client.library_call(request, plan.limits)
+        if isinstance(client, GrpcInferenceClient):
+            return client.library_call(plan.model, plan.version, self._tensors, plan.limits)
+        raise TypeError(f"no library path for a {type(client).__name__}")
+
+    async def _second_opinion(
+        self, intended: float, woke: float, error: BaseException, start: bytes, ended: float
+    ) -> None:
+        """Records the request whose answer our reader refused with ``error``: a
+        ``client_error`` when the library reads the same request's answer (the canary
+        then leaves the engine), else ``error`` as the server's, timed to ``ended``."""
+        verdict = await self._fallback.second_opinion(
+            error, start, self._outputs, self.plan.timeout
+        )
+        if self._fallback.active:
+            self._engine_left.set()
+        self.finish(intended, verdict, woke, ended=ended)
+
+    def _ask_library(
+        self, intended: float, woke: float, error: BaseException, start: bytes, ended: float
+    ) -> None:
+        """On the event loop: a second opinion for an answer the engine's reader refused."""
+        task = asyncio.ensure_future(self._second_opinion(intended, woke, error, start, ended))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    def finish(
+        self, intended: float, answer: Any, woke: float | None = None, *, ended: float | None = None
+    ) -> None:
+        """As :meth:`_finish`, one at a time (the engine's thread and the event loop's)."""
+        with self._finishing:
+            self._finish(intended, answer, woke, ended)
+
+    def _finish(
+        self, intended: float, answer: Any, woke: float | None, ended: float | None
+    ) -> None:
+        """Judges one request's ``answer`` (a decoded result, or the exception it ended
+        with) and records it: latency from ``woke`` (when the sending thread took the
+        request up, ``intended`` when not given) to the answer's last byte, or to now for
+        a failure. Both send paths end here, the event loop's and the engine's.
+
+        Why not from ``intended``: a thread the OS wakes late (on the test VM one wake-up
+        in twenty lands a 4 ms scheduler tick late) would put the client's own scheduling
+        into the server's tail; perf_analyzer, too, times from when it sends. What the
+        server causes still counts: the schedule never moves, a request that waits for a
+        connection or a slot waits on its clock, and the timeout runs from ``intended``.
+        ``ended``: when a failure happened, if earlier than now (a second opinion came
+        after it)."""
+        plan = self.plan
+        outcome, text = Outcome.SUCCESS, ""
+        finished: float | None = None
+        failure: Failure | None = None
+        try:
+            if isinstance(answer, BaseException):
+                raise answer
+            finished = _received_at(answer)
+            check_outputs(answer, self._outputs)
+        except Exception as error:
+            # (a ResponseDecodeError too: it answered, but not with what was asked)
+            outcome = (
+                Outcome.BAD_RESPONSE
+                if isinstance(error, ResponseDecodeError)
+                else classify_error(error, plan.protocol)
+            )
+            text = error_text(error, timeout=plan.timeout)
+            failure = self.failure_of(error, outcome, text)
+        now = self.account(outcome, failure)
+        origin = intended if woke is None else max(intended, woke)
+        if finished is None:
+            finished = now if ended is None else ended
+        elapsed = finished - origin
+        latency: float | None = elapsed
+        if outcome == Outcome.TIMEOUT:
+            latency = plan.timeout
+        elif outcome not in (Outcome.SUCCESS, Outcome.BAD_RESPONSE):
+            latency = None  # a refused connection (an answer cut off) says nothing of it
+        self._stats.record(
+            CanaryResult(
+                plan.target,
+                plan.model,
+                plan.protocol,
+                self._clock(),
+                outcome,
+                latency,
+                text,
+                send_lateness_seconds=origin - intended,
+            )
+        )
+
+    def failure_of(self, error: BaseException, outcome: Outcome, text: str) -> Failure | None:
+        """The failure log's entry for ``error``; None for a refused connection, which
+        the readiness probe and the breaker already report."""
+        if is_refused_connection(error) or outcome == Outcome.CLIENT_ERROR:
+            return None  # (a client_error has its own line: canary_client_error)
+        status = http_status(error) if self.plan.protocol in ("http", "openai") else None
+        return Failure(outcome, text, status)
+
+    def account(self, outcome: Outcome, failure: Failure | None) -> float:
+        """The bookkeeping every finished request shares, whatever it measured: the
+        failure log and the breaker. Returns now (the event loop's clock, and the
+        engine's)."""
+        if failure is not None:
+            self._failure_log.failed(failure)
+        self._failure_log.tick()
+        now = time.monotonic()
+        self._trip_or_reset(outcome, now)
+        return now
+
+    # --- what the engine asks (probe/canary/engine.py: EngineCanary) ------------------
+
+    @property
+    def request_timeout(self) -> float:
+        """How long one request may take before it is a timeout (a stream: the whole stream)."""
+        return self.plan.timeout
+
+    @property
+    def breaker_open(self) -> bool:
+        """Whether the circuit breaker holds the load back to one probe a period."""
+        return self._breaker_open_until is not None
+
+    def silence_allowed(self) -> float:
+        """How long it may go without an outcome before it reads as stalled: three of
+        its intervals (fifteen on a Poisson schedule; a breaker's probe period while the
+        breaker is open) and one request's timeout."""
+        if self.breaker_open:  # its probes go on a fixed period
+            return STALL_INTERVALS * BREAKER_PROBE_SECONDS + self.request_timeout
+        intervals = POISSON_STALL_INTERVALS if self.plan.poisson else STALL_INTERVALS
+        return intervals / self.plan.rate + self.request_timeout
+
+    def next_gap(self) -> float:
+        return self._gap()
+
+    def may_send(self, intended: float) -> bool:
+        return not self.paused and self._breaker_allows(intended)
+
+    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
+        """The engine's answer: decoded here as the HTTP and gRPC clients decode their
+        own. One our reader refused gets a second opinion on the event loop
+        (:meth:`_second_opinion`) instead of being recorded here; an answer that reads
+        but lacks an output the metadata lists is the server's (:meth:`finish` checks)."""
+        start = b""
+        if not isinstance(answer, BaseException):
+            raw = answer
+            try:
+                if isinstance(answer, GrpcAnswer):
+                    answer = grpc_infer_answer(answer.reply, answer.received)
+                elif isinstance(answer, tuple):  # (a StreamAnswer: the streaming canary's)
+                    answer = http_infer_answer(*answer, self._answers.decode)
+            except Exception as error:  # a status or a body that says it failed
+                answer = error
+                start = _answer_bytes(raw)
+        loop = self._loop
+        if (
+            isinstance(answer, BaseException)
+            and loop is not None
+            and self._fallback.should_ask(answer)
+        ):
+            start = start or error_start(answer)
+            loop.call_soon_threadsafe(
+                self._ask_library, intended, woke, answer, start, time.monotonic()
+            )
+            return
+        self.finish(intended, answer, woke)
+
+    def _breaker_allows(self, now: float) -> bool:
+        """Closed: every send. Open: one probe per BREAKER_PROBE_SECONDS."""
+        if self._breaker_open_until is None:
+            return True
+        if now >= self._breaker_open_until:
+            self._breaker_open_until = now + BREAKER_PROBE_SECONDS
+            return True
+        return False
+
+    def _trip_or_reset(self, outcome: Outcome, now: float) -> None:
+        plan = self.plan
+        if outcome in _ANSWERED:
+            if self._breaker_open_until is not None:
+                _log.info("canary_circuit_closed", target=plan.target, model=plan.model)
+                self._stats.set_circuit_open(plan.key, open_=False)
+            self._failures, self._breaker_open_until = 0, None
+            return
+        self._failures += 1
+        if self._failures >= BREAKER_FAILURES and self._breaker_open_until is None:
+            self._breaker_open_until = now + BREAKER_PROBE_SECONDS
+            self._stats.set_circuit_open(plan.key, open_=True)
+            _log.warning(
+                "canary_circuit_open",
+                target=plan.target,
+                model=plan.model,
+                failures=self._failures,
+                probe_every_seconds=BREAKER_PROBE_SECONDS,
+            )
+
+    async def _infer(self, timeout: float) -> Any:
+        plan = self.plan
+        if self._fallback.active:
+            return await self._fallback.infer(timeout)
+        return await self._client.infer(
+            plan.model, plan.version, self._tensors, binary=self._binary, timeout=timeout
+        )
+
+
+_ANSWERED = frozenset({Outcome.SUCCESS, Outcome.BAD_RESPONSE, Outcome.CLIENT_ERROR,
+                       Outcome.TOO_LARGE})  # fmt: skip
+"""Outcomes of a server that answered: they close the breaker, never trip it."""
+
+
+def _answer_bytes(answer: RawAnswer) -> bytes:
+    """The body of an answer the engine read (the start of what could not be decoded)."""
+    if isinstance(answer, GrpcAnswer):
+        return answer.reply.payload
+    if isinstance(answer, tuple):
+        return answer[2]
+    return b""
+
+
+def is_decoupled(config: dict[str, Any] | None) -> bool:
+    """Whether a model config (HTTP JSON form) says the model may answer a request any
+    number of times (``model_transaction_policy.decoupled``): a generative model."""
+    policy = (config or {}).get("model_transaction_policy")
+    return isinstance(policy, dict) and policy.get("decoupled") is True
+
+
+def _received_at(result: Any) -> float | None:
+    """When the answer's last byte arrived, if its client says (ours do: the decoding
+    that follows is client CPU, which perf_analyzer does not count either)."""
+    received = getattr(result, "received_at", None)
+    return received if isinstance(received, float) else None
+
+
+async def run_canaries(canaries: Sequence[ModelCanary]) -> None:
+    """Runs every canary concurrently until cancelled; one failing never stops the others."""
+    async with asyncio.TaskGroup() as group:
+        for canary in canaries:
+            group.create_task(_guarded(canary))
+
+
+async def _guarded(canary: ModelCanary) -> None:
+    try:
+        await canary.run()
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # log it and let the other canaries run
+        _log.exception("canary_crashed", target=canary.plan.target, model=canary.plan.model)

@@ -1,0 +1,244 @@
+"""Owns the canary's event loop thread, its clients, and the canary tasks.
+
+The daemon is threaded (APScheduler, the exporter); the canary is asyncio, because
+hundreds of concurrent in-flight requests are cheap as coroutines and expensive as
+threads. This class is the bridge: one loop in one thread, one task per canary,
+stopped within a bounded time.
+
+A generative model gets the streaming canary (probe/stream/stream_canary.py): at once when
+``canary.stream.mode`` is ``on`` or the protocol is ``openai``; otherwise the plain
+canary reads the model's config and, finding ``decoupled``, hands over to a streaming
+one in the same task (``canary_stream_detected``), or with ``mode: off`` stops with a
+``canary_skipped`` reason instead of failing every request.
+
+A reload (or a model discovered, unloaded, reloaded) changes only what changed: a
+canary whose plan and revision are the same keeps running — the same object, its
+request prepared once, its schedule and breaker as they were, no gap in its series —
+while removed ones stop, new ones start and changed ones restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from tritonwatch.common.client_tls import ClientTLS
+from tritonwatch.common.logs import get_logger
+from tritonwatch.probe.canary import timing as canary_timing
+from tritonwatch.probe.canary.clients import client_for
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary, run_canaries
+from tritonwatch.probe.canary.timer_slack import tighten_timer_slack
+from tritonwatch.probe.interfaces import InferenceClient
+from tritonwatch.probe.stream.stream_canary import StreamingCanary
+from tritonwatch.state.canary_liveness import stalled_canaries
+from tritonwatch.state.canary_series import CanaryStats, SeriesKey
+from tritonwatch.state.stream_series import StreamStats
+
+_log = get_logger("canary")
+STOP_TIMEOUT_SECONDS = 2.0
+STREAMING_OFF = "decoupled model; streaming is off"
+
+
+ClientKey = tuple[str, str, str, ClientTLS | None, str | None]
+Revisions = Mapping[tuple[str, str], str]
+"""(target, model) → what the model was loaded as (model discovery's signature)."""
+
+
+def _client_key(plan: CanaryPlan) -> ClientKey:
+    """Models of one target share a client per protocol; a reload that moves the
+    target's URLs (a gRPC client's HTTP API too) or TLS settings gets a new client
+    instead of the stale one."""
+    url = plan.grpc_url if plan.protocol == "grpc" else plan.http_url
+    api = None if plan.grpc_only else plan.http_url
+    return (plan.target, plan.protocol, url, plan.tls, api)
+
+
+@dataclass(frozen=True, slots=True)
+class _Running:
+    canary: ModelCanary
+    revision: str
+    task: asyncio.Task[None]
+
+
+class CanaryRunner:
+    """Runs the canaries of a set of :class:`CanaryPlan` s in a background event loop."""
+
+    def __init__(self, stats: CanaryStats, stream_stats: StreamStats | None = None) -> None:
+        self.stats = stats
+        self.stream_stats = stream_stats if stream_stats is not None else StreamStats()
+        self._streaming: set[SeriesKey] = set()
+        """Series with a streaming canary (declared in :attr:`stream_stats`)."""
+        self._loop = canary_timing.new_event_loop()  # sub-millisecond timers
+        self._thread = threading.Thread(target=self._run_loop, name="canary", daemon=True)
+        self._engine = CanaryEngine()
+        """Plaintext HTTP and gRPC canaries, streaming ones too, send from its
+        thread (probe/canary/engine.py); the rest, and everything before a canary's
+        first send, on this loop."""
+        self._running: dict[SeriesKey, _Running] = {}
+        self._clients: dict[ClientKey, InferenceClient] = {}
+
+    def start(self, plans: Sequence[CanaryPlan], revisions: Revisions | None = None) -> None:
+        self._thread.start()
+        self.apply(plans, revisions)
+
+    def apply(self, plans: Sequence[CanaryPlan], revisions: Revisions | None = None) -> None:
+        """Brings the canaries to ``plans``: one whose plan and revision (``revisions``,
+        by target and model; none: "") are unchanged runs on untouched, a changed or
+        skipped one restarts, a removed one stops, a new one starts. Statistics of kept
+        models stay; those of removed ones go."""
+        wanted = {
+            plan.key: (plan, (revisions or {}).get((plan.target, plan.model), "")) for plan in plans
+        }
+        self.stats.declare(wanted)
+        asyncio.run_coroutine_threadsafe(self._reconcile(wanted), self._loop).result(
+            timeout=STOP_TIMEOUT_SECONDS * 2
+        )
+
+    def stalled(self, now: float) -> dict[SeriesKey, bool]:
+        """Every running canary's liveness verdict at monotonic ``now`` (True: stalled)."""
+        return stalled_canaries(self.running(), self.stats.snapshot(now), now)
+
+    @property
+    def engine_restarts(self) -> int:
+        """How many times the engine's loop crashed and ran again."""
+        return self._engine.restarts
+
+    def engine_recovering(self) -> bool:
+        """Whether the engine crashed within its settling time (``/health`` degraded)."""
+        return self._engine.recovering()
+
+    def running(self) -> dict[SeriesKey, ModelCanary]:
+        """The canaries now running, by series key."""
+        return {key: running.canary for key, running in tuple(self._running.items())}
+
+    async def _reconcile(self, wanted: Mapping[SeriesKey, tuple[CanaryPlan, str]]) -> None:
+        # A canary that ended (skipped: its model could not be filled) tries again, as
+        # a reload always made it: a sample file may have been fixed in place.
+        changed = [
+            key
+            for key, running in self._running.items()
+            if running.task.done() or wanted.get(key) != (running.canary.plan, running.revision)
+        ]
+        stopped = [self._running.pop(key) for key in changed]
+        await _stop(stopped)
+        # Here, on the loop, where hand-overs add their keys too: one thread changes the set.
+        self._declare_streams(
+            {key for key in self._streaming if key in wanted}
+            | {key for key, (plan, _) in wanted.items() if _streams_at_once(plan)}
+        )
+        paused = {key: old.canary.paused for key, old in zip(changed, stopped, strict=True)}
+        for key, (plan, revision) in wanted.items():
+            if key in self._running:
+                continue
+            canary = self._canary(plan)
+            canary.paused = paused.get(key, False)  # a sweep of it is still running
+            task = asyncio.create_task(self._serve(key, canary), name=f"canary:{key}")
+            self._running[key] = _Running(canary, revision, task)
+        used = {_client_key(running.canary.plan) for running in self._running.values()}
+        await self._close_clients([key for key in self._clients if key not in used])
+
+    def _canary(self, plan: CanaryPlan) -> ModelCanary:
+        if _streams_at_once(plan):
+            return self._streaming_canary(plan)
+        return ModelCanary(plan, self._client(plan), self.stats, engine=self._engine)
+
+    def _streaming_canary(self, plan: CanaryPlan) -> StreamingCanary:
+        return StreamingCanary(plan, self._client(plan), self.stats, self.stream_stats,
+                               engine=self._engine)  # fmt: skip
+
+    async def _serve(self, key: SeriesKey, canary: ModelCanary) -> None:
+        """Runs ``canary``; a plain one that found a decoupled model hands over to a
+        streaming canary here, in the same task, or is skipped when streaming is off."""
+        await run_canaries([canary])
+        running = self._running.get(key)
+        if not canary.hands_over() or running is None or running.canary is not canary:
+            return
+        plan = canary.plan
+        if plan.stream.mode == "off":
+            _log.info("canary_skipped", target=plan.target, model=plan.model,
+                      reason=STREAMING_OFF)  # fmt: skip
+            self.stats.set_skipped(key, STREAMING_OFF, time.monotonic())
+            return
+        _log.info("canary_stream_detected", target=plan.target, model=plan.model,
+                  protocol=plan.protocol)  # fmt: skip
+        streaming = self._streaming_canary(plan)
+        streaming.paused = canary.paused
+        self._running[key] = replace(running, canary=streaming)
+        self._declare_streams(self._streaming | {key})
+        await run_canaries([streaming])
+
+    def _declare_streams(self, keys: set[SeriesKey]) -> None:
+        self._streaming = keys
+        self.stream_stats.declare(keys)
+
+    def _client(self, plan: CanaryPlan) -> InferenceClient:
+        """The target's client for the plan's protocol, made on first use."""
+        key = _client_key(plan)
+        if key not in self._clients:
+            self._clients[key] = client_for(plan.protocol, plan.http_url, plan.grpc_url,
+                                            plan.tls, grpc_only=plan.grpc_only)  # fmt: skip
+        return self._clients[key]
+
+    async def _close_clients(self, keys: Iterable[ClientKey]) -> None:
+        for key in list(keys):
+            client = self._clients.pop(key)
+            try:
+                async with asyncio.timeout(STOP_TIMEOUT_SECONDS / 2):
+                    await client.close()
+            except Exception as error:  # closing must never block shutdown
+                _log.debug("canary_client_close_failed", error=str(error))
+
+    async def _cancel_all(self) -> None:
+        running, self._running = list(self._running.values()), {}
+        await _stop(running)
+        await self._close_clients(list(self._clients))
+
+    def set_paused(self, target: str, model: str, paused: bool) -> None:
+        """Pauses one model's canary (a sweep of that model is running). A resumed one
+        owes outcomes from the resume on: its silence while paused is no stall
+        (canary_liveness.py counts from ``sending_since``)."""
+        now = time.monotonic()  # (the canaries' clock)
+        for canary in self.running().values():
+            if (canary.plan.target, canary.plan.model) == (target, model):
+                if canary.paused and not paused and canary.sending_since is not None:
+                    canary.sending_since = now
+                canary.paused = paused
+
+    def _run_loop(self) -> None:
+        tighten_timer_slack()  # gRPC and TLS canaries send from this thread
+        self._loop.run_forever()
+
+    def stop(self) -> None:
+        self._engine.stop(STOP_TIMEOUT_SECONDS)
+        if not self._thread.is_alive():
+            if not self._loop.is_closed() and not self._loop.is_running():
+                self._loop.close()
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._cancel_all(), self._loop).result(
+                STOP_TIMEOUT_SECONDS
+            )
+        except (TimeoutError, Exception) as error:  # bounded shutdown: give up, log, go on
+            _log.warning("canary_stop_incomplete", error=str(error))
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=STOP_TIMEOUT_SECONDS)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+def _streams_at_once(plan: CanaryPlan) -> bool:
+    """Streamed from the start, without asking the model's config first."""
+    return plan.stream.mode == "on" or plan.protocol == "openai"
+
+
+async def _stop(running: Sequence[_Running]) -> None:
+    """Cancels the canaries' tasks and waits (bounded) for each to unwind, so none is
+    left pending on the loop."""
+    for each in running:
+        each.task.cancel()
+    if running:
+        await asyncio.wait([each.task for each in running], timeout=STOP_TIMEOUT_SECONDS / 2)

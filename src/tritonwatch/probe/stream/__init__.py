@@ -1,0 +1,1 @@
+"""The streaming canary: time to first token and between tokens."""

@@ -1,0 +1,1 @@
+"""The sweep's load generator: concurrency levels, workers and their statistics."""

@@ -1,0 +1,192 @@
+"""What one target's scrapes produced: the records the exporter and the advisor read.
+
+Immutable, so the scraper publishes a new :class:`TargetState` after each cycle by
+swapping one reference, and readers on other threads never see half a cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal, TypeVar
+
+from tritonwatch.records.llm_records import LlmRates, LlmReadings
+from tritonwatch.records.observations import (
+    BatchStatisticsRates,
+    ModelConfigSnapshot,
+    ModelRates,
+    TritonGpuRates,
+    TritonRates,
+    TritonSummary,
+)
+
+STAGES = (
+    "queue",
+    "compute_input",
+    "compute_infer",
+    "compute_output",
+    "server_other",
+    "network_client",
+)
+"""The ``stage`` label values of ``tritonwatch_model_latency_breakdown_seconds``."""
+
+BottleneckKind = Literal["queue-bound", "compute-bound", "io-bound", "network-bound", "balanced"]
+
+BOTTLENECK_KINDS: tuple[BottleneckKind, ...] = (
+    "queue-bound",
+    "compute-bound",
+    "io-bound",
+    "network-bound",
+    "balanced",
+)
+"""The ``kind`` label values of ``tritonwatch_model_bottleneck``, in tie-break order."""
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyBreakdown:
+    """Mean seconds per request in each stage over one window (see the module docstring).
+
+    ``server_seconds`` is Triton's mean request time and ``end_to_end_seconds`` the
+    canary's mean, None without canary data.
+    """
+
+    queue: float
+    compute_input: float
+    compute_infer: float
+    compute_output: float
+    server_other: float
+    network_client: float | None
+    server_seconds: float
+    end_to_end_seconds: float | None
+
+    def stages(self) -> dict[str, float]:
+        """Stage → seconds, in :data:`STAGES` order; ``network_client`` only when known."""
+        values = {stage: getattr(self, stage) for stage in STAGES}
+        return {stage: value for stage, value in values.items() if value is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class Bottleneck:
+    """The finding: what limits the model's latency, and the shares that show it.
+
+    ``shares`` maps each stage of the breakdown to its share of the total (they add up
+    to 1); ``reason`` says in one sentence why this kind was chosen.
+    """
+
+    kind: BottleneckKind
+    shares: Mapping[str, float]
+    reason: str
+
+
+class FetchStatus(StrEnum):
+    """How a fetch (or a gRPC read of the statistics or config API) ended; also logged
+    as ``outcome`` and exported as the failures' ``outcome`` label."""
+
+    SUCCESS = "success"
+    TIMEOUT = "timeout"
+    CONNECTION_ERROR = "connection_error"
+    HTTP_ERROR = "http_error"
+    GRPC_ERROR = "grpc_error"
+    """The server answered a gRPC call with an error status (the canary's word too)."""
+    TOO_LARGE = "too_large"
+    BAD_RESPONSE = "bad_response"
+
+
+class ScrapeSource(StrEnum):
+    """What was scraped; the ``source`` label of the self-monitoring metrics."""
+
+    METRICS = "metrics"
+    STATS = "stats"
+    CONFIG = "config"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOutcome:
+    """How one source's requests of one cycle ended (all models' requests, for the
+    statistics and config APIs: the first failure wins, durations add up)."""
+
+    source: ScrapeSource
+    status: FetchStatus
+    duration_seconds: float
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is FetchStatus.SUCCESS
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeOutcome:
+    """The result of :meth:`TargetScraper.scrape_once`; never an exception.
+
+    ``sources`` holds the sources attempted in this cycle (the config API is polled
+    only every few cycles, and an API the server lacks is not asked). ``rates`` is None
+    on the first successful scrape and after a failed one.
+    """
+
+    target: str
+    at: float
+    sources: Mapping[ScrapeSource, SourceOutcome]
+    bad_lines: int
+    rates: TritonRates | None
+
+    @property
+    def ok(self) -> bool:
+        """True when ``/metrics`` was read."""
+        return self.sources[ScrapeSource.METRICS].ok
+
+
+@dataclass(frozen=True, slots=True)
+class ModelState:
+    """The latest readings of one configured model; None where the window had no data.
+
+    ``server_summary`` is Triton's request-duration summary (microseconds, as printed)
+    when the server exports summaries. ``canary_mean_seconds`` is the canary's mean
+    end-to-end latency over the same window as ``rates`` (None when it sent nothing).
+    ``breakdown`` and ``bottleneck`` are the judgement's, not the scrape's: the scraper
+    leaves them None and :func:`~tritonwatch.analysis.breakdown.judge_target` fills them.
+    ``llm_readings`` are the LLM backend's gauges and counters from the last scrape (None
+    for a model whose page prints none) and ``llm`` their rates over the same window as
+    ``rates``.
+    """
+
+    model: str
+    rates: ModelRates | None = None
+    server_summary: TritonSummary | None = None
+    batches: BatchStatisticsRates | None = None
+    breakdown: LatencyBreakdown | None = None
+    bottleneck: Bottleneck | None = None
+    config: ModelConfigSnapshot | None = None
+    canary_mean_seconds: float | None = None
+    llm_readings: LlmReadings | None = None
+    llm: LlmRates | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetState:
+    """Everything exported for one target, as of its last cycle.
+
+    ``sources`` has the last attempt of each source the server supports; ``server``
+    holds Triton's server-wide gauges (``nv_cpu_*``, pinned memory) from the last scrape;
+    ``failures`` counts the failed attempts so far by source and outcome.
+    """
+
+    target: str
+    sources: Mapping[ScrapeSource, SourceOutcome]
+    bad_lines_total: int
+    models: Mapping[str, ModelState]
+    gpus: Mapping[str, TritonGpuRates]
+    server: Mapping[str, float]
+    failures: Mapping[tuple[ScrapeSource, FetchStatus], int] = field(default_factory=dict)
+
+
+GpuT = TypeVar("GpuT")
+
+
+def model_gpus(gpus: Sequence[GpuT], indices: Iterable[int]) -> list[GpuT]:
+    """The GPUs a model's instances run on, from Triton's GPUs in the order it prints them
+    (device order) and the instance groups' ``gpus`` indices; without usable indices,
+    every GPU counts."""
+    chosen = [gpus[i] for i in sorted(set(indices)) if 0 <= i < len(gpus)]
+    return chosen or list(gpus)

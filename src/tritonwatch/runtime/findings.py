@@ -1,0 +1,293 @@
+"""Judgement in the daemon: SLO burn, recommendations, experiments, and their alerts.
+
+The daemon's jobs feed observations in (:meth:`Findings.observe_scrape`), and every
+``alerting.evaluation_interval`` :meth:`Findings.evaluate` turns them into findings:
+burn rates per SLO, the advisor's recommendations per model, verdicts of experiments
+opened by config changes, and the alerts all of these raise. It owns the notifiers.
+
+It also reads the readiness board at each evaluation: a server not ready for a minute
+raises ``TritonServerDown``, a ready server whose model fails every canary request for
+a minute raises ``TritonModelNotServing`` (:mod:`tritonwatch.analysis.serving`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+
+from prometheus_client.registry import CollectorRegistry
+
+from tritonwatch.analysis.advisor import advise
+from tritonwatch.analysis.advisor_evidence import KvPressureLog, LlmWindows, advisor_input_for
+from tritonwatch.analysis.advisor_records import (
+    AdvisorThresholds,
+    with_llm_window,
+    with_server_window,
+)
+from tritonwatch.analysis.experiments import Experiment, experiment_span, judge_experiment
+from tritonwatch.analysis.serving import NotServing, down_since, not_serving, servers_down
+from tritonwatch.analysis.slo import SLOStatus, slo_specs
+from tritonwatch.common.logs import get_logger
+from tritonwatch.config.schema import Config
+from tritonwatch.export.alerts import (
+    AlertBook,
+    AlertSpec,
+    active_alerts,
+    not_serving_alert,
+    server_down_alert,
+)
+from tritonwatch.export.experiment_metrics import (
+    EXPERIMENT_ALERT_SECONDS,
+    ExperimentCollector,
+    experiment_alert,
+)
+from tritonwatch.export.latency_history import P95History
+from tritonwatch.export.notifiers import notifiers_for
+from tritonwatch.export.slo_metrics import AlertDeliveryCollector, SLOCollector
+from tritonwatch.records.observations import (
+    ModelConfigChange,
+    ModelRates,
+    ReadinessObservation,
+    TargetModel,
+)
+from tritonwatch.records.target_state import ScrapeOutcome
+from tritonwatch.runtime.recommendation_book import RecommendationBook
+from tritonwatch.runtime.slo_tracker import SLOTracker
+from tritonwatch.scrape.triton_scrapers import TritonScrapers
+from tritonwatch.state.canary_series import CanaryStats, SeriesSnapshot
+from tritonwatch.state.stream_series import StreamSnapshot, StreamStats
+
+_log = get_logger("findings")
+SLO_STATE_FILE = "slo-events.json"
+EXPERIMENT_HISTORY = 50
+
+
+def _thresholds(config: Config) -> AdvisorThresholds:
+    return AdvisorThresholds(**config.advisor.model_dump(exclude={"window", "experiment_window"}))
+
+
+class Findings:
+    """Owns the SLO tracker, the advisor's book, experiments, alert book and notifiers."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        canary_stats: CanaryStats,
+        triton: TritonScrapers,
+        registry: CollectorRegistry,
+        stream_stats: StreamStats | None = None,
+        readiness: Callable[[], Mapping[str, ReadinessObservation]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._config = config
+        self._readiness = readiness
+        """The readiness board's latest observation per target (its clock is ``clock``)."""
+        self._down_since: dict[str, float] = {}
+        self._not_serving: list[NotServing] = []
+        self._canary = canary_stats
+        self._stream = stream_stats
+        """The streaming canaries' TTFT/ITL histograms, for the TTFT and ITL SLOs."""
+        self._llm_windows = LlmWindows()
+        self._kv_pressure = KvPressureLog()
+        self._triton = triton
+        self._clock = clock
+        self._lock = threading.RLock()
+        state = None if config.state.dir is None else config.state.dir / SLO_STATE_FILE
+        self.slo = SLOTracker(slo_specs(config), state_file=state, clock=wall_clock)
+        self.recommendations = RecommendationBook()
+        self.p95_history = P95History()
+        """The canary p95 at each evaluation, for the status page's sparkline."""
+        self._statuses: list[SLOStatus] = []
+        self._windows: dict[TargetModel, deque[tuple[float, ModelRates]]] = {}
+        self._experiments: deque[Experiment] = deque(maxlen=EXPERIMENT_HISTORY)
+        self._alerts = AlertBook(
+            evaluation_interval=config.alerting.evaluation_interval,
+            resend_interval=config.alerting.resend_interval,
+            clock=wall_clock,
+        )
+        self._notifiers = notifiers_for(config)
+        registry.register(
+            SLOCollector(lambda: self.slo.specs, self.statuses, self.recommendations.active)
+        )
+        registry.register(
+            AlertDeliveryCollector(lambda: [n.queue.stats() for n in self._notifiers])
+        )
+        registry.register(ExperimentCollector(self.experiments))
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self, generator_url: str) -> None:
+        self._alerts.generator_url = generator_url
+        self.slo.load()
+        for notifier in self._notifiers:
+            notifier.start()
+
+    def stop(self) -> None:
+        for notifier in self._notifiers:
+            notifier.stop()
+        self.slo.save()
+
+    def apply(self, config: Config, effective: Config) -> None:
+        """A new config: SLO specs and models to keep; receivers if alerting changed."""
+        with self._lock:
+            old, self._config = self._config, config
+        self.slo.set_specs(slo_specs(effective))
+        models = [(t.name, m.name) for t in effective.targets for m in t.models]
+        self.recommendations.retain(models)
+        self._alerts.evaluation_interval = config.alerting.evaluation_interval
+        self._alerts.resend_interval = config.alerting.resend_interval
+        if config.alerting != old.alerting:
+            stale, self._notifiers = self._notifiers, notifiers_for(config)
+            for notifier in stale:
+                notifier.stop()
+            for notifier in self._notifiers:
+                notifier.start()
+
+    # -- observations ----------------------------------------------------------------
+
+    def observe_scrape(self, outcome: ScrapeOutcome | None) -> None:
+        """A target's scrape: server SLI events, the advisor's window, config changes."""
+        if outcome is None or outcome.rates is None:
+            return
+        self.slo.observe_server(outcome.target, outcome.rates)
+        horizon = outcome.at - self._config.advisor.window
+        with self._lock:
+            for rates in outcome.rates.models.values():
+                window = self._windows.setdefault((outcome.target, rates.model), deque())
+                window.append((outcome.at, rates))
+                while window and window[0][0] < horizon:
+                    window.popleft()
+        for change in self._triton.drain_config_changes():
+            self._open_experiment(change)
+
+    def _open_experiment(self, change: ModelConfigChange) -> None:
+        fields = tuple(sorted(change.changes))
+        experiment = Experiment(change.target, change.model, fields or ("config",), self._clock())
+        with self._lock:
+            self._experiments.append(experiment)
+        _log.info(
+            "experiment_opened", target=change.target, model=change.model, parameters=list(fields)
+        )
+
+    # -- evaluation ------------------------------------------------------------------
+
+    def evaluate(self) -> None:
+        """SLOs, the advisor, experiment verdicts, then the alerts due now."""
+        now = self._clock()
+        snapshots = self._canary.snapshot(now)
+        self.p95_history.observe(snapshots, now)
+        self.slo.observe_canary(snapshots, self._canary.buckets)
+        streams = self._stream.snapshot(now) if self._stream is not None else []
+        if self._stream is not None:
+            stream = self._stream
+            self.slo.observe_stream(streams, stream.ttft_buckets, stream.itl_buckets)
+        statuses = self.slo.evaluate()
+        with self._lock:
+            self._statuses = statuses
+            config = self._config
+        self._advise(config, snapshots, streams, now, statuses)
+        self._close_experiments(config, now)
+        runbook = config.alerting.runbook_url
+        specs = active_alerts(statuses, self.recommendations.active(), runbook)
+        specs += self._serving_alerts(snapshots, now, runbook)
+        specs += [experiment_alert(e, runbook) for e in self.experiments() if self._recent(e, now)]
+        due = self._alerts.update(specs)
+        for notifier in self._notifiers:
+            notifier.notify(due)
+
+    def _serving_alerts(
+        self, snapshots: list[SeriesSnapshot], now: float, runbook: str
+    ) -> list[AlertSpec]:
+        """Servers down and ready servers' models not serving, as alerts."""
+        readiness = self._readiness() if self._readiness is not None else {}
+        verdicts = not_serving(snapshots, readiness, now)
+        with self._lock:
+            self._down_since = down_since(self._down_since, readiness)
+            down = servers_down(self._down_since, readiness, now)
+            self._not_serving = verdicts
+        alerts = [server_down_alert(d, now, runbook) for d in down]
+        return alerts + [not_serving_alert(v, runbook) for v in verdicts]
+
+    def _advise(
+        self,
+        config: Config,
+        snapshots: list[SeriesSnapshot],
+        stream_snapshots: list[StreamSnapshot],
+        now: float,
+        statuses: list[SLOStatus],
+    ) -> None:
+        states = {state.target: state for state in self._triton.states()}
+        thresholds = _thresholds(config)
+        canary = {(s.target, s.model): s for s in snapshots}
+        streams = {(s.target, s.model): s for s in stream_snapshots}
+        for target in config.targets:
+            state = states.get(target.name)
+            for model in target.models:
+                key = (target.name, model.name)
+                with self._lock:
+                    window = [rates for _, rates in self._windows.get(key, ())]
+                if state is None or not window:
+                    continue
+                snapshot = canary.get(key)
+                span = config.advisor.window
+                samples = self._canary.samples_between(target.name, model.name, now - span, now + 1)
+                advisor_input = advisor_input_for(
+                    config, target, model, state, snapshot=snapshot, samples=samples,
+                    stream=streams.get(key), statuses=statuses,
+                )  # fmt: skip
+                llm = self._llm_windows.observe(key, state.models.get(model.name), now, span)
+                judged = with_llm_window(with_server_window(advisor_input, window), llm)
+                self._kv_pressure.update(judged, thresholds)
+                self.recommendations.update(target.name, model.name, advise(judged, thresholds))
+
+    def _close_experiments(self, config: Config, now: float) -> None:
+        span = experiment_span(config.advisor.experiment_window)
+        with self._lock:
+            pending = [(i, e) for i, e in enumerate(self._experiments) if e.verdict == "pending"]
+        for index, experiment in pending:
+            if now < experiment.changed_at + span:
+                continue
+            target, model, changed = experiment.target, experiment.model, experiment.changed_at
+            before = self._canary.samples_between(target, model, changed - span, changed)
+            after = self._canary.samples_between(target, model, changed, changed + span)
+            closed = judge_experiment(experiment, before, after)
+            with self._lock:
+                if index < len(self._experiments) and self._experiments[index] is experiment:
+                    self._experiments[index] = closed
+            _log.info(
+                "experiment_verdict",
+                target=closed.target,
+                model=closed.model,
+                parameters=list(closed.parameters),
+                verdict=closed.verdict,
+                reason=closed.reason,
+            )
+
+    def _recent(self, experiment: Experiment, now: float) -> bool:
+        """A verdict is announced (an info alert) for an hour after it is reached."""
+        span = experiment_span(self._config.advisor.experiment_window)
+        closed_at = experiment.changed_at + span
+        return experiment.verdict != "pending" and now - closed_at < EXPERIMENT_ALERT_SECONDS
+
+    # -- reading ---------------------------------------------------------------------
+
+    def statuses(self) -> list[SLOStatus]:
+        with self._lock:
+            return list(self._statuses)
+
+    def firing(self) -> list[AlertSpec]:
+        """The alerts firing as of the latest evaluation."""
+        return self._alerts.firing()
+
+    def not_serving(self) -> list[NotServing]:
+        """The models found not serving at the latest evaluation."""
+        with self._lock:
+            return list(self._not_serving)
+
+    def experiments(self) -> list[Experiment]:
+        with self._lock:
+            return list(self._experiments)

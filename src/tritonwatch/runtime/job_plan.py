@@ -1,0 +1,108 @@
+"""What the daemon runs when: the job plan, a pure function of the effective config.
+
+Every periodic piece of work is one :class:`JobSpec`: an id, what kind of work, its
+interval, when it first runs, and whether ``/health`` expects it on time (the
+"ledgered" jobs). :class:`~tritonwatch.runtime.daemon.Daemon` turns each spec into one
+APScheduler job; what a kind *does* is the daemon's business, when it runs is decided
+here, where a test can read the schedule without starting anything.
+
+First runs are spread: per-target jobs over the scrape interval (Cloudprober's
+``startProbesWithJitter``: many targets never fire in the same instant, plus up to a
+tenth of the interval of jitter), sweeps one interval (at most a minute) apart after
+start, and NVML sampling right away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tritonwatch.config.schema import Config
+from tritonwatch.probe.sweep.schedule import SweepPlan, sweep_plans
+
+SLO_SAVE_INTERVAL_SECONDS = 60.0
+SWEEP_FIRST_RUN_CAP_SECONDS = 60.0
+
+
+class JobKind(StrEnum):
+    EVALUATE = "evaluate"
+    """SLO burn rates, the advisor, experiment verdicts and the alerts due."""
+    SLO_SAVE = "slo_save"
+    """The SLO event history, written to the state directory."""
+    FILE_DISCOVERY = "discovery"
+    """file_sd target files: re-apply the config when one changed."""
+    MODEL_DISCOVERY = "model_discovery"
+    """Repository indexes of the targets that discover their models."""
+    READINESS = "readiness"
+    SCRAPE = "scrape"
+    """A target's Triton ``/metrics``, statistics and config APIs."""
+    NVML = "nvml"
+    SWEEP = "sweep"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One periodic job. ``target`` names the target of per-target kinds, ``sweep`` the
+    plan of a sweep. ``ledgered`` jobs are checked by ``/health``; a sweep may rightly
+    run longer than its interval and is not."""
+
+    job_id: str
+    kind: JobKind
+    interval: float
+    first_delay: float
+    ledgered: bool = True
+    target: str = ""
+    sweep: SweepPlan | None = None
+
+    @property
+    def misfire_grace(self) -> int | None:
+        """A late run still runs within one interval; a sweep whenever it can."""
+        return None if self.kind is JobKind.SWEEP else max(1, int(self.interval))
+
+
+def job_plan(
+    config: Config,
+    *,
+    discovering: bool,
+    models_read: bool,
+    nvml: bool,
+    jitter: Callable[[float], float],
+) -> list[JobSpec]:
+    """Every job for ``config``.
+
+    Args:
+        discovering: a target this replica owns discovers its models.
+        models_read: its repository indexes were read already: the next read is an
+            interval away (otherwise right away: a target new to discovery joined).
+        nvml: NVML started (no GPU: no sampling job).
+        jitter: a random delay in [0, bound) for the bound given (``random.uniform``).
+    """
+    evaluate, save = config.alerting.evaluation_interval, SLO_SAVE_INTERVAL_SECONDS
+    jobs = [
+        JobSpec("evaluate", JobKind.EVALUATE, evaluate, evaluate),
+        JobSpec("slo_save", JobKind.SLO_SAVE, save, save),
+    ]
+    if config.discovery.files:
+        every = config.discovery.refresh_interval
+        jobs.append(JobSpec("discovery", JobKind.FILE_DISCOVERY, every, every, ledgered=False))
+    if discovering:
+        every = config.discovery.model_refresh_interval
+        delay = every if models_read else 0.0
+        jobs.append(JobSpec("model_discovery", JobKind.MODEL_DISCOVERY, every, delay))
+    if nvml:
+        jobs.append(JobSpec("nvml", JobKind.NVML, config.nvml.interval, 0.0))
+    plans = sweep_plans(config)
+    for index, plan in enumerate(plans):
+        first = min(plan.interval, SWEEP_FIRST_RUN_CAP_SECONDS) * (1 + index / len(plans))
+        job_id = f"sweep:{plan.target}:{plan.model}"
+        jobs.append(
+            JobSpec(job_id, JobKind.SWEEP, plan.interval, first, ledgered=False, sweep=plan)
+        )
+    interval = config.scrape.interval
+    names = [target.name for target in config.targets]
+    for index, name in enumerate(names):
+        offset = interval * index / len(names) + jitter(interval / 10)
+        for kind in (JobKind.READINESS, JobKind.SCRAPE):
+            jobs.append(JobSpec(f"{kind}:{name}", kind, interval, offset, target=name))
+    return jobs

@@ -1,0 +1,89 @@
+"""The active recommendations of every model, between evaluations.
+
+The advisor (:func:`~tritonwatch.analysis.advisor.advise`) judges one evaluation; the
+book remembers what is active for each model, logs a line only when a recommendation
+appears, changes or clears, and is what the exporter, the status page and the alert
+book read. Thread-safe: written by the evaluation job, read by the exporter's threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+
+from tritonwatch.analysis.advisor_records import Action, Recommendation
+from tritonwatch.analysis.advisor_rules import RULES
+from tritonwatch.common.logs import get_logger
+
+_log = get_logger("advisor")
+
+RecommendationKey = tuple[str, str, Action]
+"""(target, model, action)."""
+
+
+def _key(recommendation: Recommendation) -> RecommendationKey:
+    return (recommendation.target, recommendation.model, recommendation.action)
+
+
+class RecommendationBook:
+    """The active recommendations of every model, with one log line per change."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active: dict[RecommendationKey, Recommendation] = {}
+
+    def update(self, target: str, model: str, recommendations: Sequence[Recommendation]) -> None:
+        """Replaces the model's recommendations with this evaluation's."""
+        fresh = {_key(r): r for r in recommendations}
+        with self._lock:
+            previous = {k: v for k, v in self._active.items() if k[:2] == (target, model)}
+            for key in previous.keys() - fresh.keys():
+                del self._active[key]
+            self._active.update(fresh)
+        for key in sorted(previous.keys() - fresh.keys()):
+            _log.info("recommendation_cleared", target=key[0], model=key[1], action=str(key[2]))
+        for key, recommendation in fresh.items():
+            old = previous.get(key)
+            if old is None or (old.current, old.proposed) != (
+                recommendation.current,
+                recommendation.proposed,
+            ):
+                _log_recommendation(recommendation)
+
+    def retain(self, models: Iterable[tuple[str, str]]) -> None:
+        """Forgets models that are no longer configured (config reload), silently."""
+        wanted = set(models)
+        with self._lock:
+            self._active = {k: v for k, v in self._active.items() if k[:2] in wanted}
+
+    def active(self) -> list[Recommendation]:
+        """Every active recommendation, sorted by target, model and priority."""
+        order = {rule.action: index for index, rule in enumerate(RULES)}
+        with self._lock:
+            items = list(self._active.values())
+        return sorted(items, key=lambda r: (r.target, r.model, order[r.action]))
+
+    def by_model(self) -> Mapping[tuple[str, str], list[Recommendation]]:
+        grouped: dict[tuple[str, str], list[Recommendation]] = {}
+        for recommendation in self.active():
+            grouped.setdefault((recommendation.target, recommendation.model), []).append(
+                recommendation
+            )
+        return grouped
+
+
+def _log_recommendation(recommendation: Recommendation) -> None:
+    _log.info(
+        "recommendation",
+        target=recommendation.target,
+        model=recommendation.model,
+        action=str(recommendation.action),
+        parameter=recommendation.parameter,
+        current=recommendation.current,
+        proposed=recommendation.proposed,
+        severity=str(recommendation.severity),
+        config_change=recommendation.config_change,
+        reason=recommendation.reason,
+        evidence=dict(recommendation.evidence),
+        expected_effect=recommendation.expected_effect,
+    )

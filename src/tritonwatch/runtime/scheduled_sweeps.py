@@ -1,0 +1,73 @@
+"""The daemon's scheduled sweeps: one run of a plan, with the model's canary paused.
+
+A scheduled sweep loads a production server on purpose (:mod:`tritonwatch.probe.sweep.schedule`
+decides which models, how, and caps the levels), so the model's canary pauses while it
+runs: the canary's SLI is not polluted by the sweep's queueing. The measured steps are
+judged (:func:`~tritonwatch.analysis.sweep_verdict.judge_sweep`) and the result goes on
+the :class:`~tritonwatch.records.sweep_records.SweepBoard` the exporter and the status page read.
+
+A decoupled (generative) model is skipped with one ``sweep_skipped_streaming`` line: a
+scheduled sweep sends plain infers, which such a model refuses, and judges them on the
+latency SLO, which says nothing of TTFT or ITL. ``tritonwatch sweep`` streams from it
+(:class:`~tritonwatch.probe.sweep.stream_sweep.StreamSweepRunner`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from tritonwatch.analysis.sweep_verdict import judge_sweep
+from tritonwatch.common.logs import get_logger
+from tritonwatch.probe.sweep.load_sweep import SweepRunner
+from tritonwatch.probe.sweep.schedule import SweepPlan
+from tritonwatch.probe.sweep.stream_sweep import is_streaming
+from tritonwatch.records.sweep_records import SweepBoard
+
+_log = get_logger("sweep")
+PauseCanary = Callable[[str, str, bool], None]
+"""(target, model, paused)."""
+STREAMING_SKIPPED = (
+    "decoupled model: scheduled sweeps send plain infers; "
+    "run `tritonwatch sweep` for its TTFT, ITL and tokens/s"
+)
+
+
+def run_scheduled_sweep(
+    plan: SweepPlan,
+    board: SweepBoard,
+    pause_canary: PauseCanary,
+    stop: threading.Event,
+    wall_clock: Callable[[], float],
+) -> None:
+    """Runs one plan with the model's canary paused; never raises (a job must not die)."""
+    try:
+        streams = is_streaming(plan.settings)
+    except Exception as error:  # an unreachable server or odd model: log, keep the daemon
+        _log.warning("sweep_failed", target=plan.target, model=plan.model, error=str(error)[:300])
+        return
+    if streams:
+        _log.warning("sweep_skipped_streaming", target=plan.target, model=plan.model,
+                     reason=STREAMING_SKIPPED)  # fmt: skip
+        return
+    pause_canary(plan.target, plan.model, True)
+    _log.info(
+        "sweep_started", target=plan.target, model=plan.model, levels=list(plan.settings.levels)
+    )
+    try:
+        result = judge_sweep(SweepRunner(plan.settings, stop).run())
+    except Exception as error:  # an unreachable server or odd model: log, keep the daemon
+        _log.warning("sweep_failed", target=plan.target, model=plan.model, error=str(error)[:300])
+        return
+    finally:
+        pause_canary(plan.target, plan.model, False)
+    board.record(plan.key, result, wall_clock())
+    _log.info(
+        "sweep_finished",
+        target=plan.target,
+        model=plan.model,
+        knee=result.knee.concurrency if result.knee else None,
+        operating_point=result.operating_point.level if result.operating_point else None,
+        stopped_at_budget=result.stopped_at_budget,
+        warnings=list(result.warnings),
+    )
