@@ -42,7 +42,7 @@ from canary_vs_perf_analyzer import perf_analyzer_at
 from harness import Goal, Row, median
 
 from sim_process import SimProcess
-from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.quantiles import quantiles
 from tritonwatch.sim.builtin import BUILTIN_MODEL_SET

@@ -49,7 +49,8 @@ from perf_analyzer_support import proxy_free_environment
 from real_triton import RealTriton, perf_analyzer_binary
 from tls_support import Pki, make_pki
 from tritonwatch.common.client_tls import ClientTLS
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.quantiles import quantiles
 from tritonwatch.state.canary_series import CanaryStats

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from tritonwatch.export.health import health_report
 from tritonwatch.export.liveness_metrics import LivenessCollector
-from tritonwatch.probe.canary.model_canary import BREAKER_PROBE_SECONDS, CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.breaker import BREAKER_PROBE_SECONDS
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import CanaryResult, Outcome
 from tritonwatch.state.canary_liveness import stalled_canaries
 from tritonwatch.state.canary_series import CanaryStats
@@ -106,7 +108,7 @@ def test_an_open_breaker_allows_three_probe_periods_of_silence() -> None:
     stalled between probes."""
     canary = ModelCanary(PLAN, object(), CanaryStats())  # type: ignore[arg-type]
     assert canary.silence_allowed() == 3 * (1.0 / PLAN.rate) + PLAN.timeout
-    canary._breaker_open_until = 0.0
+    canary._breaker._open_until = 0.0
     assert canary.silence_allowed() == 3 * BREAKER_PROBE_SECONDS + PLAN.timeout
 
 

@@ -11,7 +11,8 @@ import pytest
 from tritonwatch.analysis.advisor_records import AdvisorInput, AdvisorThresholds
 from tritonwatch.analysis.advisor_rules import reduce_network_overhead
 from tritonwatch.analysis.breakdown import latency_breakdown
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import ModelRates
 from tritonwatch.scrape.triton_scrapers import canary_totals
 from tritonwatch.state.canary_series import CanaryStats

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tritonwatch.config import ConfigError, parse_config
-from tritonwatch.probe.canary.model_canary import canary_plans
+from tritonwatch.probe.canary.plans import canary_plans
 from tritonwatch.wire.limits import AnswerLimits
 
 TARGET = "targets:\n  - name: t\n    url: http://127.0.0.1:8000\n    models: [{name: m}]\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tritonwatch.config import parse_config
-from tritonwatch.config.schema import Range
+from tritonwatch.config.canary_schema import Range
 
 LLM = """
 slo: {ttft: {threshold: 500ms}}

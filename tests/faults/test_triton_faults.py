@@ -38,7 +38,7 @@ from support import (
     sample_value,
     wait_until,
 )
-from tritonwatch.probe.canary.model_canary import BREAKER_PROBE_SECONDS
+from tritonwatch.probe.canary.breaker import BREAKER_PROBE_SECONDS
 from tritonwatch.sim.server import Simulator
 
 pytestmark = pytest.mark.real

@@ -799,7 +799,8 @@ def test_the_canary_counts_an_unreadable_answer_as_bad_response(
     """Breaks if the canary counts an unreadable answer as a success or logs an error for it."""
     from structlog.testing import capture_logs
 
-    from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+    from tritonwatch.probe.canary.model_canary import ModelCanary
+    from tritonwatch.probe.canary.plans import CanaryPlan
     from tritonwatch.state.canary_series import CanaryStats
 
     plan = CanaryPlan(

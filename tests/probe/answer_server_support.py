@@ -23,7 +23,8 @@ from engine_support import RawServer, read_request
 from structlog.testing import capture_logs
 
 from tritonwatch.probe.canary.engine import CanaryEngine
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.state.canary_series import CanaryStats
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from tritonwatch.probe.canary import engine as engine_module
+from tritonwatch.probe.canary import engine_sockets
 from tritonwatch.probe.canary.arrival_stamps import SO_TIMESTAMPNS, receive_stamped
 from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.engine_wires import RawAnswer
@@ -210,7 +211,8 @@ class _Reply:
 class VirtualTime:
     """A clock for the engine that its own waits advance, with a server that answers on it.
 
-    Installed as the engine's ``_wait_ready`` (:meth:`install`), it runs the engine as a
+    Installed as the engine's ``engine_sockets.wait_ready`` (:meth:`install`), it runs
+    the engine as a
     discrete-event simulation: a wait first lets the loopback server catch up (every
     request the engine sent is read, every reply now due is written), then returns the
     sockets that are ready; when none is, virtual time jumps to the next thing due — a
@@ -253,7 +255,7 @@ class VirtualTime:
     def install(self, engine: CanaryEngine, patch: pytest.MonkeyPatch) -> None:
         """Takes over ``engine``'s waits and arrival stamps for the test."""
         self._engine = engine
-        patch.setattr(engine_module, "_wait_ready", self._wait_ready)
+        patch.setattr(engine_sockets, "wait_ready", self._wait_ready)
         patch.setattr(engine_module, "receive_stamped", self._receive_stamped)
 
     def answer_each(self, reply: bytes, delay: float) -> Behaviour:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from real_triton import RealTriton
-from tritonwatch.config.schema import StreamConfig
-from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.config.canary_schema import StreamConfig
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import StreamResult
 from tritonwatch.state.stream_series import StreamStats
 

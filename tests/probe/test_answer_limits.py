@@ -8,7 +8,7 @@ import struct
 import hpack
 import pytest
 
-from tritonwatch.config.schema import CanaryLimits
+from tritonwatch.config.canary_schema import CanaryLimits
 from tritonwatch.probe.canary.clients import classify_error
 from tritonwatch.probe.canary.engine_http import HeadedConnection, StreamBody
 from tritonwatch.probe.canary.library_path import ClientFaultError, answer_start, doubted
@@ -36,7 +36,7 @@ SMALL = AnswerLimits(max_answer_bytes=100_000, max_header_bytes=2048, http2_wind
 
 
 def test_the_probe_defaults_are_the_configs() -> None:
-    """Breaks if canary.limits' defaults (config/schema.py) and the readers' own
+    """Breaks if canary.limits' defaults (config/canary_schema.py) and the readers' own
     (wire/limits.py, which imports no config) part."""
     assert AnswerLimits(**CanaryLimits().model_dump()) == DEFAULT_LIMITS
     assert AnswerLimits(16 << 20, 64 << 10, 1 << 20) == DEFAULT_LIMITS

@@ -9,8 +9,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from support import assert_within_smoke_bound, wait_until
-from tritonwatch.config.schema import InputOverride
-from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.config.canary_schema import InputOverride
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.sim.server import Simulator
 from tritonwatch.state.canary_series import CanaryStats, SeriesSnapshot, latency_buckets

@@ -10,7 +10,7 @@ import pytest
 
 from sim_process import SimProcess
 from support import wait_until
-from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.quantiles import quantiles
 from tritonwatch.sim.testing import model_set_with

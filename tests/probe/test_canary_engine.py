@@ -39,6 +39,7 @@ from engine_support import (
 
 from support import wait_until
 from tritonwatch.probe.canary import engine as engine_module
+from tritonwatch.probe.canary import engine_sockets
 from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.engine_wires import GrpcAnswer
 from tritonwatch.wire import http2
@@ -324,14 +325,14 @@ def test_stopping_the_canary_closes_its_connections() -> None:
 def test_past_select_limits_the_wait_falls_back_to_poll(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fails if, with descriptors past select()'s FD_SETSIZE (a daemon with over 1024
     open), the poll() fallback misreports which sockets are ready."""
-    monkeypatch.setattr(engine_module, "FD_SETSIZE", 0)  # every descriptor is "too high"
+    monkeypatch.setattr(engine_sockets, "FD_SETSIZE", 0)  # every descriptor is "too high"
     left, right = socket.socketpair()
     idle_a, idle_b = socket.socketpair()
     with left, right, idle_a, idle_b:
         right.send(b"x")
-        readable, writable = engine_module._wait_ready([left, idle_a], [right], 1.0)
+        readable, writable = engine_sockets.wait_ready([left, idle_a], [right], 1.0)
         assert (readable, writable) == ([left], [right])
-        readable, writable = engine_module._wait_ready([idle_a], [], 0.05)
+        readable, writable = engine_sockets.wait_ready([idle_a], [], 0.05)
         assert (readable, writable) == ([], [])
 
 
@@ -351,8 +352,8 @@ def test_past_select_limits_the_engine_itself_waits_with_poll(
     """Fails if the engine's own turns (the main wait, the look at an idle connection)
     call select() when a watched descriptor is past FD_SETSIZE, where it would raise
     and stop every canary, instead of poll()."""
-    monkeypatch.setattr(engine_module, "FD_SETSIZE", 0)  # every descriptor is "too high"
-    monkeypatch.setattr(engine_module, "select", _PollOnly)
+    monkeypatch.setattr(engine_sockets, "FD_SETSIZE", 0)  # every descriptor is "too high"
+    monkeypatch.setattr(engine_sockets, "select", _PollOnly)
     canary = Recorder(gap=0.0625)
     with raw_server(answer_each(OK)) as server:
         first = _lockstep(server.port, canary, 5)

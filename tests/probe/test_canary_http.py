@@ -23,7 +23,8 @@ from structlog.testing import capture_logs
 
 from tritonwatch.probe.canary.clients import ACCEPT_ENCODING, HttpInferenceClient
 from tritonwatch.probe.canary.engine import CanaryEngine
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.infer_response import MAX_DECOMPRESSED_BYTES
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.records.observations import Outcome

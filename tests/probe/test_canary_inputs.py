@@ -12,10 +12,11 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from structlog.testing import capture_logs
 
-from tritonwatch.config.schema import InputOverride
+from tritonwatch.config.canary_schema import InputOverride
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.status_page import ModelStatus, StatusSnapshot, render_status_page
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.payload import PayloadError, TensorSpec, build_inputs, input_specs
 from tritonwatch.state.canary_series import SKIPPED, CanaryStats
 from tritonwatch.wire.datatypes import TRITON_DATATYPES, item_size

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from support import wait_until
-from tritonwatch.config.schema import InputOverride
+from tritonwatch.config.canary_schema import InputOverride
 from tritonwatch.probe import runner as canary_runner
-from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.sim.server import Simulator
 from tritonwatch.state.canary_series import CanaryStats

@@ -16,9 +16,10 @@ import pytest
 
 from support import wait_until
 from tritonwatch.export.health import health_report
-from tritonwatch.probe.canary import model_canary as canary_module
+from tritonwatch.probe.canary import breaker
 from tritonwatch.probe.canary.engine import CanaryEngine
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.sim.server import Simulator
 from tritonwatch.state.canary_series import CanaryStats, SeriesKey, latency_buckets
@@ -171,7 +172,7 @@ def test_a_server_restarted_on_its_ports_is_watched_again_and_the_breaker_closes
 ) -> None:
     """Breaks if the canary stays on a dead connection or address after a restart on the
     same ports, its breaker never closes, or it keeps failing once the server is back."""
-    monkeypatch.setattr(canary_module, "BREAKER_PROBE_SECONDS", 0.2)
+    monkeypatch.setattr(breaker, "BREAKER_PROBE_SECONDS", 0.2)
     http_port, grpc_port = _free_port(), _free_port()
     key = _key(protocol)
     first = Simulator(http_port=http_port, grpc_port=grpc_port).start()
@@ -190,7 +191,7 @@ def test_a_server_restarted_on_its_ports_is_watched_again_and_the_breaker_closes
         assert not canary.breaker_open
         # Outcomes come from the engine, the schedule intact: no canary left the engine.
         assert isinstance(canary, ModelCanary) and canary.sending_since is not None
-    assert failed >= canary_module.BREAKER_FAILURES
+    assert failed >= breaker.BREAKER_FAILURES
     assert not runner.stalled(time.monotonic())[key]
 
 

@@ -17,7 +17,8 @@ import pytest
 from tritonwatch.common import precise_loop
 from tritonwatch.probe.canary import timer_slack
 from tritonwatch.probe.canary import timing as canary_timing
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.infer_response import InferResponse
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.runner import CanaryRunner

@@ -12,7 +12,8 @@ import pytest
 from structlog.testing import capture_logs
 from tritonclient.utils import InferenceServerException
 
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_series import CanaryStats
@@ -182,7 +183,7 @@ def test_refused_connections_are_counted_and_kept_but_not_logged_each() -> None:
 
 def test_consecutive_failures_open_the_circuit_and_a_success_closes_it() -> None:
     """After 5 failures the canary sends only a probe every 10 s; one success closes it."""
-    from tritonwatch.probe.canary.model_canary import BREAKER_PROBE_SECONDS
+    from tritonwatch.probe.canary.breaker import BREAKER_PROBE_SECONDS
 
     failures = [ConnectionRefusedError("refused")] * 5
     client = ScriptedClient([*failures, _Result({"y": np.zeros((1, 2))})])
@@ -196,10 +197,10 @@ def test_consecutive_failures_open_the_circuit_and_a_success_closes_it() -> None
         for _ in range(5):
             await canary._one(loop.time())
         now = loop.time()
-        gates = [canary._breaker_allows(now), canary._breaker_allows(now + BREAKER_PROBE_SECONDS)]
+        gates = [canary._breaker.allows(now), canary._breaker.allows(now + BREAKER_PROBE_SECONDS)]
         opened = stats.open_circuits()
         await canary._send(loop.time(), loop.time())  # the probe (its gate opened above) succeeds
-        gates.append(canary._breaker_allows(loop.time()))
+        gates.append(canary._breaker.allows(loop.time()))
         return gates, opened
 
     gates, opened = asyncio.run(go())
@@ -215,7 +216,7 @@ def test_canaries_are_capped_per_target_whatever_the_config_asks() -> None:
     from structlog.testing import capture_logs
 
     from tritonwatch.config import parse_config
-    from tritonwatch.probe.canary.model_canary import canary_plans
+    from tritonwatch.probe.canary.plans import canary_plans
 
     config = parse_config(
         "canary: {rate: 100/s, max_in_flight: 100, timeout: 500ms}\n"
@@ -246,8 +247,8 @@ def test_plans_carry_the_stream_settings_and_the_openai_endpoint() -> None:
     """Breaks if canary.stream, targets[].openai_url or models[].served_name stop reaching
     the streaming canary (an openai canary would then have nowhere to send)."""
     from tritonwatch.config import parse_config
-    from tritonwatch.config.schema import Range
-    from tritonwatch.probe.canary.model_canary import canary_plans
+    from tritonwatch.config.canary_schema import Range
+    from tritonwatch.probe.canary.plans import canary_plans
 
     config = parse_config(
         "targets:\n"

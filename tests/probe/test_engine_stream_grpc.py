@@ -22,9 +22,9 @@ import hpack
 import pytest
 from engine_support import read_frame
 
-from tritonwatch.config.schema import StreamConfig
+from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.canary.engine import CanaryEngine
-from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.stream.stream_canary import StreamingCanary
 from tritonwatch.records.observations import Outcome, StreamResult
 from tritonwatch.state.canary_series import CanaryStats

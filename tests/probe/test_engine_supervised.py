@@ -24,9 +24,10 @@ from engine_support import (
     until,
 )
 
-from tritonwatch.probe.canary import engine as engine_module
-from tritonwatch.probe.canary.engine import Address, CanaryEngine, EngineCrashedError
-from tritonwatch.probe.canary.model_canary import BREAKER_PROBE_SECONDS
+from tritonwatch.probe.canary import engine_channels
+from tritonwatch.probe.canary.breaker import BREAKER_PROBE_SECONDS
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.engine_channels import Address, EngineCrashedError
 
 WAIT = 20.0
 """Real seconds each wait may take (what it waits for takes well under one)."""
@@ -155,7 +156,7 @@ def test_a_moved_name_is_followed_after_the_first_refused_connect(
 ) -> None:
     """Breaks if the engine keeps knocking on the old address (its first lookup's) after
     the name moved and the old server died, or moves without a log line."""
-    monkeypatch.setattr(engine_module, "RESOLVE_MIN_GAP", 0.0)
+    monkeypatch.setattr(engine_channels, "RESOLVE_MIN_GAP", 0.0)
     canary = Recorder(gap=0.02)
     with raw_server(_answer_then_close(3)) as first, raw_server(answer_each(OK)) as second:
         names = _Names(first.port)
@@ -187,8 +188,8 @@ def test_a_name_that_moves_while_the_old_server_lives_is_followed_at_the_next_pe
 ) -> None:
     """Breaks if a keep-alive connection to the old address is reused forever after the
     name moved (the old server still answering: a blue/green switch)."""
-    monkeypatch.setattr(engine_module, "RESOLVE_EVERY", 0.1)
-    monkeypatch.setattr(engine_module, "RESOLVE_MIN_GAP", 0.0)
+    monkeypatch.setattr(engine_channels, "RESOLVE_EVERY", 0.1)
+    monkeypatch.setattr(engine_channels, "RESOLVE_MIN_GAP", 0.0)
     canary = Recorder(gap=0.02)
     with raw_server(answer_each(OK)) as first, raw_server(answer_each(OK)) as second:
         names = _Names(first.port)
@@ -251,8 +252,8 @@ def test_a_moved_name_is_followed_within_fifteen_seconds_by_design() -> None:
     """Breaks if the lookup period and gap could leave a moved name unfollowed for more
     than the 15 s promised: a periodic lookup, or a connect failure's lookup after the
     gap, then one probe while the breaker holds the load back."""
-    assert engine_module.RESOLVE_EVERY + 1.0 <= 15.0  # a live old server: next period, one send
-    assert engine_module.RESOLVE_MIN_GAP + BREAKER_PROBE_SECONDS <= 15.0  # a dead one
+    assert engine_channels.RESOLVE_EVERY + 1.0 <= 15.0  # a live old server: next period, one send
+    assert engine_channels.RESOLVE_MIN_GAP + BREAKER_PROBE_SECONDS <= 15.0  # a dead one
 
 
 def test_a_server_restarted_on_the_same_port_is_served_again() -> None:

@@ -38,11 +38,13 @@ from engine_support import (
 from tls_support import Pki, TlsProxy, make_pki
 from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.probe.canary.clients import client_for
-from tritonwatch.probe.canary.engine import CanaryEngine, _Channel
+from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.engine_channels import Channel
 from tritonwatch.probe.canary.engine_stream import StreamAnswer, StreamWire
 from tritonwatch.probe.canary.engine_tls import TlsSettings, TlsWire
 from tritonwatch.probe.canary.engine_wires import GrpcAnswer, GrpcWire, Http1Wire, RawAnswer
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import Outcome
 from tritonwatch.sim.server import GrpcTLS, Simulator
 from tritonwatch.state.canary_series import CanaryStats
@@ -443,8 +445,8 @@ def test_a_handshake_is_read_at_once_even_when_answers_may_wait_in_the_kernel(
     listener = socket.create_server(("127.0.0.1", 0))
     address = (socket.AF_INET, listener.getsockname())
     try:
-        secure = _Channel(Recorder(gap=2.0), address, REQUEST, 2.0, 1, tls=_settings(pki))
-        plain = _Channel(Recorder(gap=2.0), address, REQUEST, 2.0, 1)
+        secure = Channel(Recorder(gap=2.0), address, REQUEST, 2.0, 1, tls=_settings(pki))
+        plain = Channel(Recorder(gap=2.0), address, REQUEST, 2.0, 1)
         for channel in (secure, plain):
             engine._start(channel, 1000.0, 1000.0, unhurried=True)
         waits = {type(e.wire).__name__: e.collect_by for _, e in engine._exchanges.values()}

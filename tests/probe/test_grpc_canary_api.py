@@ -16,7 +16,7 @@ import pytest
 from real_triton import RealTriton
 from tritonwatch.config import parse_config
 from tritonwatch.probe.canary.clients import client_for
-from tritonwatch.probe.canary.model_canary import canary_plans
+from tritonwatch.probe.canary.plans import canary_plans
 
 pytestmark = pytest.mark.real
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.infer_response import (
     MAX_REMEMBERED_HEADER_BYTES,
     HttpAnswerDecoder,

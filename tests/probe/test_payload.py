@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from support import fixtures_dir
-from tritonwatch.config.schema import InputOverride
+from tritonwatch.config.canary_schema import InputOverride
 from tritonwatch.probe.payload import (
     STRING_CHARACTERS,
     PayloadError,

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from stream_real_support import RecordingStreamStats
 
-from tritonwatch.config.schema import StreamConfig
+from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.engine_http import ConnectionPool, encode_request
-from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.grpc_stream import GrpcStreamSession, StreamBrokenError
 from tritonwatch.probe.server_errors import ServerError
 from tritonwatch.probe.stream.stream_canary import StreamingCanary

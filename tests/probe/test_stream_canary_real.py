@@ -18,7 +18,7 @@ from stream_real_support import MAX_TOKENS, MODEL, RATE, RecordingStreamStats, s
 
 from real_triton import RealTriton
 from support import wait_until
-from tritonwatch.config.schema import StreamConfig
+from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_series import CanaryStats

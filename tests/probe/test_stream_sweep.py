@@ -16,7 +16,7 @@ from sim_process import SimProcess
 from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.commands.cli import build_parser
 from tritonwatch.commands.sweep_cli import settings_from, streaming_settings
-from tritonwatch.config.schema import StreamConfig
+from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.sweep.schedule import SweepPlan
 from tritonwatch.probe.sweep.stream_sweep import StreamSweepRunner, is_streaming
 from tritonwatch.records.sweep_records import StepResult, SweepBoard, SweepProtocol, SweepSettings

@@ -12,7 +12,7 @@ import pytest
 
 from sweep_support import judged, stream_step
 from tritonwatch.commands.sweep_cli import verdict_lines
-from tritonwatch.config.schema import StreamConfig
+from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.export.sweep_report import STREAM_CSV_COLUMNS, render_svg, to_csv, to_json, to_text
 from tritonwatch.records.sweep_records import SweepResult, SweepSettings
 

@@ -16,7 +16,7 @@ import support
 from support import wait_until
 from tritonwatch.analysis.breakdown import BottleneckThresholds, judge_target
 from tritonwatch.config.schema import Config
-from tritonwatch.probe.canary.model_canary import canary_plans
+from tritonwatch.probe.canary.plans import canary_plans
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.target_state import ModelState
 from tritonwatch.runtime.bottleneck_board import BottleneckBoard

@@ -24,7 +24,7 @@ import support
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.records.observations import ModelStatistics
 from tritonwatch.records.target_state import FetchStatus, ScrapeOutcome, ScrapeSource
-from tritonwatch.scrape import target_scraper
+from tritonwatch.scrape import api_switches
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_stats import parse_model_statistics
 from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
@@ -313,7 +313,7 @@ def test_an_unusable_all_models_answer_falls_back_to_one_request_per_model(
     """Breaks if a server whose per-model statistics work but whose all-models answer
     does not (not Triton's shape, or over max_bytes) loses its statistics, or is asked
     the all-models form every cycle instead of about once an hour."""
-    monkeypatch.setattr(target_scraper, "UNSUPPORTED_RECHECK_CYCLES", 3)
+    monkeypatch.setattr(api_switches, "UNSUPPORTED_RECHECK_CYCLES", 3)
     config = stub_target(stub, "a", "b")
     stub.routes["/v2/models/stats"] = answer
     for count, name in enumerate(("a", "b"), start=1):

@@ -16,7 +16,7 @@ from tritonwatch.analysis.breakdown import judge_target
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.records.observations import ModelKey
 from tritonwatch.records.target_state import FetchStatus, ScrapeSource
-from tritonwatch.scrape import target_scraper
+from tritonwatch.scrape import api_switches
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import Simulator
 
@@ -252,7 +252,7 @@ def test_a_switched_off_api_is_asked_again_later(
     stub: StubServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A server upgraded to one with the statistics API is noticed at the next re-check."""
-    monkeypatch.setattr(target_scraper, "UNSUPPORTED_RECHECK_CYCLES", 2)
+    monkeypatch.setattr(api_switches, "UNSUPPORTED_RECHECK_CYCLES", 2)
     stub.routes["/metrics"] = Route(body=b"")
     target = TargetConfig.model_validate(
         {

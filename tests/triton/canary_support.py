@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from real_triton import RealTriton
-from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.payload import Tensor
 
 

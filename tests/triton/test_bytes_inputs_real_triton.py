@@ -29,7 +29,8 @@ from real_triton import RealTriton
 from support import TRITONWATCH
 from tritonwatch.config import parse_config
 from tritonwatch.probe.canary.clients import client_for
-from tritonwatch.probe.canary.model_canary import ModelCanary, canary_plans
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import canary_plans
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.payload import STRING_CHARACTERS, Tensor
 from tritonwatch.probe.sweep.load_sweep import prepare_tensors

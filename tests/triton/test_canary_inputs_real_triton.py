@@ -19,9 +19,10 @@ from canary_support import RecordingClient, canary_plan
 from structlog.testing import capture_logs
 
 from real_triton import RealTriton
-from tritonwatch.config.schema import InputOverride
+from tritonwatch.config.canary_schema import InputOverride
 from tritonwatch.probe.canary.clients import client_for
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary, run_canaries
+from tritonwatch.probe.canary.model_canary import ModelCanary, run_canaries
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_series import SKIPPED, CanaryStats, SeriesSnapshot
 

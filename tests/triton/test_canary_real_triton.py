@@ -30,7 +30,8 @@ from structlog.testing import capture_logs
 from tritonclient.utils import InferenceServerException
 
 from real_triton import RealTriton
-from tritonwatch.config.schema import InputOverride
+from tritonwatch.config.canary_schema import InputOverride
+from tritonwatch.probe.canary.breaker import BREAKER_FAILURES
 from tritonwatch.probe.canary.clients import (
     ACCEPT_ENCODING,
     GrpcInferenceClient,
@@ -40,7 +41,8 @@ from tritonwatch.probe.canary.clients import (
     error_text,
 )
 from tritonwatch.probe.canary.engine import CanaryEngine
-from tritonwatch.probe.canary.model_canary import BREAKER_FAILURES, CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.infer_response import decode_http_infer_response
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.records.observations import Outcome

@@ -25,7 +25,7 @@ from real_mlserver import ECHO_MODEL, RealMLServer
 from support import wait_until
 from tritonwatch.probe import runner as canary_runner
 from tritonwatch.probe.canary.clients import client_for
-from tritonwatch.probe.canary.model_canary import CanaryPlan
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.state.canary_series import CanaryStats, SeriesSnapshot

@@ -22,7 +22,7 @@ from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.commands.production_guard import add_production_flags, production_refusal
 from tritonwatch.common.cli_flags import add_flag
 from tritonwatch.common.tls_flags import add_tls_flags, tls_from, tls_problem
-from tritonwatch.config.schema import (
+from tritonwatch.config.canary_schema import (
     DEFAULT_STRING_LENGTH,
     MAX_STRING_LENGTH,
     InputOverride,

@@ -1,15 +1,9 @@
 """Configuration: the YAML schema, friendly units and error messages, and the loader."""
 
+from tritonwatch.config.canary_schema import CanaryConfig
 from tritonwatch.config.errors import ConfigError, Problem
 from tritonwatch.config.loader import load_config, parse_config
-from tritonwatch.config.schema import (
-    CanaryConfig,
-    Config,
-    SLOConfig,
-    TargetConfig,
-    WatchedModel,
-    merge_overrides,
-)
+from tritonwatch.config.schema import Config, SLOConfig, TargetConfig, WatchedModel, merge_overrides
 
 __all__ = [
     "CanaryConfig",

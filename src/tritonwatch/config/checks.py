@@ -11,13 +11,8 @@ from collections.abc import Callable, Iterator
 from tritonwatch.common.client_tls import is_secure
 from tritonwatch.common.listen import ListenAddressError, parse_listen_address
 from tritonwatch.config.errors import ConfigError, Problem
-from tritonwatch.config.schema import (
-    SWEEP_CONCURRENCY_CAP,
-    Config,
-    LatencySLO,
-    Section,
-    WatchedModel,
-)
+from tritonwatch.config.schema import SWEEP_CONCURRENCY_CAP, Config, LatencySLO, WatchedModel
+from tritonwatch.config.section import Section
 from tritonwatch.config.units import format_duration
 from tritonwatch.config.web_config import load_web_config
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, InputOverride
+from tritonwatch.config.canary_schema import DEFAULT_STRING_LENGTH, InputOverride
 from tritonwatch.wire.datatypes import (
     TRITON_DATATYPES,
     bytes_elements,

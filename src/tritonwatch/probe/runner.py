@@ -30,7 +30,8 @@ from tritonwatch.common.logs import get_logger
 from tritonwatch.probe.canary import timing as canary_timing
 from tritonwatch.probe.canary.clients import client_for
 from tritonwatch.probe.canary.engine import CanaryEngine
-from tritonwatch.probe.canary.model_canary import CanaryPlan, ModelCanary, run_canaries
+from tritonwatch.probe.canary.model_canary import ModelCanary, run_canaries
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.canary.timer_slack import tighten_timer_slack
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.stream.stream_canary import StreamingCanary

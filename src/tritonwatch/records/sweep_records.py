@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tritonwatch.common.client_tls import ClientTLS
-from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, InputOverride, StreamConfig
+from tritonwatch.config.canary_schema import DEFAULT_STRING_LENGTH, InputOverride, StreamConfig
 
 LoadMode = Literal["concurrency", "rate"]
 """A sweep's levels are concurrencies (closed loop) or request rates (open loop)."""

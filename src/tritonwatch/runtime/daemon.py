@@ -39,7 +39,7 @@ from tritonwatch.export.status_view import StatusInputs, status_snapshot
 from tritonwatch.export.stream_metrics import StreamCollector
 from tritonwatch.export.sweep_metrics import SweepCollector
 from tritonwatch.export.triton_metrics import TritonModelCollector, server_quantile_samples
-from tritonwatch.probe.canary.model_canary import canary_plans
+from tritonwatch.probe.canary.plans import canary_plans
 from tritonwatch.probe.interfaces import ReadinessProbe
 from tritonwatch.probe.readiness import readiness_probe_for
 from tritonwatch.probe.runner import CanaryRunner

@@ -27,9 +27,10 @@ model (version) the answer lacks is then asked for by itself, so it fails exactl
 it did when every model was asked alone (Triton's own "not available" answer), and
 one loaded in between is still read. A server whose all-models answer is not a
 statistics document gets the per-model form, as before, for about an hour
-(:data:`UNSUPPORTED_RECHECK_CYCLES`): MLServer answers ``GET /v2/models/stats`` as the
-metadata of a model called ``stats`` (404 with an ``{"error": ...}`` body, which would
-read as "model unknown", not "API missing"), and a Triton with so many models that
+(:data:`~tritonwatch.scrape.api_switches.UNSUPPORTED_RECHECK_CYCLES`): MLServer
+answers ``GET /v2/models/stats`` as the metadata of a model called ``stats`` (404
+with an ``{"error": ...}`` body, which would read as "model unknown", not "API
+missing"), and a Triton with so many models that
 the answer passes ``max_bytes`` is too large for it. A timeout, a refused connection
 or a 5xx is the cycle's failure, not a reason to ask 20 more times.
 
@@ -80,6 +81,7 @@ from tritonwatch.records.target_state import (
     SourceOutcome,
     TargetState,
 )
+from tritonwatch.scrape.api_switches import AllModelsStatistics, OptionalApi, is_cycle_failure
 from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, FetchResult, fetch
 from tritonwatch.scrape.interfaces import ApiAnswer, ModelApis
 from tritonwatch.scrape.llm_deltas import llm_rates
@@ -104,89 +106,11 @@ CanaryTotals = Callable[[], Mapping[tuple[str, str], tuple[float, int]]]
 
 DEFAULT_CONFIG_EVERY = 4
 """Poll the config API every 4th cycle: once a minute at the default 15 s interval."""
-UNSUPPORTED_RECHECK_CYCLES = 240
-"""Ask a switched-off API again after this many cycles (an hour at 15 s)."""
 MAX_QUEUED_CONFIG_CHANGES = 256
 _OPTIONAL_APIS = (ScrapeSource.STATS, ScrapeSource.CONFIG)
 ALL_MODELS = "all models"
 """What a failed all-models statistics request names in its error, where a per-model
 request names its model (``"all models: Connection refused"``)."""
-
-
-class _OptionalApi:
-    """The statistics or config API of one target: on until the server shows it lacks it."""
-
-    def __init__(self, target: str, source: ScrapeSource, protocol: str) -> None:
-        self.target = target
-        self.source = source
-        self.protocol = protocol
-        self.off_since: int | None = None
-        self.reported = False
-
-    def wanted(self, cycle: int) -> bool:
-        return self.off_since is None or cycle - self.off_since >= UNSUPPORTED_RECHECK_CYCLES
-
-    def switch_off(self, cycle: int, evidence: Mapping[str, Any]) -> None:
-        """``evidence``: what showed the API missing, as log fields (``http_status``…)."""
-        self.off_since = cycle
-        if not self.reported:
-            self.reported = True
-            _log.info(
-                "scrape_feature_unsupported",
-                target=self.target,
-                source=str(self.source),
-                protocol=self.protocol,
-                **evidence,
-                retry_after_cycles=UNSUPPORTED_RECHECK_CYCLES,
-            )
-
-    def answered(self) -> None:
-        if self.off_since is not None:
-            _log.info("scrape_feature_available", target=self.target, source=str(self.source))
-        self.off_since, self.reported = None, False
-
-
-class _AllModelsStatistics:
-    """Whether one target's statistics are read in one request for every model (on
-    until the server's all-models answer proves unusable, then off for a while)."""
-
-    def __init__(self, target: str) -> None:
-        self.target = target
-        self.off_since: int | None = None
-        self.reported = False
-
-    def wanted(self, cycle: int) -> bool:
-        return self.off_since is None or cycle - self.off_since >= UNSUPPORTED_RECHECK_CYCLES
-
-    def switch_off(self, cycle: int, answer: ApiAnswer) -> None:
-        self.off_since = cycle
-        if not self.reported:
-            self.reported = True
-            _log.info(
-                "scrape_stats_per_model",
-                target=self.target,
-                outcome=str(answer.status),
-                http_status=answer.http_status,
-                error=answer.error or "not a statistics response",
-                retry_after_cycles=UNSUPPORTED_RECHECK_CYCLES,
-            )
-
-    def answered(self) -> None:
-        self.off_since = None
-
-
-_TRANSIENT = frozenset({FetchStatus.TIMEOUT, FetchStatus.CONNECTION_ERROR})
-
-
-def _is_cycle_failure(answer: ApiAnswer) -> bool:
-    """True when the all-models answer failed as any request to the server would have
-    (the server is slow, down or failing); False when it is only this form that does
-    not work there, so the per-model form is worth asking."""
-    if answer.missing_api is not None:
-        return False
-    if answer.status in _TRANSIENT:
-        return True
-    return answer.http_status is not None and answer.http_status >= 500
 
 
 def _parse_statistics(document: Any, key: ModelKey, at: float) -> ModelStatistics:
@@ -258,9 +182,9 @@ class TargetScraper:
         self._configs: dict[str, ModelConfigSnapshot] = {}
         protocol = self._model_apis.protocol
         self._apis = {
-            source: _OptionalApi(target.name, source, protocol) for source in _OPTIONAL_APIS
+            source: OptionalApi(target.name, source, protocol) for source in _OPTIONAL_APIS
         }
-        self._all_statistics = _AllModelsStatistics(target.name)
+        self._all_statistics = AllModelsStatistics(target.name)
         self._last: dict[ScrapeSource, SourceOutcome] = {}
         self._bad_lines_total = 0
         self._failures: Counter[tuple[ScrapeSource, FetchStatus]] = Counter()
@@ -504,7 +428,7 @@ class TargetScraper:
             return self._read_models(ScrapeSource.STATS, names, deadline, _parse_statistics)
         answer, read = self._read_all_statistics(deadline)
         if read is None:
-            if _is_cycle_failure(answer):
+            if is_cycle_failure(answer):
                 api.answered()
                 error = f"{ALL_MODELS}: {answer.error}"
                 outcome = SourceOutcome(

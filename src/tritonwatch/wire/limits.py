@@ -30,7 +30,7 @@ MiB = 1 << 20
 DEFAULT_MAX_ANSWER_BYTES = 16 * MiB
 DEFAULT_MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_HTTP2_WINDOW = 1 * MiB
-"""As ``canary.limits``' defaults in config/schema.py (the wire code imports no config;
+"""As ``canary.limits``' defaults in config/canary_schema.py (the wire code imports no config;
 tests/probe/test_answer_limits.py holds the two equal)."""
 
 

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from tritonwatch.common.client_tls import ClientTLS, tls_for
 from tritonwatch.common.kserve import GRPC_MODEL_INFER, model_path
 from tritonwatch.probe.binary_tensors import binary_request_body
-from tritonwatch.probe.canary.engine import EngineCrashedError
+from tritonwatch.probe.canary.engine_channels import EngineCrashedError
 from tritonwatch.probe.canary.engine_http import ConnectionPool, encode_request
 from tritonwatch.probe.canary.engine_tls import TlsSettings
 from tritonwatch.probe.canary.library_path import (

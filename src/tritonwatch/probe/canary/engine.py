@@ -1,51 +1,33 @@
-"""Plain-HTTP and plaintext-gRPC canary requests sent and read by one thread with a bare
-``select()`` loop.
+"""The canary engine: every engine-spoken canary's requests sent and read by one thread
+with a bare ``select()`` loop.
 
-Why not the event loop: at the default 1 request/s per model, 20 models cost the daemon
-2.1–2.5 % of a core on the test VM, against 0.6 % for the leanest Python canary
-(``benchmarks/canary_cpu_floor.py``: a select loop, two wake-ups per request) and
-0.95 % for the same written as bare asyncio callbacks. On that VM one wake-up of a
-thread costs 70–100 µs of CPU, and asyncio adds its own turns around each (a select
-*and* an epoll call per wait, the ready queue, a task, a future and two timeouts per
-request). This engine does what the floor does — one ``select()`` over every socket
-until the next send or deadline, the request's bytes built once, the answer read to
-its length — and hands each answer to its
-:class:`~tritonwatch.probe.canary.engine_wires.EngineCanary`, which judges and records it
-exactly as the event-loop path does (:meth:`ModelCanary.finish`).
+Why not the event loop: the canary's CPU goal (a daemon watching twenty models at one
+request a second in about a percent of a core) is one wake-up of one thread per request,
+and asyncio spends several turns per request around it (a task, a future, timeouts, a
+select *and* an epoll call per wait). The engine sleeps in one ``select()`` over every
+socket until the next send or deadline, builds each request's bytes once, reads each
+answer to its length, and hands it to its canary
+(:class:`~tritonwatch.probe.canary.engine_wires.EngineCanary`), which judges and records
+it as the event-loop path does. ``benchmarks/RESULTS.md`` has the figures.
 
-Open loop, as before: each request has an intended send time; it goes out then on an
-idle connection (a new one is opened while fewer than ``max_in_flight`` are busy),
-or waits for one with its clock running, and fails as a timeout at ``intended +
-timeout`` wherever it is. Latency runs from when the thread took the request up (the
-intended time, or later when the OS woke it late: its own lateness is the client's,
-reported apart, not the server's) to the answer's last byte. So the thread sleeps
-until the send time and no longer: it used to stop early and spin through the OS's
-usual lateness, which bought punctual sends for 0.1-0.3 ms of CPU a request (0.15 % of
-a core at 20 requests/s, measured) once that lateness no longer counted as latency.
-Nor does it wake for each answer: the kernel stamps when the answer's bytes arrived, so
-a model that sends again only later leaves its answer there until the next send's
-wake-up collects it with the others come meanwhile (:data:`ANSWER_WAIT`).
+Open loop: each request has an intended send time; it goes out then on an idle
+connection (a new one while fewer than ``max_in_flight`` are busy) or waits for one with
+its clock running, and fails as a timeout at ``intended + timeout`` wherever it is.
+Latency runs from when the thread took the request up (its own lateness is the client's,
+reported apart) to the kernel's arrival stamp of the answer's last byte, so an answer
+may wait in the kernel to be collected with others (:data:`ANSWER_WAIT`).
 
-gRPC is spoken here too, over plaintext HTTP/2 (:mod:`~tritonwatch.wire.http2`):
-``grpc.aio``'s own per-call cost kept the gRPC canary 0.75 ms over perf_analyzer's p95
-on real Triton. Each connection speaks one protocol (its :class:`Wire`): HTTP/1.1
-keep-alive, or an HTTP/2 session whose state (the HPACK decoder's table, the windows,
-the next stream id) lives beside the socket from one call to the next, one call at a
-time. Plaintext streams (``generate_stream``, OpenAI, gRPC ``ModelStreamInfer``) are read
-here too, each connection through a streaming wire (:mod:`~tritonwatch.probe.canary.engine_stream`,
-:mod:`~tritonwatch.probe.canary.engine_stream_grpc`), their canary told once a stream. TLS
-targets are spoken here as well: each wire wrapped in OpenSSL working on memory
-buffers (:mod:`~tritonwatch.probe.canary.engine_tls`), its handshake carried by the same
-"bytes owed" path as HTTP/2's acknowledgements. A gRPC request too large for a fresh
-connection's flow-control window stays on the event loop, as does everything before
-the first send (metadata, config, server extensions). A connection
-that did not finish its exchange is closed, never reused, as in
-:class:`~tritonwatch.probe.canary.engine_http.ConnectionPool`.
+Each connection speaks one protocol, its wire (:mod:`~tritonwatch.probe.canary.engine_wires`):
+HTTP/1.1 keep-alive, a unary gRPC call over a kept HTTP/2 session, a stream
+(:mod:`~tritonwatch.probe.canary.engine_stream`), any of them inside TLS
+(:mod:`~tritonwatch.probe.canary.engine_tls`). Everything before the first send
+(metadata, config, extensions) and a gRPC request too large for a fresh connection's
+window stay on the event loop. A connection that did not finish its exchange is closed,
+never reused.
 
-The engine must never go silent: a crash of its loop is logged, counted and survived
+The engine never goes silent: a crash of its loop is logged, counted and survived
 (:meth:`CanaryEngine._run`), and each canary's host name is followed as it moves
-(:meth:`CanaryEngine._follow_name`: looked up again periodically and after a connect
-failure, every address tried in turn).
+(:func:`~tritonwatch.probe.canary.engine_channels.follow_name`).
 """
 
 from __future__ import annotations
@@ -57,175 +39,51 @@ import heapq
 import itertools
 import math
 import os
-import select
 import socket
 import threading
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
 from tritonwatch.common.logs import get_logger
+from tritonwatch.probe.canary import engine_sockets
 from tritonwatch.probe.canary.arrival_stamps import receive_stamped, stamp_arrivals
+from tritonwatch.probe.canary.engine_channels import (
+    Address,
+    Channel,
+    EngineCrashedError,
+    Exchange,
+    Resolve,
+    Waker,
+    follow_name,
+    resolve_all,
+)
 from tritonwatch.probe.canary.engine_stream import StreamRequests, StreamWire
 from tritonwatch.probe.canary.engine_tls import TlsSettings, TlsWire
-from tritonwatch.probe.canary.engine_wires import (
-    EngineCanary,
-    GrpcWire,
-    Http1Wire,
-    RawAnswer,
-    Wire,
-)
+from tritonwatch.probe.canary.engine_wires import EngineCanary, RawAnswer
 from tritonwatch.probe.canary.timer_slack import tighten_timer_slack
 from tritonwatch.wire.http1 import HttpProtocolError
 from tritonwatch.wire.http2 import Http2ClosedError, UnaryRequest
 
 _log = get_logger("canary")
 READ_CHUNK = 64 * 1024
-FD_SETSIZE = 1024
-"""select() cannot watch a descriptor at or above it; poll() takes over there."""
 ANSWER_WAIT = 0.5
 """How long a unary answer may wait in the kernel before the engine reads it (seconds).
 
-Why wait at all: the kernel stamps every segment's arrival (probe/canary/arrival_stamps.py),
-so when the answer is read changes nothing the canary measures, and each read on its
-own is a wake-up of this thread (70-100 µs of CPU on the test VM) with its Python run
-on cold caches. Collected together at the next send or half a second later, the
-answers of twenty models at one request a second cost about one wake-up per request
-instead of two (a quarter-second wait measured 0.93 % of a core for the daemon on
-real Triton with 20 models, half a second 0.83 %: more answers share each collection,
-their Python run on warm caches). Not for streams (each read's stamp is one token's),
-a request taken up from the waiting queue (its model is busy), or a model whose next
-send comes sooner (its connection is wanted back), nor where the kernel gives no
-stamps."""
+The kernel stamps each segment's arrival (probe/canary/arrival_stamps.py), so when an
+answer is read changes nothing measured, and reading each on its own would be a wake-up
+of this thread per answer: collected at the next send or this much later, the answers of
+many models share wake-ups. Not for streams (each read's stamp is one token's), a
+request taken from the waiting queue, a model whose next send comes sooner, nor where
+the kernel gives no stamps."""
 COLLECT_EARLY = 0.25
 """A turn that wakes for a send collects every waiting answer when the oldest is due
 within this long, so most collections ride on a send's wake-up instead of their own."""
-RESOLVE_EVERY = 10.0
-"""How often a canary's host name is looked up again while everything works (seconds):
-a name that moved (a pod rescheduled, a DNS record changed) is followed within this
-plus one send, under the 15 s the watcher promises."""
-RESOLVE_MIN_GAP = 2.0
-"""The least time between two lookups of one canary's name, however many connects fail
-meanwhile: a dead server refused at 20 requests a second must not become 20 lookups."""
 RESTART_BACKOFF_MIN = 0.1
 RESTART_BACKOFF_MAX = 5.0
 """The wait before the engine's loop runs again after a crash: doubling from the first
 to the second, back to the first once it ran :data:`SETTLE_SECONDS` without one."""
 SETTLE_SECONDS = 60.0
 """How long after a crash the engine reads as recovering (``/health`` degraded)."""
-Address = tuple[int, Any]
-"""(address family, socket address): what ``getaddrinfo`` resolved the target to."""
-Resolve = Callable[[str, int], Awaitable[list[Address]]]
-"""Looks a host name up: every address it has, in the resolver's order."""
-
-
-class EngineCrashedError(RuntimeError):
-    """The engine's own loop failed while this request was in flight: the fault is
-    ours, not the server's (the canary records it as ``client_error``)."""
-
-
-async def resolve_all(host: str, port: int) -> list[Address]:
-    """Every address ``host`` has for a TCP connection, duplicates left out, on the event
-    loop's resolver (``getaddrinfo`` in its executor: it may block, never the engine)."""
-    found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    addresses: list[Address] = []
-    for family, _, _, _, address in found:
-        if (family, address) not in addresses:
-            addresses.append((family, address))
-    return addresses
-
-
-@dataclass(eq=False, slots=True)
-class _Exchange:
-    """One request on one connection: connecting, sending, or waiting for the answer."""
-
-    sock: socket.socket
-    intended: float
-    woke: float
-    """When the engine took the request up (``intended``, or later when it woke late)."""
-    deadline: float
-    unsent: memoryview
-    connecting: bool
-    wire: Wire
-    address: Address | None = None
-    """Where its socket connected: one the name no longer points to is not kept idle."""
-    collect_by: float = 0.0
-    """0: its answer is read the moment it comes. Otherwise the answer may wait in the
-    kernel, its arrival stamped there, until the engine collects it by this time with
-    others (see :data:`ANSWER_WAIT`)."""
-
-
-@dataclass(eq=False)
-class _Channel:
-    """One model's canary: its schedule, its connections and its requests in flight."""
-
-    canary: EngineCanary
-    address: Address
-    request: bytes | UnaryRequest | StreamRequests
-    """HTTP/1.1 bytes, a unary gRPC call's frames, or a streaming canary's requests."""
-    timeout: float
-    max_in_flight: int
-    idle: list[tuple[socket.socket, Wire]] = field(default_factory=list)
-    waiting: deque[tuple[float, float]] = field(default_factory=deque)
-    """(intended, woke) of requests waiting for a connection, oldest first."""
-    """Intended send times of requests that found every allowed connection busy."""
-    in_flight: int = 0
-    """How many of its exchanges are in flight (the engine's ``_exchanges`` holds them)."""
-    closed: bool = False
-    tls: TlsSettings | None = None
-    """How its connections speak TLS; None: in clear."""
-    addresses: tuple[Address, ...] = ()
-    """Every address the name had at its last lookup; ``address`` is the one in use."""
-    connect_failed: Callable[[], None] | None = None
-    """Called (from the engine's thread) when a connect fails: the name is looked up again."""
-
-    def next_address(self) -> None:
-        """A connect failed: the next request tries the name's next address."""
-        if len(self.addresses) > 1 and self.address in self.addresses:
-            at = self.addresses.index(self.address)
-            self.address = self.addresses[(at + 1) % len(self.addresses)]
-        if self.connect_failed is not None:
-            self.connect_failed()
-
-    def new_wire(self) -> Wire:
-        """The protocol state of a new connection (over TLS when the target says so)."""
-        wire: Wire
-        if isinstance(self.request, UnaryRequest):
-            wire = GrpcWire(self.request)
-        elif isinstance(self.request, StreamRequests):
-            wire = self.request.new_wire()
-        else:
-            wire = Http1Wire(self.request)
-        return wire if self.tls is None else self.tls.wrap(wire)
-
-
-class _Waker:
-    """A socket pair whose read end is in every wait: a byte written to the other end
-    ends it, so a command (a canary added or removed, a stop) is taken at once."""
-
-    def __init__(self) -> None:
-        self.read, self._write = socket.socketpair()
-        self.read.setblocking(False)
-        self._write.setblocking(False)
-
-    def wake(self) -> None:
-        # BlockingIOError: already woken (the buffer is full); OSError: shutting down.
-        with contextlib.suppress(BlockingIOError, OSError):
-            self._write.send(b"\0")
-
-    def drain(self) -> None:
-        try:
-            while self.read.recv(4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-
-    def close(self) -> None:
-        """Idempotent: the thread and :meth:`CanaryEngine.stop` may both call it."""
-        self.read.close()
-        self._write.close()
 
 
 class CanaryEngine:
@@ -237,21 +95,21 @@ class CanaryEngine:
         self._clock = clock
         self._resolve = resolve
         self._lock = threading.Lock()
-        self._readdressed: list[tuple[_Channel, tuple[Address, ...]]] = []
+        self._readdressed: list[tuple[Channel, tuple[Address, ...]]] = []
         """New lookups' results to take on, from the event loop."""
         self._restarts = 0
         self._crashed_at: float | None = None
         """When the engine's loop last crashed (its clock), None if it never did."""
-        self._added: list[tuple[_Channel, float]] = []
+        self._added: list[tuple[Channel, float]] = []
         """Canaries to take on, each with its first send time."""
-        self._removed: list[_Channel] = []
-        self._channels: list[_Channel] = []
-        self._due: list[tuple[float, int, _Channel]] = []
+        self._removed: list[Channel] = []
+        self._channels: list[Channel] = []
+        self._due: list[tuple[float, int, Channel]] = []
         """(next send, tie-break, channel): the one record of when each canary sends next."""
-        self._exchanges: dict[int, tuple[_Channel, _Exchange]] = {}
+        self._exchanges: dict[int, tuple[Channel, Exchange]] = {}
         """Every exchange in flight by its socket's descriptor (what a ready socket is)."""
         self._order = itertools.count()
-        self._waker: _Waker | None = None
+        self._waker: Waker | None = None
         """Made with the thread: an engine never served (a tool's runner) holds no socket."""
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -301,49 +159,23 @@ class CanaryEngine:
             with contextlib.suppress(RuntimeError):  # the loop closed: shutting down
                 loop.call_soon_threadsafe(failed.set)
 
-        channel = _Channel(
+        channel = Channel(
             canary, addresses[0], request, timeout, max_in_flight, tls=tls, addresses=addresses,
             connect_failed=connect_failed,
         )  # fmt: skip
         self._command(added=(channel, first_send))
-        try:
-            await self._follow_name(channel, host, port, failed)  # until cancelled
-        finally:
-            self._command(removed=channel)
 
-    async def _follow_name(
-        self, channel: _Channel, host: str, port: int, failed: asyncio.Event
-    ) -> None:
-        """Looks ``host`` up again every :data:`RESOLVE_EVERY` seconds and soon after a
-        connect fails (never twice within :data:`RESOLVE_MIN_GAP`); a changed answer goes
-        to the engine, with a ``canary_address_changed`` line. A failed lookup keeps the
-        addresses known (the next connect failure or period asks again)."""
-        loop = asyncio.get_running_loop()
-        known, last = channel.addresses, loop.time()
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(RESOLVE_EVERY):
-                    await failed.wait()
-            await asyncio.sleep(max(0.0, last + RESOLVE_MIN_GAP - loop.time()))
-            failed.clear()
-            last = loop.time()
-            try:
-                fresh = tuple(await self._resolve(host, port))
-            except OSError as error:
-                _log.warning("canary_resolve_failed", host=host, error=str(error)[:200],
-                             **_canary_fields(channel.canary))  # fmt: skip
-                continue
-            if not fresh or fresh == known:
-                continue
-            _log.info(
-                "canary_address_changed", host=host, port=port,
-                old=[_shown(a) for a in known], new=[_shown(a) for a in fresh],
-                **_canary_fields(channel.canary),
-            )  # fmt: skip
-            known = fresh
+        def moved(fresh: tuple[Address, ...]) -> None:
             with self._lock:
                 self._readdressed.append((channel, fresh))
             self._command()
+
+        try:
+            await follow_name(
+                channel, host, port, failed, resolve=self._resolve, moved=moved
+            )  # until cancelled
+        finally:
+            self._command(removed=channel)
 
     @property
     def restarts(self) -> int:
@@ -379,7 +211,7 @@ class CanaryEngine:
             waker.close()
 
     def _command(
-        self, *, added: tuple[_Channel, float] | None = None, removed: _Channel | None = None
+        self, *, added: tuple[Channel, float] | None = None, removed: Channel | None = None
     ) -> None:
         with self._lock:
             if added is not None:
@@ -387,7 +219,7 @@ class CanaryEngine:
             if removed is not None:
                 self._removed.append(removed)
             if self._thread is None and not self._stopping:
-                self._waker = _Waker()
+                self._waker = Waker()
                 self._thread = threading.Thread(
                     target=self._run, args=(self._waker,), name="canary-http", daemon=True
                 )
@@ -398,7 +230,7 @@ class CanaryEngine:
 
     # --- the thread -------------------------------------------------------------------
 
-    def _run(self, waker: _Waker) -> None:
+    def _run(self, waker: Waker) -> None:
         """The engine's thread: turns until stopped. A crash is logged with its
         traceback, counted, and survived: the requests in flight fail as ours
         (:class:`EngineCrashedError`), every canary keeps its schedule, and the loop
@@ -419,7 +251,7 @@ class CanaryEngine:
                     _log.exception("canary_engine_crashed", restarts=self._restarts,
                                    restart_in_seconds=backoff)  # fmt: skip
                     self._recover()
-                    _wait_ready([waker.read], [], backoff)  # a stop ends the wait
+                    engine_sockets.wait_ready([waker.read], [], backoff)  # a stop ends the wait
                     backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
         finally:
             for channel in self._channels:
@@ -442,7 +274,7 @@ class CanaryEngine:
                 heapq.heappush(self._due, (now, next(self._order), channel))
             self._next_waiting(channel)  # the connections the crash freed go to the waiting
 
-    def _turn(self, waker: _Waker) -> None:
+    def _turn(self, waker: Waker) -> None:
         self._turns += 1
         self._take_commands()
         now = self._clock()
@@ -451,7 +283,9 @@ class CanaryEngine:
             self._collect(now)  # before expiring: an answer that came in time is no timeout
         self._expire(now)
         readers, writers, fits = self._watched(waker)
-        readable, writable = _wait_ready(readers, writers, self._wait_for(self._clock()), fits)
+        readable, writable = engine_sockets.wait_ready(
+            readers, writers, self._wait_for(self._clock()), fits
+        )
         for sock in writable:
             self._on_writable(sock)
         for sock in readable:
@@ -505,7 +339,7 @@ class CanaryEngine:
             heapq.heappush(self._due, (following, next(self._order), channel))
 
     def _start(
-        self, channel: _Channel, intended: float, woke: float, *, unhurried: bool = False
+        self, channel: Channel, intended: float, woke: float, *, unhurried: bool = False
     ) -> None:
         """Sends the request due at ``intended`` (taken up at ``woke``) on an idle
         connection or a new one, or queues it. ``unhurried``: its answer may wait in
@@ -517,8 +351,8 @@ class CanaryEngine:
         deadline = intended + channel.timeout
         while channel.idle:
             sock, wire = channel.idle.pop()
-            if _revived(sock, wire, self._read_buffer) and wire.reusable():
-                exchange = _Exchange(
+            if engine_sockets.revived(sock, wire, self._read_buffer) and wire.reusable():
+                exchange = Exchange(
                     sock, intended, woke, deadline, memoryview(b""), False, wire, channel.address
                 )
                 self._begin(channel, exchange, unhurried)
@@ -539,12 +373,12 @@ class CanaryEngine:
             _deliver(channel, intended, woke, OSError(code, os.strerror(code)))
             return
         wire = channel.new_wire()
-        exchange = _Exchange(
+        exchange = Exchange(
             sock, intended, woke, deadline, memoryview(b""), True, wire, channel.address
         )
         self._begin(channel, exchange, unhurried)
 
-    def _begin(self, channel: _Channel, exchange: _Exchange, unhurried: bool = False) -> None:
+    def _begin(self, channel: Channel, exchange: Exchange, unhurried: bool = False) -> None:
         self._sent += 1
         wire = exchange.wire
         handshaking = isinstance(wire, TlsWire) and wire.handshaking  # it needs round trips
@@ -555,13 +389,13 @@ class CanaryEngine:
         if not exchange.connecting:
             self._push(channel, exchange)
 
-    def _register(self, channel: _Channel, exchange: _Exchange) -> None:
+    def _register(self, channel: Channel, exchange: Exchange) -> None:
         """Puts an exchange in flight: found by its descriptor when its socket is
         ready, and counted against its channel's ``max_in_flight``."""
         self._exchanges[exchange.sock.fileno()] = (channel, exchange)
         channel.in_flight += 1
 
-    def _unregister(self, channel: _Channel, exchange: _Exchange) -> None:
+    def _unregister(self, channel: Channel, exchange: Exchange) -> None:
         """Takes an exchange out of flight, before its socket is closed or idles (a
         closed socket's descriptor reads -1, and its number goes to the next socket)."""
         fd = exchange.sock.fileno()
@@ -570,7 +404,7 @@ class CanaryEngine:
             del self._exchanges[fd]
             channel.in_flight -= 1
 
-    def _push(self, channel: _Channel, exchange: _Exchange) -> None:
+    def _push(self, channel: Channel, exchange: Exchange) -> None:
         """Writes what the socket takes of the request now; the rest when it is writable."""
         try:
             sent = exchange.sock.send(exchange.unsent)
@@ -581,7 +415,7 @@ class CanaryEngine:
             return
         exchange.unsent = exchange.unsent[sent:]
 
-    def _watched(self, waker: _Waker) -> tuple[list[socket.socket], list[socket.socket], bool]:
+    def _watched(self, waker: Waker) -> tuple[list[socket.socket], list[socket.socket], bool]:
         """The turn's one pass over the exchanges in flight (each pass costs CPU every
         turn): the sockets to watch for reading and for writing, whether ``select()``
         takes them all (the registry's keys are their descriptors), and, kept as
@@ -603,9 +437,9 @@ class CanaryEngine:
             oldest = [c.waiting[0][0] + c.timeout for c in self._channels if c.waiting]
             earliest = min([earliest, *oldest])
         self._next_deadline = earliest
-        return readers, writers, highest < FD_SETSIZE
+        return readers, writers, highest < engine_sockets.FD_SETSIZE
 
-    def _find(self, sock: socket.socket) -> tuple[_Channel, _Exchange] | None:
+    def _find(self, sock: socket.socket) -> tuple[Channel, Exchange] | None:
         """The exchange a ready socket belongs to; None when it left flight earlier in
         this turn (closed: its descriptor is -1, or already another socket's)."""
         found = self._exchanges.get(sock.fileno())
@@ -632,8 +466,10 @@ class CanaryEngine:
         waiting = [e for _, e in self._exchanges.values() if e.collect_by and not e.unsent]
         if not waiting:
             return
-        fits = max(e.sock.fileno() for e in waiting) < FD_SETSIZE
-        came = {id(s) for s in _wait_ready([e.sock for e in waiting], [], 0.0, fits)[0]}
+        fits = max(e.sock.fileno() for e in waiting) < engine_sockets.FD_SETSIZE
+        came = {
+            id(s) for s in engine_sockets.wait_ready([e.sock for e in waiting], [], 0.0, fits)[0]
+        }
         for exchange in waiting:
             if id(exchange.sock) in came:
                 exchange.collect_by = 0.0
@@ -663,7 +499,7 @@ class CanaryEngine:
             self._on_data(channel, exchange, bytes(self._read_view[:size]), arrived)
 
     def _on_data(
-        self, channel: _Channel, exchange: _Exchange, data: bytes, arrived: float | None = None
+        self, channel: Channel, exchange: Exchange, data: bytes, arrived: float | None = None
     ) -> None:
         sock, wire = exchange.sock, exchange.wire
         received = arrived if arrived is not None else self._clock()
@@ -680,7 +516,7 @@ class CanaryEngine:
             return
         self._unregister(channel, exchange)
         current = exchange.address == channel.address  # (the name may have moved meanwhile)
-        if current and wire.reusable() and _sent_whole(sock, wire.take_output()):
+        if current and wire.reusable() and engine_sockets.sent_whole(sock, wire.take_output()):
             channel.idle.append((sock, wire))
         else:
             sock.close()
@@ -700,7 +536,7 @@ class CanaryEngine:
                 self._waiting -= 1
                 _deliver(channel, *channel.waiting.popleft(), error)
 
-    def _fail(self, channel: _Channel, exchange: _Exchange, error: BaseException) -> None:
+    def _fail(self, channel: Channel, exchange: Exchange, error: BaseException) -> None:
         self._unregister(channel, exchange)
         exchange.sock.close()
         if exchange.connecting:  # refused, unreachable, or timed out connecting
@@ -711,7 +547,7 @@ class CanaryEngine:
         _deliver(channel, exchange.intended, exchange.woke, failure)
         self._next_waiting(channel)
 
-    def _next_waiting(self, channel: _Channel) -> None:
+    def _next_waiting(self, channel: Channel) -> None:
         """A connection came free: the oldest waiting requests go, their clocks still
         running, until one holds it. A loop, not one start: a connect that fails at once
         leaves the connection free for the next, and a recursion through every waiting
@@ -720,7 +556,7 @@ class CanaryEngine:
             self._waiting -= 1
             self._start(channel, *channel.waiting.popleft())
 
-    def _close_channel(self, channel: _Channel) -> None:
+    def _close_channel(self, channel: Channel) -> None:
         channel.closed = True
         for sock, _ in channel.idle:
             sock.close()
@@ -732,83 +568,8 @@ class CanaryEngine:
         channel.waiting.clear()
 
 
-def _revived(sock: socket.socket, wire: Wire, buffer: bytearray) -> bool:
-    """Whether an idle keep-alive connection can carry the next request: the server has
-    not closed it (EOF), and what it sent meanwhile, if anything, its wire accepts
-    (HTTP/1.1: nothing; HTTP/2: control frames). Asked when it is taken, not by
-    watching every idle connection in each ``select()``: the kernel's cost of a select
-    grows with the descriptors it watches, and most of them are idle. A ``select()``
-    first: the usual answer, nothing to read, is then no ``BlockingIOError`` raised and
-    caught (measured with cold caches, as the engine runs at one request a second: 45
-    µs of CPU against 72)."""
-    fits = sock.fileno() < FD_SETSIZE
-    while _wait_ready([sock], [], 0.0, fits)[0]:  # bytes, the server's EOF or an error
-        try:
-            size = sock.recv_into(buffer)
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
-        if not size or not wire.idle_data(bytes(buffer[:size])):
-            return False  # closed, or bytes it cannot take
-    return True  # nothing (more) to read: open and quiet
-
-
-def _sent_whole(sock: socket.socket, data: bytes) -> bool:
-    """Writes the bytes a finished exchange still owes (a few control frames, which an
-    idle connection's send buffer always takes); False when it did not take them all."""
-    if not data:
-        return True
-    try:
-        return sock.send(data) == len(data)
-    except OSError:
-        return False
-
-
-def _wait_ready(
-    readers: list[socket.socket],
-    writers: list[socket.socket],
-    timeout: float,
-    fits: bool | None = None,
-) -> tuple[list[socket.socket], list[socket.socket]]:
-    """``select()`` (microsecond timeouts) while every descriptor fits its fd_set
-    (``fits``, when the caller knows; else each is looked at); ``poll()`` (whole
-    milliseconds, rounded up) in a process with 1024 or more open."""
-    if fits is None:
-        fits = all(sock.fileno() < FD_SETSIZE for sock in (*readers, *writers))
-    if fits:
-        readable, writable, _ = select.select(readers, writers, [], timeout)
-        return readable, writable
-    poller = select.poll()
-    by_fd = {sock.fileno(): sock for sock in (*readers, *writers)}
-    for sock in readers:
-        poller.register(sock, select.POLLIN)
-    for sock in writers:
-        poller.register(sock, select.POLLOUT)
-    ready = poller.poll(timeout * 1e3)
-    readable = [by_fd[fd] for fd, event in ready if event & ~select.POLLOUT and fd in by_fd
-                and by_fd[fd] in readers]  # fmt: skip
-    writable = [by_fd[fd] for fd, event in ready if event & ~select.POLLIN and fd in by_fd
-                and by_fd[fd] in writers]  # fmt: skip
-    return readable, writable
-
-
-def _shown(address: Address) -> str:
-    """An address as a log line shows it: ``host:port`` (IPv6 in brackets)."""
-    host, port = address[1][0], address[1][1]
-    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-
-
-def _canary_fields(canary: EngineCanary) -> dict[str, str]:
-    """The target and model of a canary, for log lines (when it has a plan)."""
-    plan = getattr(canary, "plan", None)
-    if plan is None:
-        return {}
-    return {"target": str(plan.target), "model": str(plan.model)}
-
-
 def _deliver(
-    channel: _Channel, intended: float, woke: float, answer: RawAnswer | BaseException
+    channel: Channel, intended: float, woke: float, answer: RawAnswer | BaseException
 ) -> None:
     """Hands one answer to its canary; a canary that raises is logged, and the engine
     (every other model's canary) goes on."""

@@ -15,12 +15,11 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.common.logs import get_logger
-from tritonwatch.config.schema import DEFAULT_STRING_LENGTH, Config, InputOverride, StreamConfig
+from tritonwatch.probe.canary import breaker
 from tritonwatch.probe.canary.clients import (
     BINARY_TENSOR_EXTENSION,
     GrpcInferenceClient,
@@ -39,6 +38,7 @@ from tritonwatch.probe.canary.engine_wires import GrpcAnswer, RawAnswer
 from tritonwatch.probe.canary.failures import Failure, FailureLog
 from tritonwatch.probe.canary.library_fallback import LibraryFallback, error_start
 from tritonwatch.probe.canary.library_path import LibraryCall
+from tritonwatch.probe.canary.plans import DYNAMIC_DIM, CanaryPlan
 from tritonwatch.probe.canary.timing import WakeTimer
 from tritonwatch.probe.infer_response import HttpAnswerDecoder, ResponseDecodeError, check_outputs
 from tritonwatch.probe.interfaces import InferenceClient
@@ -47,137 +47,18 @@ from tritonwatch.probe.server_errors import server_error_types
 from tritonwatch.records.observations import CanaryResult, Outcome
 from tritonwatch.state.canary_series import CanaryStats
 from tritonwatch.wire.http2 import UnaryRequest
-from tritonwatch.wire.limits import DEFAULT_LIMITS, AnswerLimits, LimitedRequest
+from tritonwatch.wire.limits import LimitedRequest
 
 _log = get_logger("canary")
 METADATA_RETRY_MIN_SECONDS = 1.0
 METADATA_RETRY_MAX_SECONDS = 10.0
 """As the breaker's probe period: a server back up sees the canary within 10 s, whether it
 was down at start or went down later (under the default 15 s scrape interval)."""
-DYNAMIC_DIM = 1
-"""What a dynamic dim (-1) of an input is when ``canary.inputs.NAME.shape`` does not say:
-the smallest request, so any model gets a canary without hand-written inputs."""
-
-
-@dataclass(frozen=True, slots=True)
-class CanaryPlan:
-    """Everything one model's canary needs, resolved from the config."""
-
-    target: str
-    model: str
-    version: str
-    protocol: str
-    http_url: str
-    grpc_url: str
-    rate: float
-    poisson: bool
-    timeout: float
-    max_in_flight: int
-    data: str
-    inputs: dict[str, InputOverride] = field(default_factory=dict)
-    string_length: int = DEFAULT_STRING_LENGTH
-    string_data: str | None = None
-    """BYTES inputs without a sample file: random strings of ``string_length``, or this."""
-    tls: ClientTLS | None = None
-    """The target's TLS settings, used when the URL the protocol picks is secure."""
-    stream: StreamConfig = field(default_factory=StreamConfig)
-    """How a generative model is streamed from (probe/stream/stream_canary.py)."""
-    openai_url: str | None = None
-    """The OpenAI-compatible server of protocol ``openai``."""
-    served_name: str | None = None
-    """The name an OpenAI-compatible server knows the model by (its ``model`` field)."""
-    grpc_only: bool = False
-    """The target has no known HTTP API (``TargetConfig.grpc_only``): a gRPC canary
-    asks metadata and config over gRPC, not ``http_url`` (which costs ``grpc`` and
-    ``tritonclient.grpc``, 23 MiB, in the daemon)."""
-    limits: AnswerLimits = DEFAULT_LIMITS
-    """How much of an answer is read before it is ``too_large`` (``canary.limits``)."""
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.target, self.model, self.protocol)
-
-
-MAX_RATE_PER_TARGET = 50.0
-"""Canary requests per second one target receives at most, whatever the config says."""
-MAX_IN_FLIGHT_PER_TARGET = 64
-"""Canary requests outstanding on one target at most, whatever the config says."""
-BREAKER_FAILURES = 5
-"""Consecutive failures after which a model's canary stops adding load…"""
-BREAKER_PROBE_SECONDS = 10.0
-"""…and sends one gentle probe this often until the server answers again."""
 STALL_INTERVALS = 3
 """Intervals without an outcome, plus one timeout, after which a canary is stalled."""
 POISSON_STALL_INTERVALS = 15
-"""The same for a Poisson schedule, whose gaps are random: one gap in e³ (5 %) is over
-three mean intervals, so three would flag a healthy canary every few seconds (and with
-many models ``/health`` would read stalled most of the time); one in e¹⁵ (3·10⁻⁷) is
-over fifteen."""
-
-
-def _capped(plans: list[CanaryPlan]) -> list[CanaryPlan]:
-    """Scales each target's canaries down to the hard caps (a safety net for configs
-    that ask more of a production server than a canary should)."""
-    capped = []
-    for target in dict.fromkeys(plan.target for plan in plans):
-        own = [plan for plan in plans if plan.target == target]
-        rate = sum(plan.rate for plan in own)
-        in_flight = sum(plan.max_in_flight for plan in own)
-        rate_scale = min(1.0, MAX_RATE_PER_TARGET / rate)
-        flight_scale = min(1.0, MAX_IN_FLIGHT_PER_TARGET / in_flight)
-        if rate_scale < 1.0 or flight_scale < 1.0:
-            _log.warning(
-                "canary_capped",
-                target=target,
-                asked_rate=rate,
-                asked_in_flight=in_flight,
-                rate_cap=MAX_RATE_PER_TARGET,
-                in_flight_cap=MAX_IN_FLIGHT_PER_TARGET,
-            )
-        capped += [
-            replace(
-                plan,
-                rate=plan.rate * rate_scale,
-                max_in_flight=max(1, int(plan.max_in_flight * flight_scale)),
-            )
-            for plan in own
-        ]
-    return capped
-
-
-def canary_plans(config: Config) -> list[CanaryPlan]:
-    """One plan per enabled model canary in ``config``, within the per-target caps."""
-    plans = []
-    for target in config.targets:
-        for model in target.models:
-            canary = config.canary_for(target, model)
-            if not canary.enabled:
-                continue
-            plans.append(
-                CanaryPlan(
-                    target=target.name,
-                    model=model.name,
-                    version=model.version,
-                    protocol=canary.protocol or target.protocol,
-                    http_url=target.effective_http_url,
-                    grpc_url=target.effective_grpc_url,
-                    rate=canary.rate,
-                    poisson=canary.distribution == "poisson",
-                    timeout=canary.timeout,
-                    max_in_flight=canary.max_in_flight,
-                    data=canary.data,
-                    inputs=dict(canary.inputs),
-                    string_length=canary.string_length,
-                    string_data=canary.string_data,
-                    tls=target.client_tls,
-                    stream=canary.stream,
-                    openai_url=target.openai_url,
-                    served_name=model.served_name,
-                    grpc_only=target.grpc_only,
-                    limits=AnswerLimits(**canary.limits.model_dump()),
-                )
-            )
-    return _capped(plans)
+"""The same for a Poisson schedule, whose gaps are random: one gap in e³ is over three
+mean intervals, one in e¹⁵ over fifteen."""
 
 
 class ModelCanary:
@@ -223,9 +104,7 @@ class ModelCanary:
         self._pending: set[asyncio.Task[None]] = set()
         self._timer = WakeTimer()
         self.paused = False
-        self._failures = 0
-        self._breaker_open_until: float | None = None
-        """While set, only one probe is sent per :data:`BREAKER_PROBE_SECONDS`."""
+        self._breaker = breaker.CircuitBreaker()
         self.decoupled = False
         """The model's config says ``model_transaction_policy.decoupled`` (after prepare)."""
         self.sending_since: float | None = None
@@ -535,9 +414,8 @@ class ModelCanary:
         request up, ``intended`` when not given) to the answer's last byte, or to now for
         a failure. Both send paths end here, the event loop's and the engine's.
 
-        Why not from ``intended``: a thread the OS wakes late (on the test VM one wake-up
-        in twenty lands a 4 ms scheduler tick late) would put the client's own scheduling
-        into the server's tail; perf_analyzer, too, times from when it sends. What the
+        Why not from ``intended``: a thread the OS wakes late would put the client's own
+        scheduling into the server's tail; perf_analyzer, too, times from when it sends. What the
         server causes still counts: the schedule never moves, a request that waits for a
         connection or a slot waits on its clock, and the timeout runs from ``intended``.
         ``ended``: when a failure happened, if earlier than now (a second opinion came
@@ -612,14 +490,14 @@ class ModelCanary:
     @property
     def breaker_open(self) -> bool:
         """Whether the circuit breaker holds the load back to one probe a period."""
-        return self._breaker_open_until is not None
+        return self._breaker.is_open
 
     def silence_allowed(self) -> float:
         """How long it may go without an outcome before it reads as stalled: three of
         its intervals (fifteen on a Poisson schedule; a breaker's probe period while the
         breaker is open) and one request's timeout."""
         if self.breaker_open:  # its probes go on a fixed period
-            return STALL_INTERVALS * BREAKER_PROBE_SECONDS + self.request_timeout
+            return STALL_INTERVALS * breaker.BREAKER_PROBE_SECONDS + self.request_timeout
         intervals = POISSON_STALL_INTERVALS if self.plan.poisson else STALL_INTERVALS
         return intervals / self.plan.rate + self.request_timeout
 
@@ -627,7 +505,7 @@ class ModelCanary:
         return self._gap()
 
     def may_send(self, intended: float) -> bool:
-        return not self.paused and self._breaker_allows(intended)
+        return not self.paused and self._breaker.allows(intended)
 
     def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
         """The engine's answer: decoded here as the HTTP and gRPC clients decode their
@@ -658,33 +536,20 @@ class ModelCanary:
             return
         self.finish(intended, answer, woke)
 
-    def _breaker_allows(self, now: float) -> bool:
-        """Closed: every send. Open: one probe per BREAKER_PROBE_SECONDS."""
-        if self._breaker_open_until is None:
-            return True
-        if now >= self._breaker_open_until:
-            self._breaker_open_until = now + BREAKER_PROBE_SECONDS
-            return True
-        return False
-
     def _trip_or_reset(self, outcome: Outcome, now: float) -> None:
         plan = self.plan
-        if outcome in _ANSWERED:
-            if self._breaker_open_until is not None:
-                _log.info("canary_circuit_closed", target=plan.target, model=plan.model)
-                self._stats.set_circuit_open(plan.key, open_=False)
-            self._failures, self._breaker_open_until = 0, None
-            return
-        self._failures += 1
-        if self._failures >= BREAKER_FAILURES and self._breaker_open_until is None:
-            self._breaker_open_until = now + BREAKER_PROBE_SECONDS
+        change = self._breaker.record(outcome, now)
+        if change is breaker.BreakerChange.CLOSED:
+            _log.info("canary_circuit_closed", target=plan.target, model=plan.model)
+            self._stats.set_circuit_open(plan.key, open_=False)
+        elif change is breaker.BreakerChange.OPENED:
             self._stats.set_circuit_open(plan.key, open_=True)
             _log.warning(
                 "canary_circuit_open",
                 target=plan.target,
                 model=plan.model,
-                failures=self._failures,
-                probe_every_seconds=BREAKER_PROBE_SECONDS,
+                failures=self._breaker.failures,
+                probe_every_seconds=breaker.BREAKER_PROBE_SECONDS,
             )
 
     async def _infer(self, timeout: float) -> Any:
@@ -694,11 +559,6 @@ class ModelCanary:
         return await self._client.infer(
             plan.model, plan.version, self._tensors, binary=self._binary, timeout=timeout
         )
-
-
-_ANSWERED = frozenset({Outcome.SUCCESS, Outcome.BAD_RESPONSE, Outcome.CLIENT_ERROR,
-                       Outcome.TOO_LARGE})  # fmt: skip
-"""Outcomes of a server that answered: they close the breaker, never trip it."""
 
 
 def _answer_bytes(answer: RawAnswer) -> bytes:

@@ -39,7 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from tritonwatch.common.client_tls import ClientTLS, tls_for
 from tritonwatch.common.logs import get_logger
-from tritonwatch.config.schema import InputOverride, Range, StreamConfig
+from tritonwatch.config.canary_schema import InputOverride, Range, StreamConfig
 from tritonwatch.probe.canary.clients import classify_error, error_text
 from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.engine_http import ConnectionPool, encode_request
@@ -53,7 +53,8 @@ from tritonwatch.probe.canary.engine_stream import (
 from tritonwatch.probe.canary.engine_stream_grpc import GrpcStreamRequests
 from tritonwatch.probe.canary.engine_wires import RawAnswer
 from tritonwatch.probe.canary.failures import Failure
-from tritonwatch.probe.canary.model_canary import DYNAMIC_DIM, CanaryPlan, ModelCanary
+from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.plans import DYNAMIC_DIM, CanaryPlan
 from tritonwatch.probe.grpc_stream import GrpcStreamSession, open_channel
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.payload import PayloadError, build_inputs, input_specs
