@@ -47,7 +47,7 @@ from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.quantiles import quantiles
 from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
 from tritonwatch.sim.models import ModelSet, parse_model_set
-from tritonwatch.state.canary_series import CanaryStats, latency_buckets
+from tritonwatch.state.canary_board import CanaryBoard, latency_buckets
 
 QUANTILES = (0.5, 0.95, 0.99)
 MODELS = {  # name: (median service time, protocol)
@@ -115,7 +115,7 @@ def measure(seconds: float = 40.0, rate: float = 10.0, seed: int = 3) -> list[Ac
             CanaryPlan(model=name, protocol=protocol, **common)
             for name, (_, protocol) in MODELS.items()
         ]
-        runner = CanaryRunner(CanaryStats(latency_buckets([0.05])))
+        runner = CanaryRunner(CanaryBoard(latency_buckets([0.05])))
         try:
             runner.start(plans)
             time.sleep(seconds)

@@ -53,7 +53,7 @@ from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.quantiles import quantiles
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 MODEL = "batching"
 RATE = 20.0
@@ -192,7 +192,7 @@ def run_plan(plan: CanaryPlan, seconds: float, runner_type: type[CanaryRunner] =
              ) -> Side:  # fmt: skip
     """``plan``'s canary for ``seconds`` after a warm-up; every latency it recorded."""
     protocol = plan.protocol
-    runner = runner_type(CanaryStats())
+    runner = runner_type(CanaryBoard())
     try:
         runner.start([plan])
         time.sleep(WARM_UP_SECONDS)

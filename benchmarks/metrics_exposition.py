@@ -94,7 +94,7 @@ def daemon_registry(warm_up: float) -> Iterator[CollectorRegistry]:
             # Quiesce without Daemon.stop(), which also drops the targets' series.
             daemon._scheduler.shutdown(wait=True)
             daemon._canaries.stop()
-            daemon.findings.stop()
+            daemon.evaluator.stop()
             yield daemon.registry
         finally:
             daemon.stop()

@@ -23,7 +23,7 @@ from tritonwatch.analysis.advisor_records import (
 from tritonwatch.analysis.slo import Severity
 from tritonwatch.records.llm_records import LlmRates, LlmReadings
 from tritonwatch.records.observations import ModelRates
-from tritonwatch.runtime.recommendation_book import RecommendationBook
+from tritonwatch.runtime.recommendation_board import RecommendationBoard
 
 HEALTHY = AdvisorInput(
     target="t",
@@ -262,7 +262,7 @@ def test_unknown_numbers_keep_rules_silent() -> None:
 
 def test_book_logs_once_per_change_and_on_clear() -> None:
     """The book logs advice once per change, not per round, and logs when it clears."""
-    book = RecommendationBook()
+    book = RecommendationBoard()
     window = SCENARIOS["queue-delay-too-high"][0]
     with capture_logs() as logs:
         book.update("t", "m", advise(window))
@@ -281,7 +281,7 @@ def test_book_logs_once_per_change_and_on_clear() -> None:
 
 def test_book_keeps_models_apart_and_forgets_removed_ones() -> None:
     """Advice for one model never overwrites another's and goes when its model leaves."""
-    book = RecommendationBook()
+    book = RecommendationBoard()
     book.update("t", "a", advise(replace(SCENARIOS["memory-scarce"][0], model="a")))
     book.update("t", "b", advise(replace(SCENARIOS["compute-bound"][0], model="b")))
     assert [(r.model, r.action) for r in book.active()] == [

@@ -14,7 +14,7 @@ from tritonwatch.config.schema import Config
 from tritonwatch.records.llm_records import LlmRates, LlmReadings
 from tritonwatch.records.observations import ModelConfigSnapshot
 from tritonwatch.records.target_state import ModelState, TargetState
-from tritonwatch.state.stream_series import HistogramSnapshot, StreamSnapshot
+from tritonwatch.state.stream_board import HistogramSnapshot, StreamSnapshot
 
 TTFT_KIND: Any = getattr(SLOKind, "TTFT", "ttft")
 ITL_KIND: Any = getattr(SLOKind, "ITL", "itl")

@@ -15,7 +15,7 @@ from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import ModelRates
 from tritonwatch.scrape.triton_scrapers import canary_totals
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 PLAN = CanaryPlan("t", "m", "", "http", "http://127.0.0.1:9", "", 10.0, False, 5.0, 1, "zero")
 SERVER_SECONDS = 0.004
@@ -32,7 +32,7 @@ def _rates() -> ModelRates:
     )  # fmt: skip
 
 
-def _late_requests(stats: CanaryStats, count: int = 10) -> None:
+def _late_requests(stats: CanaryBoard, count: int = 10) -> None:
     """Requests answered 5 ms after the canary's thread woke, 40 ms late, for their
     intended times; recorded by the canary's own judging (both send paths end there)."""
     stats.declare([PLAN.key])
@@ -46,7 +46,7 @@ def _late_requests(stats: CanaryStats, count: int = 10) -> None:
 
 def test_the_canary_records_lateness_beside_the_latency_not_in_it() -> None:
     """Breaks if the canary's latency starts at the intended time again (lateness in it)."""
-    stats = CanaryStats()
+    stats = CanaryBoard()
     _late_requests(stats)
     (snap,) = stats.snapshot(200.0)
     assert snap.latency_sum / snap.latency_count == pytest.approx(ANSWER_AFTER_WAKE, abs=1e-9)
@@ -55,7 +55,7 @@ def test_the_canary_records_lateness_beside_the_latency_not_in_it() -> None:
 
 def test_the_breakdowns_network_time_holds_no_send_lateness() -> None:
     """Breaks if ``network_client`` takes the lateness as network (it would read 41 ms)."""
-    stats = CanaryStats()
+    stats = CanaryBoard()
     totals = canary_totals(stats, clock=lambda: 200.0)
     before = totals().get(("t", "m"), (0.0, 0))
     _late_requests(stats)
@@ -69,7 +69,7 @@ def test_the_breakdowns_network_time_holds_no_send_lateness() -> None:
 def test_late_sends_do_not_make_the_advisor_call_the_model_network_bound() -> None:
     """Breaks if the advisor's client mean comes from latencies that carry the lateness:
     with it, 45 ms against 4 ms of server time is 91 % outside the server."""
-    stats = CanaryStats()
+    stats = CanaryBoard()
     _late_requests(stats)
     samples = stats.samples_between("t", "m", 0.0, 300.0)
     thresholds = AdvisorThresholds()

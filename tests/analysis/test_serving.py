@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tritonwatch.analysis.serving import down_since, not_serving, servers_down
 from tritonwatch.records.observations import Outcome, ReadinessObservation
-from tritonwatch.state.canary_series import LastError, SeriesSnapshot
+from tritonwatch.state.canary_board import LastError, SeriesSnapshot
 
 
 def _series(

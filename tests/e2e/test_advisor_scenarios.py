@@ -81,7 +81,7 @@ HOLD_S = 4.0
 
 def _advice(daemon: Daemon) -> set[Advice]:
     """Every active recommendation, by the target, model and action it names itself."""
-    return {(r.target, r.model, str(r.action)) for r in daemon.findings.recommendations.active()}
+    return {(r.target, r.model, str(r.action)) for r in daemon.evaluator.recommendations.active()}
 
 
 def _round(
@@ -251,7 +251,7 @@ def test_kv_cache_pressure_and_ttft_queueing(tmp_path: Path) -> None:
 
     def pressure_shown(daemon: Daemon) -> bool:
         """The window is past its warm-up: every number the scenario promises is there."""
-        shown.update({r.model: r for r in daemon.findings.recommendations.active()})
+        shown.update({r.model: r for r in daemon.evaluator.recommendations.active()})
         kv = shown["kv"].evidence
         return (
             kv["kv_cache_usage_ratio"] >= 0.95

@@ -24,7 +24,7 @@ from tritonwatch.analysis.serving import NotServing, ServerDown
 from tritonwatch.export.alert_queue import QueueOptions
 from tritonwatch.export.alertmanager import AlertmanagerNotifier
 from tritonwatch.export.alerts import (
-    AlertBook,
+    AlertBoard,
     AlertSpec,
     active_alerts,
     not_serving_alert,
@@ -85,7 +85,7 @@ def test_recommendation_arrives_and_its_resolution_too(
     notifier: AlertmanagerNotifier, receiver: WebhookReceiver
 ) -> None:
     """A recommendation reaches the webhook with its labels and values, then its resolution."""
-    book = AlertBook(evaluation_interval=1.0, resend_interval=60.0)
+    book = AlertBoard(evaluation_interval=1.0, resend_interval=60.0)
     recommendations = advise(QUEUE_DELAY_TOO_HIGH)
     notifier.notify(book.update(active_alerts([], recommendations)))
     firing = receiver.wait_for("the firing recommendation", lambda a: a["status"] == "firing")
@@ -113,7 +113,7 @@ def test_an_alert_raised_while_alertmanager_is_down_arrives_when_it_is_back(
 ) -> None:
     """An alert raised while Alertmanager is down is queued and delivered once it is back."""
     alertmanager.stop()
-    book = AlertBook(evaluation_interval=1.0)
+    book = AlertBoard(evaluation_interval=1.0)
     notifier.notify(book.update(active_alerts([], advise(QUEUE_DELAY_TOO_HIGH))))
     wait_until(lambda: notifier.queue.stats().failed_attempts >= 1, 10, "a failed delivery")
     assert notifier.queue.stats().queued == 1
@@ -135,7 +135,7 @@ def test_a_page_inhibits_the_ticket_for_the_same_slo(
     """The page goes first: Alertmanager's inhibitor learns of alerts asynchronously, so
     with the test's group_wait of 0 s a page and a ticket in one request could race
     (the shipped config waits 10-30 s before the first notification)."""
-    book = AlertBook(evaluation_interval=1.0)
+    book = AlertBoard(evaluation_interval=1.0)
     notifier.notify(book.update([_burn("page")]))
     receiver.wait_for("the page", lambda a: a["labels"]["severity"] == "page")
     notifier.notify(book.update([_burn("page"), _burn("ticket")]))
@@ -156,7 +156,7 @@ def test_the_direct_webhook_notifier_speaks_version_4(receiver: WebhookReceiver)
     webhook = WebhookNotifier(receiver.url, timeout=2.0)
     webhook.start()
     try:
-        book = AlertBook()
+        book = AlertBoard()
         webhook.notify(book.update(active_alerts([], advise(QUEUE_DELAY_TOO_HIGH))))
         receiver.wait_for("the webhook alert", _resnet)
     finally:
@@ -196,7 +196,7 @@ def test_a_down_server_inhibits_its_models_burn_and_not_serving_alerts(
     """Breaks if the shipped inhibit rule lets a down server's models page beside it, or
     silences another server's models. The server alert goes first (the inhibitor learns
     of alerts asynchronously, see above)."""
-    book = AlertBook(evaluation_interval=1.0)
+    book = AlertBoard(evaluation_interval=1.0)
     down = _down("prod-a")
     notifier.notify(book.update([down]))
     arrived = receiver.wait_for(

@@ -140,7 +140,7 @@ def test_stop_signal_exits_zero_with_a_probe_stuck_on_a_hanging_server(
     """Even with a probe stuck on a hanging server, the process ends in time and says so.
 
     Its readiness probe holds a worker thread inside a 4 s timeout, which the exit waits
-    for at most SHUTDOWN_BUDGET_SECONDS (tests/test_shutdown_budget.py checks that wait
+    for at most SHUTDOWN_BUDGET_SECONDS (tests/runtime/test_shutdown_budget.py checks that wait
     exactly); here the time has a 5x smoke bound on that budget."""
     config = tmp_path / "hang.yaml"
     config.write_text(

@@ -20,7 +20,7 @@ from tritonwatch.export.alerts import (
     GPU_UNDERUSED,
     SLO_BURN,
     TUNING_RECOMMENDATION,
-    AlertBook,
+    AlertBoard,
     AlertSpec,
     active_alerts,
     fingerprint,
@@ -40,58 +40,58 @@ def _spec(name: str = "a", text: str = "first") -> AlertSpec:
 
 def test_firing_alert_is_sent_at_once_then_every_resend_interval() -> None:
     """A firing alert is sent at once, then only every resend interval, with ends_at moved on."""
-    book = AlertBook(evaluation_interval=15.0, resend_interval=60.0)
-    (first,) = book.update([_spec()], now=T0)
+    board = AlertBoard(evaluation_interval=15.0, resend_interval=60.0)
+    (first,) = board.update([_spec()], now=T0)
     assert (first.starts_at, first.ends_at, first.resolved) == (T0, T0 + 240.0, False)
     for seconds in (15, 30, 45):
-        assert book.update([_spec()], now=T0 + seconds) == []
-    (again,) = book.update([_spec(text="now")], now=T0 + 60)
+        assert board.update([_spec()], now=T0 + seconds) == []
+    (again,) = board.update([_spec(text="now")], now=T0 + 60)
     assert (again.starts_at, again.ends_at) == (T0, T0 + 300.0)
     assert again.annotations["summary"] == "now"
 
 
 def test_ends_at_covers_four_evaluations_when_they_are_slower_than_resends() -> None:
     """With evaluations slower than resends, ends_at covers four evaluations, not resends."""
-    book = AlertBook(evaluation_interval=120.0, resend_interval=60.0)
-    (alert,) = book.update([_spec()], now=T0)
+    board = AlertBoard(evaluation_interval=120.0, resend_interval=60.0)
+    (alert,) = board.update([_spec()], now=T0)
     assert alert.ends_at == T0 + 480.0
 
 
 def test_resolved_alert_is_sent_at_once_and_repeated_for_15_minutes() -> None:
     """A resolved alert is sent at once, then once a minute for 15 minutes, then forgotten."""
-    book = AlertBook(evaluation_interval=15.0, resend_interval=60.0)
-    book.update([_spec()], now=T0)
-    (resolved,) = book.update([], now=T0 + 30)
+    board = AlertBoard(evaluation_interval=15.0, resend_interval=60.0)
+    board.update([_spec()], now=T0)
+    (resolved,) = board.update([], now=T0 + 30)
     assert (resolved.resolved, resolved.ends_at, resolved.starts_at) == (True, T0 + 30, T0)
-    sends = [book.update([], now=T0 + 30 + s) for s in range(15, 16 * 60, 15)]
+    sends = [board.update([], now=T0 + 30 + s) for s in range(15, 16 * 60, 15)]
     resent = [alerts[0].ends_at for alerts in sends if alerts]
     assert resent == [T0 + 30] * 15  # one a minute until 15 minutes have passed
-    assert book.firing() == []
-    assert book.update([], now=T0 + 3600) == []
+    assert board.firing() == []
+    assert board.update([], now=T0 + 3600) == []
 
 
 def test_an_alert_that_fires_again_starts_anew() -> None:
     """An alert that fires again after resolving gets a new start time."""
-    book = AlertBook()
-    book.update([_spec()], now=T0)
-    book.update([], now=T0 + 60)
-    (again,) = book.update([_spec()], now=T0 + 120)
+    board = AlertBoard()
+    board.update([_spec()], now=T0)
+    board.update([], now=T0 + 60)
+    (again,) = board.update([_spec()], now=T0 + 120)
     assert (again.starts_at, again.resolved) == (T0 + 120, False)
 
 
 def test_alerts_are_told_apart_by_labels_only() -> None:
     """Alerts are told apart by labels: new annotation text alone is no new alert."""
-    book = AlertBook()
-    sent = book.update([_spec("a"), _spec("b")], now=T0)
+    board = AlertBoard()
+    sent = board.update([_spec("a"), _spec("b")], now=T0)
     assert {a.labels["alertname"] for a in sent} == {"a", "b"}
-    assert len(book.update([_spec("a", "other text"), _spec("b")], now=T0 + 1)) == 0
-    assert [s.labels["alertname"] for s in book.firing()] == ["a", "b"]
+    assert len(board.update([_spec("a", "other text"), _spec("b")], now=T0 + 1)) == 0
+    assert [s.labels["alertname"] for s in board.firing()] == ["a", "b"]
 
 
 def test_api_body_is_alertmanagers_postable_alert() -> None:
     """The body is Alertmanager's postable alert, with millisecond RFC 3339 times."""
-    book = AlertBook(generator_url="http://daemon:9849/")
-    (alert,) = book.update([_spec()], now=T0 + 0.25)
+    board = AlertBoard(generator_url="http://daemon:9849/")
+    (alert,) = board.update([_spec()], now=T0 + 0.25)
     assert alert.to_api() == {
         "labels": {"alertname": "a", "model": "m"},
         "annotations": {"summary": "first"},
@@ -99,7 +99,7 @@ def test_api_body_is_alertmanagers_postable_alert() -> None:
         "endsAt": "2023-11-14T22:17:20.250Z",
         "generatorURL": "http://daemon:9849/",
     }
-    assert "generatorURL" not in AlertBook().update([_spec()], now=T0)[0].to_api()
+    assert "generatorURL" not in AlertBoard().update([_spec()], now=T0)[0].to_api()
     assert rfc3339(0) == "1970-01-01T00:00:00.000Z"
 
 

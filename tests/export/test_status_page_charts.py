@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 import pytest
 
 from tritonwatch.analysis.slo import EventCounts, SliSource, SLOKind, SLOSpec, evaluate_slo
-from tritonwatch.export.latency_history import P95Point
+from tritonwatch.export.p95_history import P95Point
 from tritonwatch.export.status_charts import (
     BAR_WIDTH,
     BUDGET_COLOUR,
@@ -32,7 +32,7 @@ from tritonwatch.export.status_page import (
     headline,
     render_status_page,
 )
-from tritonwatch.state.canary_series import LastError
+from tritonwatch.state.canary_board import LastError
 
 pytestmark = pytest.mark.sim
 

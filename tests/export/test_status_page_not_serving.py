@@ -13,7 +13,7 @@ from tritonwatch.export.status_page import (
     render_status_page,
 )
 from tritonwatch.export.status_view import StatusInputs, status_snapshot
-from tritonwatch.state.canary_series import LastError, SeriesSnapshot
+from tritonwatch.state.canary_board import LastError, SeriesSnapshot
 
 DEVICE_LOST = "[500] device lost after load"
 

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from tritonwatch.export.latency_history import CAPACITY, HORIZON_SECONDS, P95History, P95Point
-from tritonwatch.state.canary_series import SeriesSnapshot
+from tritonwatch.export.p95_history import CAPACITY, HORIZON_SECONDS, P95History, P95Point
+from tritonwatch.state.canary_board import SeriesSnapshot
 
 pytestmark = pytest.mark.sim
 

@@ -1,5 +1,5 @@
 """A streaming model's row on the status page: its TTFT and ITL quantiles, output tokens/s
-and TTFT/ITL SLOs, from a StreamStats holding known samples; plain models as before."""
+and TTFT/ITL SLOs, from a StreamBoard holding known samples; plain models as before."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from tritonwatch.config import parse_config
 from tritonwatch.export.status_page import StatusSnapshot, headline, render_status_page
 from tritonwatch.export.status_view import StatusInputs, status_snapshot
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.state.canary_series import SeriesSnapshot
-from tritonwatch.state.stream_series import StreamStats
+from tritonwatch.state.canary_board import SeriesSnapshot
+from tritonwatch.state.stream_board import StreamBoard
 
 CONFIG = """
 slo: {{latency: {{threshold: 1s}}}}
@@ -37,11 +37,11 @@ PLAIN = SeriesSnapshot("t", "plain", "http", {"success": 9}, (), 0.0, 9, {"5m": 
 LLM = SeriesSnapshot("t", "llm", "http", {"success": 20}, (), 0.0, 20, {"5m": {0.95: 0.3}})
 
 
-def _streams() -> StreamStats:
+def _streams() -> StreamBoard:
     """20 streams ending at 1..20 s, each sent 1 s before: TTFT 5k ms, one gap of k ms,
     8 tokens (k = 1..20), so p50/p95/p99 are the 10th/19th/20th values and 160 tokens
     over the 20 s since the first was sent make 8 tokens/s."""
-    stats = StreamStats()
+    stats = StreamBoard()
     stats.declare([("t", "llm", "http")])
     for k in range(1, 21):
         stats.record(

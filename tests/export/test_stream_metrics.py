@@ -7,8 +7,8 @@ import pytest
 from support import assert_promtool_clean, exposition, sample_value
 from tritonwatch.export.stream_metrics import StreamCollector
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.state.canary_series import latency_buckets
-from tritonwatch.state.stream_series import ITL_DEFAULT_BUCKETS, StreamStats
+from tritonwatch.state.canary_board import latency_buckets
+from tritonwatch.state.stream_board import ITL_DEFAULT_BUCKETS, StreamBoard
 
 pytestmark = pytest.mark.real
 
@@ -23,14 +23,14 @@ def result(
     return StreamResult(*LLM, at, outcome, ttft, gaps, tokens, 1.0, None)
 
 
-def stream_exposition(stats: StreamStats) -> str:
+def stream_exposition(stats: StreamBoard) -> str:
     return exposition(StreamCollector(stats, clock=lambda: NOW))
 
 
 @pytest.fixture
-def stats() -> StreamStats:
+def stats() -> StreamBoard:
     """Buckets at a 500 ms TTFT and a 40 ms ITL threshold; two good streams, one failed."""
-    stats = StreamStats(
+    stats = StreamBoard(
         ttft_buckets=latency_buckets([0.5]),
         itl_buckets=latency_buckets([0.04], ITL_DEFAULT_BUCKETS),
     )
@@ -41,12 +41,12 @@ def stats() -> StreamStats:
     return stats
 
 
-def test_exposition_passes_promtool(stats: StreamStats) -> None:
+def test_exposition_passes_promtool(stats: StreamBoard) -> None:
     """Histograms, counter and the quantile summary are valid exposition for promtool."""
     assert_promtool_clean(stream_exposition(stats))
 
 
-def test_histograms_count_at_the_slo_thresholds(stats: StreamStats) -> None:
+def test_histograms_count_at_the_slo_thresholds(stats: StreamBoard) -> None:
     """le="0.5" (TTFT) and le="0.04" (ITL) hold the SLI exactly; failed streams are out."""
     text = stream_exposition(stats)
     key = [("target", "trtllm"), ("model", "ensemble"), ("protocol", "http")]
@@ -63,7 +63,7 @@ def test_histograms_count_at_the_slo_thresholds(stats: StreamStats) -> None:
     assert sample_value(text, "tritonwatch_canary_output_tokens_total", key) == 9
 
 
-def test_quantiles_are_a_summary_per_measure_and_window(stats: StreamStats) -> None:
+def test_quantiles_are_a_summary_per_measure_and_window(stats: StreamBoard) -> None:
     """measure × window × quantile series, with the histograms' _count/_sum per window."""
     text = stream_exposition(stats)
     assert "# TYPE tritonwatch_canary_stream_quantile_seconds summary" in text
@@ -85,7 +85,7 @@ def test_quantiles_are_a_summary_per_measure_and_window(stats: StreamStats) -> N
         assert sample_value(text, f"{name}_sum", labels) == pytest.approx(0.18)
 
 
-def test_an_idle_series_is_exported_at_zero_without_quantiles(stats: StreamStats) -> None:
+def test_an_idle_series_is_exported_at_zero_without_quantiles(stats: StreamBoard) -> None:
     """A declared stream with no sample yet has zero counts and no quantile series."""
     text = stream_exposition(stats)
     key = [("target", "vllm"), ("model", "llama"), ("protocol", "openai")]
@@ -98,6 +98,6 @@ def test_an_idle_series_is_exported_at_zero_without_quantiles(stats: StreamStats
 
 def test_no_stream_declared_is_still_valid_exposition() -> None:
     """Without streaming canaries the families print no series and promtool accepts that."""
-    text = stream_exposition(StreamStats())
+    text = stream_exposition(StreamBoard())
     assert_promtool_clean(text)
     assert sample_value(text, "tritonwatch_canary_output_tokens_total") is None

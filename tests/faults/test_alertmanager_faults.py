@@ -1,5 +1,5 @@
-"""Alertmanager down, then back: the daemon's alert path (the alert book and the
-Alertmanager notifier with its delivery queue, as :class:`~tritonwatch.runtime.findings.Findings`
+"""Alertmanager down, then back: the daemon's alert path (the alert board and the
+Alertmanager notifier with its delivery queue, as :class:`~tritonwatch.runtime.evaluator.Evaluator`
 drives them) against a real ``prometheus-alertmanager`` delivering to a webhook.
 
 Nothing that fired or resolved during the outage is lost; the outage shows in
@@ -30,7 +30,7 @@ from alerting_support import Alertmanager, WebhookReceiver, fast_config
 from support import assert_within_smoke_bound, free_port, sample_value, wait_until
 from tritonwatch.export.alert_queue import QueueOptions
 from tritonwatch.export.alertmanager import AlertmanagerNotifier
-from tritonwatch.export.alerts import AlertBook, AlertSpec
+from tritonwatch.export.alerts import AlertBoard, AlertSpec
 from tritonwatch.export.slo_metrics import AlertDeliveryCollector
 
 pytestmark = pytest.mark.real
@@ -78,10 +78,10 @@ class TapSession(requests.Session):
 
 class Daemonish:
     """The alert half of the daemon's evaluation job, run every ``EVALUATION_S``:
-    the firing set → :meth:`AlertBook.update` → the notifier, with its metrics."""
+    the firing set → :meth:`AlertBoard.update` → the notifier, with its metrics."""
 
     def __init__(self, alertmanager_url: str, capacity: int = 10_000) -> None:
-        self.book = AlertBook(evaluation_interval=EVALUATION_S, resend_interval=RESEND_S)
+        self.board = AlertBoard(evaluation_interval=EVALUATION_S, resend_interval=RESEND_S)
         self.session = TapSession()
         options = QueueOptions(
             capacity=capacity,
@@ -101,7 +101,7 @@ class Daemonish:
         self.notifier.start()
 
     def evaluate(self) -> None:
-        due = self.book.update([_spec(model) for model in sorted(self.firing)])
+        due = self.board.update([_spec(model) for model in sorted(self.firing)])
         now = time.monotonic()
         self.handed += [(now, alert.labels["model"], alert.resolved) for alert in due]
         self.notifier.notify(due)

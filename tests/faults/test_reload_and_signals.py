@@ -8,7 +8,7 @@
   last kept config back, and both exit on the signal rather than at the work's end:
   the sweep's thread joins (nothing abandoned), ``tune`` says it was interrupted.
   Their exit times have a 5x smoke bound only; the daemon's shutdown budget itself is
-  checked exactly in tests/test_shutdown_budget.py.
+  checked exactly in tests/runtime/test_shutdown_budget.py.
 """
 
 from __future__ import annotations

@@ -801,14 +801,14 @@ def test_the_canary_counts_an_unreadable_answer_as_bad_response(
 
     from tritonwatch.probe.canary.model_canary import ModelCanary
     from tritonwatch.probe.canary.plans import CanaryPlan
-    from tritonwatch.state.canary_series import CanaryStats
+    from tritonwatch.state.canary_board import CanaryBoard
 
     plan = CanaryPlan(
         "t", "m", "", "http", "http://127.0.0.1:1", "grpc://127.0.0.1:2", 1.0, False, 1.0, 4, "zero"
     )
     results: list[CanaryResult] = []
 
-    class RecordingStats(CanaryStats):
+    class RecordingStats(CanaryBoard):
         def record(self, result: CanaryResult) -> None:
             results.append(result)
             super().record(result)

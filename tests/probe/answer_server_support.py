@@ -26,7 +26,7 @@ from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.interfaces import InferenceClient
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 METADATA = {
     "name": "m",
@@ -131,7 +131,7 @@ def flood(server_ref: list[AnswerServer], head: bytes, piece: bytes, total: int)
 class Run:
     """What one canary run left: its statistics, log lines and the engine's sends."""
 
-    stats: CanaryStats
+    stats: CanaryBoard
     logs: list[dict[str, Any]]
     canary: ModelCanary
     engine_sent: int
@@ -143,14 +143,14 @@ class Run:
 def run_canary(
     plan: CanaryPlan,
     client: InferenceClient,
-    until: Callable[[CanaryStats, CanaryEngine], bool],
+    until: Callable[[CanaryBoard, CanaryEngine], bool],
     *,
     timeout: float = 60.0,
 ) -> Run:
     """Runs ``plan``'s canary (as the runner does) from a real engine until ``until``
     holds (checked every 10 ms; ``timeout`` only guards against a hang)."""
     engine = CanaryEngine()
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([plan.key])
     canaries: list[ModelCanary] = []
 
@@ -177,7 +177,7 @@ def run_canary(
     return Run(stats, logs, canaries[0], engine.sent)
 
 
-def outcome_count(stats: CanaryStats, outcome: str) -> int:
+def outcome_count(stats: CanaryBoard, outcome: str) -> int:
     return int(stats.snapshot(0)[0].outcomes.get(outcome, 0))
 
 

@@ -6,7 +6,7 @@ from real_triton import RealTriton
 from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import StreamResult
-from tritonwatch.state.stream_series import StreamStats
+from tritonwatch.state.stream_board import StreamBoard
 
 MODEL = "llm_stream"
 MAX_TOKENS = 6
@@ -15,8 +15,8 @@ RATE = 12.0
 next starts even on a loaded host."""
 
 
-class RecordingStreamStats(StreamStats):
-    """StreamStats that also keeps every result, so the test reads exact values."""
+class RecordingStreamBoard(StreamBoard):
+    """StreamBoard that also keeps every result, so the test reads exact values."""
 
     def __init__(self) -> None:
         super().__init__()

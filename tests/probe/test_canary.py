@@ -13,7 +13,7 @@ from tritonwatch.config.canary_schema import InputOverride
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.sim.server import Simulator
-from tritonwatch.state.canary_series import CanaryStats, SeriesSnapshot, latency_buckets
+from tritonwatch.state.canary_board import CanaryBoard, SeriesSnapshot, latency_buckets
 
 pytestmark = pytest.mark.sim
 
@@ -40,7 +40,7 @@ def _plan(
 
 @pytest.fixture
 def runner() -> Iterator[CanaryRunner]:
-    runner = CanaryRunner(CanaryStats(latency_buckets([0.05])))
+    runner = CanaryRunner(CanaryBoard(latency_buckets([0.05])))
     yield runner
     runner.stop()
 

@@ -14,7 +14,7 @@ from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.quantiles import quantiles
 from tritonwatch.sim.testing import model_set_with
-from tritonwatch.state.canary_series import CanaryStats, SeriesSnapshot, latency_buckets
+from tritonwatch.state.canary_board import CanaryBoard, SeriesSnapshot, latency_buckets
 
 pytestmark = pytest.mark.bench
 
@@ -36,7 +36,7 @@ SLOW_LOGNORMAL = {
 
 @pytest.fixture
 def runner() -> Iterator[CanaryRunner]:
-    runner = CanaryRunner(CanaryStats(latency_buckets([0.05])))
+    runner = CanaryRunner(CanaryBoard(latency_buckets([0.05])))
     yield runner
     runner.stop()
 

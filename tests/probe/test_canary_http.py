@@ -28,7 +28,7 @@ from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.infer_response import MAX_DECOMPRESSED_BYTES
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.records.observations import Outcome
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.limits import AnswerTooLargeError
 
 pytestmark = pytest.mark.real
@@ -214,7 +214,7 @@ def _canary_against(
 
     async def body(server: FakeServer) -> None:
         plan = replace(PLAN, http_url=server.url)
-        stats = CanaryStats()
+        stats = CanaryBoard()
         stats.declare([plan.key])
         client = HttpInferenceClient(server.url)
         canary = ModelCanary(plan, client, stats, engine=engine)

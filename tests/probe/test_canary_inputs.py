@@ -18,7 +18,7 @@ from tritonwatch.export.status_page import ModelStatus, StatusSnapshot, render_s
 from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.payload import PayloadError, TensorSpec, build_inputs, input_specs
-from tritonwatch.state.canary_series import SKIPPED, CanaryStats
+from tritonwatch.state.canary_board import SKIPPED, CanaryBoard
 from tritonwatch.wire.datatypes import TRITON_DATATYPES, item_size
 
 pytestmark = pytest.mark.real
@@ -185,14 +185,14 @@ SHAPE_REASON = (
 )
 
 
-def _prepare(stats: CanaryStats, client: _MetadataClient, plan: CanaryPlan = PLAN) -> bool:
+def _prepare(stats: CanaryBoard, client: _MetadataClient, plan: CanaryPlan = PLAN) -> bool:
     canary = ModelCanary(plan, client, stats, clock=lambda: 50.0)  # type: ignore[arg-type]
     return asyncio.run(canary.prepare())
 
 
 def test_a_model_it_cannot_fill_is_skipped_with_one_log_line_a_metric_and_a_status_line() -> None:
     """Breaks if a skipped canary is silent anywhere: the log line, the gauge, the page."""
-    stats = CanaryStats(wall_clock=lambda: 1_700_000_000.0)
+    stats = CanaryBoard(wall_clock=lambda: 1_700_000_000.0)
     stats.declare([PLAN.key])
     with capture_logs() as logs:
         assert not _prepare(stats, _MetadataClient(SHAPE_TENSOR_METADATA, SHAPE_TENSOR_CONFIG))
@@ -244,7 +244,7 @@ def test_a_model_it_cannot_fill_is_skipped_with_one_log_line_a_metric_and_a_stat
 
 def test_a_reload_that_makes_the_model_fillable_clears_the_skip(tmp_path: Path) -> None:
     """Breaks if a model once skipped stays shown as skipped after a sample file fixed it."""
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([PLAN.key])
     client = _MetadataClient(SHAPE_TENSOR_METADATA, SHAPE_TENSOR_CONFIG)
     assert not _prepare(stats, client)
@@ -264,7 +264,7 @@ def _fields(plan: CanaryPlan) -> dict[str, Any]:
 def test_a_model_with_dynamic_dims_and_optional_inputs_is_prepared_without_config() -> None:
     """Breaks if the canary needs ``canary.inputs`` for a model any perf_analyzer user
     would run with no flags (batch 1, dynamic dims 1, optional inputs left out)."""
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([PLAN.key])
     metadata = {
         "inputs": [

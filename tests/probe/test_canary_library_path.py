@@ -32,7 +32,7 @@ from tritonwatch.probe import infer_response
 from tritonwatch.probe.canary import library_fallback
 from tritonwatch.probe.canary.clients import GrpcInferenceClient, HttpInferenceClient
 from tritonwatch.records.observations import Outcome
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire import http1
 from tritonwatch.wire.http1 import HttpProtocolError
 from tritonwatch.wire.kserve_protobuf import ProtobufDecodeError
@@ -54,7 +54,7 @@ def _inject_parser_bug(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return refused
 
 
-def _client_errors(stats: CanaryStats) -> dict[tuple[str, str, str], float]:
+def _client_errors(stats: CanaryBoard) -> dict[tuple[str, str, str], float]:
     metrics: list[Metric] = list(CanaryCollector(stats, clock=lambda: 0.0).collect())
     family = next(m for m in metrics if m.name == "tritonwatch_canary_client_errors")
     return {
@@ -76,7 +76,7 @@ def test_an_answer_our_http_parser_mis_reads_is_a_client_error_and_the_model_lea
         plan = http_plan(server)
         left: list[int] = []
 
-        def until(stats: CanaryStats, engine: Any) -> bool:
+        def until(stats: CanaryBoard, engine: Any) -> bool:
             if not left and outcome_count(stats, Outcome.CLIENT_ERROR):
                 left.append(engine.sent)
             return bool(left) and outcome_count(stats, Outcome.SUCCESS) >= 3
@@ -198,7 +198,7 @@ def test_an_answer_our_protobuf_decoder_mis_reads_is_a_grpc_client_error(
     monkeypatch.setattr(infer_response, "decode_infer_response", buggy)
     left: list[int] = []
 
-    def until(stats: CanaryStats, engine: Any) -> bool:
+    def until(stats: CanaryBoard, engine: Any) -> bool:
         if not left and outcome_count(stats, Outcome.CLIENT_ERROR):
             left.append(engine.sent)
         return bool(left) and outcome_count(stats, Outcome.SUCCESS) >= 3

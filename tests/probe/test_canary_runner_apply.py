@@ -19,7 +19,7 @@ from tritonwatch.probe import runner as canary_runner
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.sim.server import Simulator
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 pytestmark = pytest.mark.sim
 TARGET = "sim"
@@ -64,7 +64,7 @@ def sim() -> Iterator[Simulator]:
 
 @pytest.fixture
 def runner() -> Iterator[CanaryRunner]:
-    runner = CanaryRunner(CanaryStats())
+    runner = CanaryRunner(CanaryBoard())
     yield runner
     runner.stop()
 

@@ -22,7 +22,7 @@ from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.sim.server import Simulator
-from tritonwatch.state.canary_series import CanaryStats, SeriesKey, latency_buckets
+from tritonwatch.state.canary_board import CanaryBoard, SeriesKey, latency_buckets
 
 pytestmark = pytest.mark.sim
 
@@ -60,7 +60,7 @@ def _stalled_now(runner: CanaryRunner) -> bool:
 
 @pytest.fixture
 def runner() -> Iterator[CanaryRunner]:
-    runner = CanaryRunner(CanaryStats(latency_buckets([0.05])))
+    runner = CanaryRunner(CanaryBoard(latency_buckets([0.05])))
     yield runner
     runner.stop()
 
@@ -200,7 +200,7 @@ def test_a_poisson_schedule_is_allowed_its_long_gaps() -> None:
     intervals) read as stalls: with many models /health would read degraded most of
     the time."""
     plan = _plan("http://127.0.0.1:9", "127.0.0.1:9")
-    constant = ModelCanary(plan, object(), CanaryStats())  # type: ignore[arg-type]
-    poisson = ModelCanary(replace(plan, poisson=True), object(), CanaryStats())  # type: ignore[arg-type]
+    constant = ModelCanary(plan, object(), CanaryBoard())  # type: ignore[arg-type]
+    poisson = ModelCanary(replace(plan, poisson=True), object(), CanaryBoard())  # type: ignore[arg-type]
     assert constant.silence_allowed() == pytest.approx(3 / RATE + TIMEOUT)
     assert poisson.silence_allowed() == pytest.approx(15 / RATE + TIMEOUT)

@@ -23,7 +23,7 @@ from tritonwatch.probe.infer_response import InferResponse
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.observations import Outcome
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 pytestmark = pytest.mark.real
 
@@ -61,7 +61,7 @@ def _run(main: Coroutine[Any, Any, T]) -> T:
         return runner.run(main)
 
 
-def _canary(client: StampingClient, stats: CanaryStats) -> ModelCanary:
+def _canary(client: StampingClient, stats: CanaryBoard) -> ModelCanary:
     stats.declare([PLAN.key])
     canary = ModelCanary(PLAN, client, stats)  # type: ignore[arg-type]
     canary._outputs = ["y"]
@@ -71,7 +71,7 @@ def _canary(client: StampingClient, stats: CanaryStats) -> ModelCanary:
 def test_latency_runs_from_the_wake_up_to_the_last_byte() -> None:
     """Breaks if decoding the answer counts as latency (perf_analyzer does not count it),
     or if the canary's own send lateness goes into the latency instead of beside it."""
-    client, stats = StampingClient(), CanaryStats()
+    client, stats = StampingClient(), CanaryBoard()
 
     async def main() -> float:
         canary = _canary(client, stats)
@@ -92,7 +92,7 @@ def test_latency_runs_from_the_wake_up_to_the_last_byte() -> None:
 def test_a_request_waiting_for_a_slot_counts_from_its_intended_time() -> None:
     """Breaks if the canary reintroduces coordinated omission: a request held back by a
     slow answer (one slot) must carry the wait in its latency."""
-    client, stats = StampingClient(wait=0.2), CanaryStats()
+    client, stats = StampingClient(wait=0.2), CanaryBoard()
 
     async def main() -> list[float]:
         canary = _canary(client, stats)
@@ -172,7 +172,7 @@ def test_the_thread_asks_linux_for_a_tight_timer_slack() -> None:
 def test_the_runner_loop_has_the_precise_selector() -> None:
     """Breaks if the canary's loop goes back to the default selector, whose waits CPython
     rounds up to the next millisecond (0.75 ms added to a median canary latency)."""
-    runner = CanaryRunner(CanaryStats())
+    runner = CanaryRunner(CanaryBoard())
     try:
         selector = runner._loop._selector  # type: ignore[attr-defined]
         assert isinstance(selector, precise_loop.PreciseEpollSelector)

@@ -35,7 +35,7 @@ from engine_support import RawServer, raw_server
 
 from tritonwatch.probe.canary.clients import GrpcInferenceClient, HttpInferenceClient
 from tritonwatch.records.observations import Outcome
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.http2 import DATA, END_HEADERS, HEADERS, SETTINGS, frame_bytes
 
 GIB = 1 << 30
@@ -70,7 +70,7 @@ def _peak_rss_growth() -> Iterator[list[int]]:
         peak[0] = max(peak[0], _rss() - start)
 
 
-def _too_large(stats: CanaryStats, _engine: Any) -> bool:
+def _too_large(stats: CanaryBoard, _engine: Any) -> bool:
     return outcome_count(stats, Outcome.TOO_LARGE) >= 1
 
 

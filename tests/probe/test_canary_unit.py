@@ -16,7 +16,7 @@ from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.records.observations import Outcome
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 METADATA = {
     "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 2]}],
@@ -77,8 +77,8 @@ PLAN = CanaryPlan(
 
 def _run_once(
     client: ScriptedClient, calls: int = 1, plan: CanaryPlan = PLAN
-) -> tuple[CanaryStats, ModelCanary]:
-    stats = CanaryStats(wall_clock=lambda: 1_700_000_000.0)
+) -> tuple[CanaryBoard, ModelCanary]:
+    stats = CanaryBoard(wall_clock=lambda: 1_700_000_000.0)
     stats.declare([plan.key])
     canary = ModelCanary(plan, client, stats)
 
@@ -187,7 +187,7 @@ def test_consecutive_failures_open_the_circuit_and_a_success_closes_it() -> None
 
     failures = [ConnectionRefusedError("refused")] * 5
     client = ScriptedClient([*failures, _Result({"y": np.zeros((1, 2))})])
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([PLAN.key])
     canary = ModelCanary(PLAN, client, stats)
 

@@ -27,8 +27,8 @@ from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.stream.stream_canary import StreamingCanary
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.state.canary_series import CanaryStats
-from tritonwatch.state.stream_series import StreamStats
+from tritonwatch.state.canary_board import CanaryBoard
+from tritonwatch.state.stream_board import StreamBoard
 from tritonwatch.wire import http2
 from tritonwatch.wire.datatypes import serialize_bytes
 from tritonwatch.wire.http2 import frame_bytes
@@ -181,14 +181,14 @@ def _stream(server: H2Server, count: int, *, timeout: float = 2.0) -> tuple[list
     )  # fmt: skip
     results: list[StreamResult] = []
 
-    class Recording(StreamStats):
+    class Recording(StreamBoard):
         def record(self, result: StreamResult) -> None:
             results.append(result)
 
     engine = CanaryEngine()
 
     async def main() -> None:
-        canary = StreamingCanary(plan, _Llm(), CanaryStats(), Recording(), seed=1, engine=engine)
+        canary = StreamingCanary(plan, _Llm(), CanaryBoard(), Recording(), seed=1, engine=engine)
         task = asyncio.create_task(canary.run())
         deadline = time.monotonic() + 15
         while len(results) < count and time.monotonic() < deadline:

@@ -47,7 +47,7 @@ from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import Outcome
 from tritonwatch.sim.server import GrpcTLS, Simulator
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire import http2
 from tritonwatch.wire.http2 import frame_bytes, grpc_unary_request
 
@@ -484,7 +484,7 @@ def test_a_tls_canary_is_sent_by_the_engine_and_succeeds(
     http_url, grpc_url = f"https://{api_proxy.base}", f"grpcs://{sim.grpc_url}"
     plan = CanaryPlan("t", "simple", "", protocol, http_url, grpc_url, 20.0, False, 5.0, 1,
                       "zero", tls=tls)  # fmt: skip
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([plan.key])
     engine = CanaryEngine()
 

@@ -20,7 +20,7 @@ from tritonwatch.probe.infer_response import (
     decode_http_infer_response,
 )
 from tritonwatch.records.observations import Outcome
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.datatypes import serialize_bytes
 
 
@@ -162,7 +162,7 @@ def test_the_engines_canary_counts_a_short_answer_after_a_good_one_as_a_bad_resp
     """Breaks if the canary's engine path reads a repeated header's short binary part as a
     success: it must record bad_response with the decoder's text."""
     plan = CanaryPlan("t", "m", "", "http", "http://127.0.0.1:1", "", 1.0, False, 1.0, 4, "zero")
-    stats = CanaryStats(wall_clock=lambda: 1_700_000_000.0)
+    stats = CanaryBoard(wall_clock=lambda: 1_700_000_000.0)
     stats.declare([plan.key])
     canary = ModelCanary(plan, client=None, stats=stats)  # type: ignore[arg-type]
     canary._outputs = ["y"]

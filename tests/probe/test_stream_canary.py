@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from stream_real_support import RecordingStreamStats
+from stream_real_support import RecordingStreamBoard
 
 from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.canary.engine import CanaryEngine
@@ -29,8 +29,8 @@ from tritonwatch.probe.grpc_stream import GrpcStreamSession, StreamBrokenError
 from tritonwatch.probe.server_errors import ServerError
 from tritonwatch.probe.stream.stream_canary import StreamingCanary
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.state.canary_series import CanaryStats
-from tritonwatch.state.stream_series import StreamStats
+from tritonwatch.state.canary_board import CanaryBoard
+from tritonwatch.state.stream_board import StreamBoard
 
 TEST_TIMEOUT_S = 30.0
 PATHS = ["loop", "engine"]
@@ -209,7 +209,7 @@ async def _openai_canary_against_a_script(root: str, path: str) -> None:
             stream=StreamConfig(max_tokens=5, prompt="say hi"),
             openai_url=f"http://127.0.0.1:{server.port}{root}", served_name="meta/llama",
         )  # fmt: skip
-        stats, streams = CanaryStats(), RecordingStreamStats()
+        stats, streams = CanaryBoard(), RecordingStreamBoard()
         stats.declare([plan.key])
         streams.declare([plan.key])
         engine = CanaryEngine() if path == "engine" else None
@@ -351,8 +351,8 @@ def test_the_runner_streams_at_once_only_for_mode_on_and_openai(closed_url: str)
         replace(base, model="on", stream=StreamConfig(mode="on")),
         replace(base, model="chat", protocol="openai", openai_url=closed_url),
     ]
-    streams = StreamStats()
-    runner = CanaryRunner(CanaryStats(), streams)
+    streams = StreamBoard()
+    runner = CanaryRunner(CanaryBoard(), streams)
     try:
         runner.start(plans)
         kinds = {key[1]: type(canary).__name__ for key, canary in runner.running().items()}
@@ -425,7 +425,7 @@ async def _stream_script(
             rate=rate, poisson=False, timeout=2.0, max_in_flight=1, data="random",
             stream=StreamConfig(max_tokens=3, prompt="hello", timeout=timeout),
         )  # fmt: skip
-        stats, streams = CanaryStats(), RecordingStreamStats()
+        stats, streams = CanaryBoard(), RecordingStreamBoard()
         stats.declare([plan.key])
         streams.declare([plan.key])
         engine = CanaryEngine() if path == "engine" else None
@@ -443,11 +443,11 @@ async def _stream_script(
             if engine is not None:
                 engine.stop()
     [series] = stats.snapshot(time.monotonic())
-    [stream_series] = streams.snapshot(time.monotonic())
+    [stream_board] = streams.snapshot(time.monotonic())
     assert len(streams.results) >= count, [r.error for r in streams.results]
     outcomes = {str(outcome): n for outcome, n in series.outcomes.items() if n}
     return Streamed(streams.results[:count], server, outcomes,
-                    stream_series.ttft.count, engine.sent if engine else 0)  # fmt: skip
+                    stream_board.ttft.count, engine.sent if engine else 0)  # fmt: skip
 
 
 def _run(answers: list[list[Part]], path: str, **options: Any) -> Streamed:

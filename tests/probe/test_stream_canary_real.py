@@ -14,14 +14,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from stream_real_support import MAX_TOKENS, MODEL, RATE, RecordingStreamStats, stream_plan
+from stream_real_support import MAX_TOKENS, MODEL, RATE, RecordingStreamBoard, stream_plan
 
 from real_triton import RealTriton
 from support import wait_until
 from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.observations import Outcome
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 pytestmark = pytest.mark.real
 
@@ -34,8 +34,8 @@ def test_the_stream_canary_times_and_counts_every_token(
     engine's thread) miscounts the tokens the model sent, loses a gap between them,
     times the first token from anywhere but the send (the model waits 20 ms before it),
     or leaves a stream out of the TTFT/ITL histograms."""
-    streams = RecordingStreamStats()
-    runner = CanaryRunner(CanaryStats(), streams)
+    streams = RecordingStreamBoard()
+    runner = CanaryRunner(CanaryBoard(), streams)
     try:
         runner.start([stream_plan(fast_stream, protocol)])
         wait_until(lambda: len(streams.results) >= 5, 30, "five streams")
@@ -64,7 +64,7 @@ def test_streaming_off_skips_a_decoupled_model_instead_of_failing_it(
     from structlog.testing import capture_logs
 
     plan = replace(stream_plan(real_triton, "http"), stream=StreamConfig(mode="off"))
-    stats, streams = CanaryStats(), RecordingStreamStats()
+    stats, streams = CanaryBoard(), RecordingStreamBoard()
     runner = CanaryRunner(stats, streams)
     with capture_logs() as logs:
         try:
@@ -99,7 +99,7 @@ def test_a_mid_stream_error_fails_the_request_but_counts_its_tokens(
 
 
 def _fails_mid_stream(server: RealTriton, protocol: str, outcome: str) -> None:
-    stats, streams = CanaryStats(), RecordingStreamStats()
+    stats, streams = CanaryBoard(), RecordingStreamBoard()
     runner = CanaryRunner(stats, streams)
     try:
         runner.start([stream_plan(server, protocol)])
@@ -130,8 +130,8 @@ def test_the_http_stream_canary_speaks_mutual_tls(real_triton: RealTriton, tmp_p
     with TlsProxy(real_triton.http_port, pki, mutual=True) as proxy:
         plan = replace(stream_plan(real_triton, "http"), http_url=f"https://{proxy.base}",
                        tls=ClientTLS(pki.ca, pki.client_cert, pki.client_key))  # fmt: skip
-        streams = RecordingStreamStats()
-        runner = CanaryRunner(CanaryStats(), streams)
+        streams = RecordingStreamBoard()
+        runner = CanaryRunner(CanaryBoard(), streams)
         try:
             runner.start([plan])
             wait_until(lambda: len(streams.results) >= 3, 30, "three streams over TLS")

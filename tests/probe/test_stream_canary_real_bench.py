@@ -18,14 +18,14 @@ import time
 from typing import Any
 
 import pytest
-from stream_real_support import MAX_TOKENS, MODEL, RATE, RecordingStreamStats, stream_plan
+from stream_real_support import MAX_TOKENS, MODEL, RATE, RecordingStreamBoard, stream_plan
 
 from real_triton import RealTriton
 from stream_reference import GrpcReference, HttpReference, Measured
 from support import wait_until
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 pytestmark = pytest.mark.bench
 
@@ -43,8 +43,8 @@ def _quantile(values: list[float], q: float) -> float:
 def _side_by_side(server: RealTriton, protocol: str, reference: Any) -> dict[str, Any]:
     """Blocks of :data:`BLOCK` canary streams, then as many reference ones, until each
     side has :data:`REQUESTS`; returns both sides' measurements."""
-    streams = RecordingStreamStats()
-    runner = CanaryRunner(CanaryStats(), streams)
+    streams = RecordingStreamBoard()
+    runner = CanaryRunner(CanaryBoard(), streams)
     measured: list[Measured] = []
     try:
         runner.start([stream_plan(server, protocol)])

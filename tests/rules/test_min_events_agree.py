@@ -16,7 +16,7 @@ from tritonwatch.commands.rules.generate import render_config_rules
 from tritonwatch.config import load_config
 from tritonwatch.records.observations import CanaryResult, Outcome
 from tritonwatch.runtime.slo_tracker import SLOTracker
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 pytestmark = pytest.mark.real
 
@@ -57,7 +57,7 @@ def _availability() -> SLOSpec:
 
 def _in_process(spec: SLOSpec, minutes: list[Minute]) -> list[set[str]]:
     """The severities whose condition holds in process after each minute (1-based)."""
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([(spec.target, spec.model, "http")])
     tracker = SLOTracker([spec])
     held = []

@@ -20,7 +20,7 @@ from tritonwatch.config import load_config, parse_config
 from tritonwatch.export.alerts import SLO_BURN, slo_burn_alert
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.records.observations import CanaryResult, Outcome
-from tritonwatch.state.canary_series import CanaryStats, latency_buckets
+from tritonwatch.state.canary_board import CanaryBoard, latency_buckets
 
 pytestmark = pytest.mark.real
 
@@ -259,7 +259,7 @@ def test_every_rule_test_file_is_there() -> None:
 @pytest.mark.parametrize("threshold", [0.05, 1.0, 0.25, 0.1, 0.3, 2.0, 0.0125, 0.075])
 def test_le_is_written_as_the_exporter_writes_it(threshold: float) -> None:
     """The rule's ``le`` must match the exported bucket character for character."""
-    stats = CanaryStats(latency_buckets([threshold]))
+    stats = CanaryBoard(latency_buckets([threshold]))
     stats.declare([("t", "m", "http")])
     stats.record(CanaryResult("t", "m", "http", 0.0, Outcome.SUCCESS, threshold))
     registry = CollectorRegistry()

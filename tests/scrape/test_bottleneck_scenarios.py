@@ -23,7 +23,7 @@ from tritonwatch.runtime.bottleneck_board import BottleneckBoard
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_scrapers import TritonScrapers, canary_totals
 from tritonwatch.sim.server import Simulator
-from tritonwatch.state.canary_series import CanaryStats, latency_buckets
+from tritonwatch.state.canary_board import CanaryBoard, latency_buckets
 
 pytestmark = pytest.mark.sim
 
@@ -97,7 +97,7 @@ def test_network_bound_from_the_real_canary() -> None:
                 "slo": {"latency": {"threshold": "50ms"}},
             }
         )
-        stats = CanaryStats(latency_buckets([0.05]))
+        stats = CanaryBoard(latency_buckets([0.05]))
         scrapers = TritonScrapers(canary_totals=canary_totals(stats))
         scrapers.apply(config)
         judged = BottleneckBoard(scrapers.states)

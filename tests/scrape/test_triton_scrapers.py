@@ -16,7 +16,7 @@ from tritonwatch.records.observations import (
 )
 from tritonwatch.records.target_state import ScrapeOutcome, TargetState
 from tritonwatch.scrape.triton_scrapers import TritonScrapers, canary_totals
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 
 class FakeScraper:
@@ -134,7 +134,7 @@ def test_triton_gpus_merge_across_targets(scrapers: TritonScrapers) -> None:
 
 def test_canary_totals_sum_protocols_per_model() -> None:
     """Canary latency totals add a model's protocols together; a quiet model gives zeros."""
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([("t", "m", "http"), ("t", "m", "grpc"), ("t", "other", "http")])
     for protocol, latency in (("http", 0.010), ("grpc", 0.030), ("http", 0.020)):
         stats.record(CanaryResult("t", "m", protocol, 1.0, Outcome.SUCCESS, latency))

@@ -37,7 +37,7 @@ from tritonwatch.probe.sweep.load_sweep import prepare_tensors
 from tritonwatch.probe.sweep.spec import grpc_load_spec, http_load_spec
 from tritonwatch.records.observations import Outcome
 from tritonwatch.records.sweep_records import SweepSettings
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 pytestmark = pytest.mark.real
 
@@ -73,7 +73,7 @@ def _canary_exchanges(
         "bytes.yaml",
     )
     (plan,) = canary_plans(config)
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([plan.key])
     exchanges: list[tuple[list[Tensor], Any]] = []
 

@@ -24,7 +24,7 @@ from tritonwatch.probe.canary.clients import client_for
 from tritonwatch.probe.canary.model_canary import ModelCanary, run_canaries
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import Outcome
-from tritonwatch.state.canary_series import SKIPPED, CanaryStats, SeriesSnapshot
+from tritonwatch.state.canary_board import SKIPPED, CanaryBoard, SeriesSnapshot
 
 pytestmark = pytest.mark.real
 WAIT_SECONDS = 30.0
@@ -35,10 +35,10 @@ FILLABLE = ("batching", "dynamic_shape", "text", "optional_input")
 
 def _run_all(
     plans: Sequence[CanaryPlan], waiting_for: Sequence[str]
-) -> tuple[dict[str, SeriesSnapshot], dict[str, RecordingClient], CanaryStats]:
+) -> tuple[dict[str, SeriesSnapshot], dict[str, RecordingClient], CanaryBoard]:
     """Runs every plan's canary together until each model in ``waiting_for`` has
     :data:`RESULTS` results."""
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare(plan.key for plan in plans)
 
     def series() -> dict[str, SeriesSnapshot]:

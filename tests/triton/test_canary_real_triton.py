@@ -46,7 +46,7 @@ from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.infer_response import decode_http_infer_response
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.records.observations import Outcome
-from tritonwatch.state.canary_series import CanaryStats, SeriesSnapshot
+from tritonwatch.state.canary_board import CanaryBoard, SeriesSnapshot
 from tritonwatch.wire.http2 import UnaryRequest
 
 pytestmark = pytest.mark.real
@@ -122,7 +122,7 @@ class Run:
 def _run(plan: CanaryPlan, results: int, *, engine: bool = False, settle: bool = False) -> Run:
     """Runs the canary (prepare, tensor format, sends) until ``results`` are recorded;
     with ``engine`` its requests go from a :class:`CanaryEngine`, as the daemon's do. ``settle``: then pauses it and waits for the answers of those sent."""
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([plan.key])
     sender = CanaryEngine() if engine else None
 
@@ -374,7 +374,7 @@ def test_the_engines_grpc_canary_reached_triton_once_per_request_and_saw_its_tim
 def test_a_missing_model_fails_on_the_engine_with_grpc_aios_error(real_triton: RealTriton) -> None:
     """Breaks if the engine's gRPC path reports Triton's refusal (a trailers-only
     NOT_FOUND) with another outcome or other words than grpc.aio does."""
-    stats = CanaryStats()
+    stats = CanaryBoard()
     plan = canary_plan(real_triton, "batching", "grpc")
     stats.declare([plan.key])
     sender = CanaryEngine()

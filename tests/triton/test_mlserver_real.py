@@ -28,7 +28,7 @@ from tritonwatch.probe.canary.clients import client_for
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.runner import CanaryRunner
-from tritonwatch.state.canary_series import CanaryStats, SeriesSnapshot
+from tritonwatch.state.canary_board import CanaryBoard, SeriesSnapshot
 
 pytestmark = pytest.mark.real
 
@@ -76,7 +76,7 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[RecordingClient]:
 
 @pytest.fixture
 def runner() -> Iterator[CanaryRunner]:
-    runner = CanaryRunner(CanaryStats())
+    runner = CanaryRunner(CanaryBoard())
     yield runner
     runner.stop()
 

@@ -5,7 +5,7 @@ over one model's window and keeps the highest-priority configuration change (one
 change at a time, so an experiment can tell what helped) and every piece of advice
 that needs no change. Pure: what stays active between evaluations, and the log line
 when a recommendation appears, changes or clears, is the wiring's
-(:class:`~tritonwatch.runtime.recommendation_book.RecommendationBook`).
+(:class:`~tritonwatch.runtime.recommendation_board.RecommendationBoard`).
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from tritonwatch.analysis.slo import SLOStatus
 from tritonwatch.common.logs import get_logger
 from tritonwatch.config.schema import Config, TargetConfig, WatchedModel
 from tritonwatch.records.target_state import ModelState, TargetState, model_gpus
-from tritonwatch.state.canary_series import SeriesSnapshot
-from tritonwatch.state.stream_series import StreamSnapshot
+from tritonwatch.state.canary_board import SeriesSnapshot
+from tritonwatch.state.stream_board import StreamSnapshot
 
 _log = get_logger("advisor")
 TTFT_KIND = "ttft"

@@ -10,7 +10,7 @@ Triton's own health answers 200 while every inference fails (a device lost after
 stuck execution): the readiness check cannot see that, the canary can. A model is *not
 serving* when its server reads ready and every canary series of it that has produced
 anything is in a run of server failures at least :data:`HOLD_SECONDS` old
-(:attr:`~tritonwatch.state.canary_series.SeriesSnapshot.failing_since`; outcomes in
+(:attr:`~tritonwatch.state.canary_board.SeriesSnapshot.failing_since`; outcomes in
 :data:`~tritonwatch.records.observations.NOT_THE_SERVERS` neither extend nor end the run).
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tritonwatch.records.observations import ReadinessObservation
-from tritonwatch.state.canary_series import LastError, SeriesSnapshot
+from tritonwatch.state.canary_board import LastError, SeriesSnapshot
 
 HOLD_SECONDS = 60.0
 """How long a server must read not ready, or a model fail every request, before it pages."""

@@ -1,6 +1,6 @@
 """Alerts: their label sets, and Prometheus' contract for when to (re)send them (docs/design.md §9).
 
-:class:`AlertBook` receives the findings that are active at each evaluation as
+:class:`AlertBoard` receives the findings that are active at each evaluation as
 :class:`AlertSpec` s (stable labels, current annotations) and answers which
 :class:`Alert` s to send now, as Prometheus' rule manager does:
 
@@ -112,7 +112,7 @@ class _Tracked:
     last_sent_at: float | None = None
 
 
-class AlertBook:
+class AlertBoard:
     """Firing and recently resolved alerts, and which of them are due to be sent.
 
     Args:

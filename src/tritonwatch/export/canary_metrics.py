@@ -16,7 +16,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from tritonwatch.records.observations import Outcome
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 QUANTILE_FAMILY = "tritonwatch_latency_quantile_seconds"
 ServerQuantiles = Callable[[], Iterable[tuple[str, dict[str, str], float]]]
@@ -62,11 +62,11 @@ def add_window_quantiles(
 
 
 class CanaryCollector(Collector):
-    """Renders :class:`CanaryStats` at scrape time (docs/design.md §8 names)."""
+    """Renders :class:`CanaryBoard` at scrape time (docs/design.md §8 names)."""
 
     def __init__(
         self,
-        stats: CanaryStats,
+        stats: CanaryBoard,
         clock: Callable[[], float] = time.monotonic,
         server_quantiles: ServerQuantiles | None = None,
     ) -> None:

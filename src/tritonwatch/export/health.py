@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from tritonwatch.export.http_server import HealthReport
 
 if TYPE_CHECKING:
-    from tritonwatch.state.canary_series import SeriesKey
-    from tritonwatch.state.schedule_health import LateJob
+    from tritonwatch.state.canary_board import SeriesKey
+    from tritonwatch.state.schedule_board import LateJob
 
 
 def health_report(
@@ -32,7 +32,7 @@ def health_report(
     engine_restarts: int = 0,
     engine_recovering: bool = False,
 ) -> HealthReport:
-    """The report for a daemon in ``run_state`` whose ledger found ``late`` jobs; ``jobs``
+    """The report for a daemon in ``run_state`` whose schedule board found ``late`` jobs; ``jobs``
     counts the targets checked, for the healthy answer; ``stalled`` are the canaries
     silent too long; ``engine_recovering``: the engine crashed within its settling time."""
     if not started:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tritonwatch.state.canary_series import SeriesKey
+from tritonwatch.state.canary_board import SeriesKey
 
 STALLED = "tritonwatch_canary_stalled"
 ENGINE_RESTARTS = "tritonwatch_canary_engine_restarts"

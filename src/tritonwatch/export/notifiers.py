@@ -2,7 +2,7 @@
 
 One notifier per configured receiver: Alertmanager (``alertmanager_url``), the direct
 webhook (``webhook_url``), or both, each with its own delivery queue of
-``alerting.queue_capacity``. The daemon's findings own them; they are rebuilt only when
+``alerting.queue_capacity``. The daemon's evaluator owns them; they are rebuilt only when
 the ``alerting`` section changes.
 """
 

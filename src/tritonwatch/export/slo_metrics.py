@@ -1,4 +1,4 @@
-"""Findings as metrics: SLO objectives, burn rates and budgets, active recommendations,
+"""Evaluator as metrics: SLO objectives, burn rates and budgets, active recommendations,
 and the health of alert delivery (docs/design.md §8).
 
 Custom collectors read the latest evaluation at scrape time, so a model removed from
@@ -24,7 +24,7 @@ class SLOCollector(Collector):
     Args:
         specs: the configured SLOs (objectives are exported even before any event).
         statuses: the latest :meth:`SLOTracker.evaluate` result.
-        recommendations: :meth:`RecommendationBook.active`.
+        recommendations: :meth:`RecommendationBoard.active`.
     """
 
     def __init__(

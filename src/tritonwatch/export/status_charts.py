@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from tritonwatch.export.latency_history import P95Point
+from tritonwatch.export.p95_history import P95Point
 
 P95_COLOUR = "#1f6feb"
 BUDGET_COLOUR = "#9a6700"

@@ -22,9 +22,9 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from tritonwatch import __version__
-from tritonwatch.export.latency_history import P95Point
+from tritonwatch.export.p95_history import P95Point
 from tritonwatch.export.status_charts import budget_bar, burn_chart, p95_sparkline, span_text
-from tritonwatch.state.canary_series import SKIPPED, LastError
+from tritonwatch.state.canary_board import SKIPPED, LastError
 
 if TYPE_CHECKING:
     from tritonwatch.analysis.advisor_records import Recommendation

@@ -18,7 +18,7 @@ from tritonwatch.analysis.experiments import Experiment
 from tritonwatch.analysis.serving import NotServing
 from tritonwatch.analysis.slo import SLOStatus
 from tritonwatch.config.schema import Config
-from tritonwatch.export.latency_history import P95Point
+from tritonwatch.export.p95_history import P95Point
 from tritonwatch.export.status_page import (
     AdviceLine,
     ClientShare,
@@ -32,8 +32,8 @@ from tritonwatch.export.sweep_report import render_svg
 from tritonwatch.records.observations import ReadinessObservation, TargetModel
 from tritonwatch.records.sweep_records import SweepResult
 from tritonwatch.records.target_state import ModelState, TargetState
-from tritonwatch.state.canary_series import SeriesKey, SeriesSnapshot
-from tritonwatch.state.stream_series import StreamSnapshot
+from tritonwatch.state.canary_board import SeriesKey, SeriesSnapshot
+from tritonwatch.state.stream_board import StreamSnapshot
 
 EXPERIMENTS_SHOWN = 5
 """The latest verdicts shown per model."""
@@ -58,7 +58,7 @@ class StatusInputs:
     p95_history: Callable[[SeriesKey], tuple[P95Point, ...]]
     healthy: bool
     streams: Sequence[StreamSnapshot] = ()
-    """The streaming canaries' TTFT/ITL series (:meth:`StreamStats.snapshot`)."""
+    """The streaming canaries' TTFT/ITL series (:meth:`StreamBoard.snapshot`)."""
     not_serving: Sequence[NotServing] = ()
     """The models of ready servers that fail every canary request (the latest evaluation)."""
 

@@ -20,7 +20,7 @@ from tritonwatch.export.canary_metrics import (
     bucket_labels,
     window_quantile_summary,
 )
-from tritonwatch.state.stream_series import MEASURES, HistogramSnapshot, StreamStats
+from tritonwatch.state.stream_board import MEASURES, HistogramSnapshot, StreamBoard
 
 TTFT_FAMILY = "tritonwatch_canary_time_to_first_token_seconds"
 ITL_FAMILY = "tritonwatch_canary_inter_token_latency_seconds"
@@ -30,9 +30,9 @@ _LABELS = ["target", "model", "protocol"]
 
 
 class StreamCollector(Collector):
-    """Renders :class:`~tritonwatch.state.stream_series.StreamStats` at scrape time."""
+    """Renders :class:`~tritonwatch.state.stream_board.StreamBoard` at scrape time."""
 
-    def __init__(self, stats: StreamStats, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, stats: StreamBoard, clock: Callable[[], float] = time.monotonic) -> None:
         self._stats = stats
         self._clock = clock
 

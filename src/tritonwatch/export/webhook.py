@@ -5,7 +5,7 @@ receiver written for Alertmanager works unchanged. Because nothing deduplicates 
 between, it does part of Alertmanager's job itself: alerts are grouped by target and
 model (as the shipped ``alertmanager.yml`` groups them), and an alert is notified when
 it starts firing, when it resolves, and again every ``repeat_interval`` (4 h, as
-Alertmanager's default) while it keeps firing — not at every re-send of the alert book.
+Alertmanager's default) while it keeps firing — not at every re-send of the alert board.
 Delivery is at least once: a failed batch is retried whole, with backoff.
 """
 

@@ -18,9 +18,8 @@ from tritonwatch.common.kserve import GRPC_SERVER_READY
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.probe.interfaces import ReadinessProbe
 from tritonwatch.records.observations import Outcome, ReadinessObservation
+from tritonwatch.wire.grpc_codes import DEADLINE_EXCEEDED, UNAVAILABLE
 from tritonwatch.wire.http2 import (
-    DEADLINE_EXCEEDED,
-    UNAVAILABLE,
     ClientSession,
     GrpcReply,
     Http2ClosedError,

@@ -35,9 +35,9 @@ from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.canary.timer_slack import tighten_timer_slack
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.stream.stream_canary import StreamingCanary
+from tritonwatch.state.canary_board import CanaryBoard, SeriesKey
 from tritonwatch.state.canary_liveness import stalled_canaries
-from tritonwatch.state.canary_series import CanaryStats, SeriesKey
-from tritonwatch.state.stream_series import StreamStats
+from tritonwatch.state.stream_board import StreamBoard
 
 _log = get_logger("canary")
 STOP_TIMEOUT_SECONDS = 2.0
@@ -68,11 +68,11 @@ class _Running:
 class CanaryRunner:
     """Runs the canaries of a set of :class:`CanaryPlan` s in a background event loop."""
 
-    def __init__(self, stats: CanaryStats, stream_stats: StreamStats | None = None) -> None:
+    def __init__(self, stats: CanaryBoard, stream_board: StreamBoard | None = None) -> None:
         self.stats = stats
-        self.stream_stats = stream_stats if stream_stats is not None else StreamStats()
+        self.stream_board = stream_board if stream_board is not None else StreamBoard()
         self._streaming: set[SeriesKey] = set()
-        """Series with a streaming canary (declared in :attr:`stream_stats`)."""
+        """Series with a streaming canary (declared in :attr:`stream_board`)."""
         self._loop = canary_timing.new_event_loop()  # sub-millisecond timers
         self._thread = threading.Thread(target=self._run_loop, name="canary", daemon=True)
         self._engine = CanaryEngine()
@@ -148,7 +148,7 @@ class CanaryRunner:
         return ModelCanary(plan, self._client(plan), self.stats, engine=self._engine)
 
     def _streaming_canary(self, plan: CanaryPlan) -> StreamingCanary:
-        return StreamingCanary(plan, self._client(plan), self.stats, self.stream_stats,
+        return StreamingCanary(plan, self._client(plan), self.stats, self.stream_board,
                                engine=self._engine)  # fmt: skip
 
     async def _serve(self, key: SeriesKey, canary: ModelCanary) -> None:
@@ -174,7 +174,7 @@ class CanaryRunner:
 
     def _declare_streams(self, keys: set[SeriesKey]) -> None:
         self._streaming = keys
-        self.stream_stats.declare(keys)
+        self.stream_board.declare(keys)
 
     def _client(self, plan: CanaryPlan) -> InferenceClient:
         """The target's client for the plan's protocol, made on first use."""

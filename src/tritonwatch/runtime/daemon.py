@@ -46,17 +46,17 @@ from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.observations import ReadinessObservation
 from tritonwatch.records.sweep_records import SweepBoard
 from tritonwatch.runtime.bottleneck_board import BottleneckBoard
-from tritonwatch.runtime.findings import Findings
+from tritonwatch.runtime.evaluator import Evaluator
 from tritonwatch.runtime.fleet import Shard, discovery_files, effective_config
 from tritonwatch.runtime.job_plan import JobKind, JobSpec, job_plan
 from tritonwatch.runtime.model_discovery import ModelDiscovery, signatures, with_discovered_models
 from tritonwatch.runtime.scheduled_sweeps import run_scheduled_sweep
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
 from tritonwatch.scrape.triton_scrapers import TritonScrapers, canary_totals
-from tritonwatch.state.canary_series import CanaryStats, SeriesKey, latency_buckets
+from tritonwatch.state.canary_board import CanaryBoard, SeriesKey, latency_buckets
 from tritonwatch.state.readiness_board import ReadinessBoard
-from tritonwatch.state.schedule_health import JobLedger
-from tritonwatch.state.stream_series import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamStats
+from tritonwatch.state.schedule_board import ScheduleBoard
+from tritonwatch.state.stream_board import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamBoard
 
 ProbeFactory = Callable[[TargetConfig, float], ReadinessProbe]
 _log = get_logger("daemon")
@@ -114,26 +114,26 @@ class Daemon:
         self._state = RunState.STOPPED
         self._probes: dict[str, tuple[TargetConfig, float, ReadinessProbe]] = {}
         self._board = ReadinessBoard()
-        self._ledger = JobLedger(clock)
+        self._schedule_board = ScheduleBoard(clock)
         self._last_reload_ok = True
         self._last_reload_success = wall_clock()
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(SelfCollector(self._self_status))
         self.registry.register(ProcessCollector(registry=None))
-        self.canary_stats = CanaryStats(_slo_buckets(config))
+        self.canary_board = CanaryBoard(_slo_buckets(config))
         self.triton = TritonScrapers(
-            canary_totals=canary_totals(self.canary_stats, clock), clock=clock
+            canary_totals=canary_totals(self.canary_board, clock), clock=clock
         )
         self.registry.register(
             CanaryCollector(
-                self.canary_stats,
+                self.canary_board,
                 clock,
                 server_quantiles=lambda: server_quantile_samples(self.triton.states()),
             )
         )
-        self.stream_stats = StreamStats(*_stream_buckets(config))
+        self.stream_board = StreamBoard(*_stream_buckets(config))
         """The streaming canaries' TTFT/ITL histograms and windows (issue 18)."""
-        self.registry.register(StreamCollector(self.stream_stats, clock))
+        self.registry.register(StreamCollector(self.stream_board, clock))
         self.judged = BottleneckBoard(self.triton.states)
         """The scraped states with their breakdowns and bottlenecks, as exported."""
         self.registry.register(TritonModelCollector(self.judged.states))
@@ -145,12 +145,12 @@ class Daemon:
                 triton=self.triton.triton_gpus,
             )
         )
-        self.findings = Findings(
-            config, canary_stats=self.canary_stats, triton=self.triton,
-            registry=self.registry, stream_stats=self.stream_stats,
+        self.evaluator = Evaluator(
+            config, canary_board=self.canary_board, triton=self.triton,
+            registry=self.registry, stream_board=self.stream_board,
             readiness=self._board.snapshot, clock=clock, wall_clock=wall_clock,
         )  # fmt: skip
-        self._canaries = CanaryRunner(self.canary_stats, self.stream_stats)
+        self._canaries = CanaryRunner(self.canary_board, self.stream_board)
         self.registry.register(
             LivenessCollector(self._stalled, lambda: self._canaries.engine_restarts)
         )
@@ -211,7 +211,7 @@ class Daemon:
             self._canaries.start([])
             self._state = RunState.STARTED
             self._apply(self._config)
-            self.findings.start(f"{self.exporter_url}/metrics")  # after _apply: SLO specs known
+            self.evaluator.start(f"{self.exporter_url}/metrics")  # after _apply: SLO specs known
             _log.info("started", targets=len(self._effective_targets))
 
     def reload(self) -> bool:
@@ -274,11 +274,11 @@ class Daemon:
             self.triton.apply(effective)
             self.judged.apply(effective)
             # The effective config for both: advice, like SLOs, covers every model watched.
-            self.findings.apply(effective, effective)
+            self.evaluator.apply(effective, effective)
             self._schedule(effective)
-            self.canary_stats.set_buckets(_slo_buckets(effective))
+            self.canary_board.set_buckets(_slo_buckets(effective))
             ttft, itl = _stream_buckets(effective)
-            self.stream_stats.set_buckets(ttft=ttft, itl=itl)
+            self.stream_board.set_buckets(ttft=ttft, itl=itl)
             self._canaries.apply(canary_plans(effective), signatures(found))
 
     def _rediscover(self) -> None:
@@ -314,7 +314,7 @@ class Daemon:
         )
         with self._lock:
             self._scheduler.remove_all_jobs()
-            self._ledger.clear()
+            self._schedule_board.clear()
             self._board.set_targets(names)
             stale = dict(self._probes)
             self._probes = {}
@@ -331,9 +331,9 @@ class Daemon:
         now, wall_now = self._clock(), datetime.now(UTC)
         for spec in plan:
             work = self._work(spec)
-            if spec.ledgered:
-                self._ledger.expect(spec.job_id, spec.interval, now + spec.first_delay)
-                work = functools.partial(self._run_ledgered, spec.job_id, work)
+            if spec.watched:
+                self._schedule_board.expect(spec.job_id, spec.interval, now + spec.first_delay)
+                work = functools.partial(self._run_watched, spec.job_id, work)
             self._scheduler.add_job(
                 work,
                 IntervalTrigger(seconds=spec.interval, timezone=UTC),
@@ -361,8 +361,8 @@ class Daemon:
             check = self._check_readiness if spec.kind is JobKind.READINESS else self._scrape
             return functools.partial(check, spec.target)
         return {
-            JobKind.EVALUATE: self.findings.evaluate,
-            JobKind.SLO_SAVE: self.findings.slo.save,
+            JobKind.EVALUATE: self.evaluator.evaluate,
+            JobKind.SLO_SAVE: self.evaluator.slo.save,
             JobKind.FILE_DISCOVERY: self._rediscover,
             JobKind.MODEL_DISCOVERY: self._refresh_models,
         }[spec.kind]
@@ -371,16 +371,16 @@ class Daemon:
         """One scrape of ``target``, then its verdicts and findings."""
         outcome = self.triton.scrape(target)
         self.judged.observe(target)
-        self.findings.observe_scrape(outcome)
+        self.evaluator.observe_scrape(outcome)
 
-    def _run_ledgered(self, job_id: str, work: Callable[[], object]) -> None:
+    def _run_watched(self, job_id: str, work: Callable[[], object]) -> None:
         """Runs a job's work and records that it ran (for /health), whatever happened."""
         try:
             work()
         except Exception:  # a job logs and runs again next time; it never dies
             _log.exception("job_failed", job=job_id)
         finally:
-            self._ledger.ran(job_id)
+            self._schedule_board.ran(job_id)
 
     def _check_readiness(self, target: str) -> None:
         with self._lock:
@@ -400,21 +400,21 @@ class Daemon:
     def status_snapshot(self) -> StatusSnapshot:
         """What the status page shows, assembled from the latest readings."""
         now = self._clock()
-        history = self.findings.p95_history
+        history = self.evaluator.p95_history
         return status_snapshot(
             StatusInputs(
                 config=self._effective,
-                canary=self.canary_stats.snapshot(now),
+                canary=self.canary_board.snapshot(now),
                 readiness=self._board.snapshot(),
                 triton=self.judged.states(),
                 sweeps=self.sweeps.snapshot(),
-                slo_statuses=self.findings.statuses(),
-                not_serving=self.findings.not_serving(),
-                advice=self.findings.recommendations.by_model(),
-                experiments=self.findings.experiments(),
+                slo_statuses=self.evaluator.statuses(),
+                not_serving=self.evaluator.not_serving(),
+                advice=self.evaluator.recommendations.by_model(),
+                experiments=self.evaluator.experiments(),
                 p95_history=lambda key: history.points(key, now),
                 healthy=self.health().healthy,
-                streams=self.stream_stats.snapshot(now),
+                streams=self.stream_board.snapshot(now),
             )
         )
 
@@ -424,7 +424,7 @@ class Daemon:
     def health(self) -> HealthReport:
         """Healthy when started and every job ran on schedule (``/health``)."""
         started = self._state == RunState.STARTED
-        late = self._ledger.late_jobs() if started else []
+        late = self._schedule_board.late_jobs() if started else []
         stalled = self._stalled() if started else {}
         return health_report(
             str(self._state), started=started, late=late, jobs=len(self._probes),
@@ -452,7 +452,7 @@ class Daemon:
             self.triton.close()
             if self._nvml is not None:
                 self._nvml.close()
-            self.findings.stop()
+            self.evaluator.stop()
             if self._server is not None:
                 self._server.stop()
             with self._lock:

@@ -2,7 +2,7 @@
 
 Every periodic piece of work is one :class:`JobSpec`: an id, what kind of work, its
 interval, when it first runs, and whether ``/health`` expects it on time (the
-"ledgered" jobs). :class:`~tritonwatch.runtime.daemon.Daemon` turns each spec into one
+"watched" jobs). :class:`~tritonwatch.runtime.daemon.Daemon` turns each spec into one
 APScheduler job; what a kind *does* is the daemon's business, when it runs is decided
 here, where a test can read the schedule without starting anything.
 
@@ -44,14 +44,14 @@ class JobKind(StrEnum):
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """One periodic job. ``target`` names the target of per-target kinds, ``sweep`` the
-    plan of a sweep. ``ledgered`` jobs are checked by ``/health``; a sweep may rightly
-    run longer than its interval and is not."""
+    plan of a sweep. ``watched`` jobs (on the schedule board) are checked by
+    ``/health``; a sweep may rightly run longer than its interval and is not."""
 
     job_id: str
     kind: JobKind
     interval: float
     first_delay: float
-    ledgered: bool = True
+    watched: bool = True
     target: str = ""
     sweep: SweepPlan | None = None
 
@@ -85,7 +85,7 @@ def job_plan(
     ]
     if config.discovery.files:
         every = config.discovery.refresh_interval
-        jobs.append(JobSpec("discovery", JobKind.FILE_DISCOVERY, every, every, ledgered=False))
+        jobs.append(JobSpec("discovery", JobKind.FILE_DISCOVERY, every, every, watched=False))
     if discovering:
         every = config.discovery.model_refresh_interval
         delay = every if models_read else 0.0
@@ -96,9 +96,7 @@ def job_plan(
     for index, plan in enumerate(plans):
         first = min(plan.interval, SWEEP_FIRST_RUN_CAP_SECONDS) * (1 + index / len(plans))
         job_id = f"sweep:{plan.target}:{plan.model}"
-        jobs.append(
-            JobSpec(job_id, JobKind.SWEEP, plan.interval, first, ledgered=False, sweep=plan)
-        )
+        jobs.append(JobSpec(job_id, JobKind.SWEEP, plan.interval, first, watched=False, sweep=plan))
     interval = config.scrape.interval
     names = [target.name for target in config.targets]
     for index, name in enumerate(names):

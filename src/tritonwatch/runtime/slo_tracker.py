@@ -8,7 +8,7 @@ Events come from two sources (docs/design.md §6):
   outcomes, total = every outcome but those in
   :data:`~tritonwatch.records.observations.NOT_THE_SERVERS` (a request our own client could not
   read says nothing about the server: ``client_error``); TTFT and ITL likewise from
-  the streaming canary's histograms (:class:`~tritonwatch.state.stream_series.StreamStats`:
+  the streaming canary's histograms (:class:`~tritonwatch.state.stream_board.StreamBoard`:
   one TTFT per successful stream, one ITL per gap between its tokens);
 * the server, for availability only, from Triton's success and failure counters
   (:class:`~tritonwatch.records.observations.ModelRates`, rate × interval), summed over the
@@ -40,9 +40,9 @@ from tritonwatch.analysis.slo import (
 from tritonwatch.common.logs import get_logger
 from tritonwatch.records.counters import counter_increase
 from tritonwatch.records.observations import NOT_THE_SERVERS, Outcome, TritonRates
-from tritonwatch.runtime.slo_store import SeriesKey, SLOEventStore
-from tritonwatch.state.canary_series import SeriesSnapshot
-from tritonwatch.state.stream_series import StreamSnapshot
+from tritonwatch.runtime.slo_event_store import SeriesKey, SLOEventStore
+from tritonwatch.state.canary_board import SeriesSnapshot
+from tritonwatch.state.stream_board import StreamSnapshot
 
 _log = get_logger("slo")
 
@@ -153,8 +153,8 @@ class SLOTracker:
         """Adds what the canary counted since the previous snapshot.
 
         Args:
-            snapshots: :meth:`CanaryStats.snapshot` output.
-            buckets: the histogram's upper bounds (:attr:`CanaryStats.buckets`).
+            snapshots: :meth:`CanaryBoard.snapshot` output.
+            buckets: the histogram's upper bounds (:attr:`CanaryBoard.buckets`).
             at: Unix time of the snapshot; the clock by default.
         """
         now = self._clock() if at is None else at
@@ -172,7 +172,7 @@ class SLOTracker:
             with self._lock:
                 previous = self._canary_totals.get((snap.target, snap.model, snap.protocol))
                 self._canary_totals[(snap.target, snap.model, snap.protocol)] = current
-            # A series seen for the first time was declared at zero by CanaryStats.
+            # A series seen for the first time was declared at zero by CanaryBoard.
             previous = previous or _CanaryTotals(0.0, 0.0, latency.empty())
             reset = current.requests < previous.requests or latency.restarted_since(
                 previous.latency
@@ -201,9 +201,9 @@ class SLOTracker:
         tokens for the TTFT SLO, gaps between tokens for the ITL SLO.
 
         Args:
-            snapshots: :meth:`StreamStats.snapshot` output.
-            ttft_buckets: the TTFT histogram's upper bounds (:attr:`StreamStats.ttft_buckets`).
-            itl_buckets: the ITL histogram's upper bounds (:attr:`StreamStats.itl_buckets`).
+            snapshots: :meth:`StreamBoard.snapshot` output.
+            ttft_buckets: the TTFT histogram's upper bounds (:attr:`StreamBoard.ttft_buckets`).
+            itl_buckets: the ITL histogram's upper bounds (:attr:`StreamBoard.itl_buckets`).
             at: Unix time of the snapshot; the clock by default.
         """
         now = self._clock() if at is None else at
@@ -221,7 +221,7 @@ class SLOTracker:
                 with self._lock:
                     previous = self._stream_totals.get(series)
                     self._stream_totals[series] = current
-                # A series seen for the first time was declared at zero by StreamStats.
+                # A series seen for the first time was declared at zero by StreamBoard.
                 previous = previous or current.empty()
                 reset = current.restarted_since(previous)
                 spec = specs.get((snap.target, snap.model, kind))

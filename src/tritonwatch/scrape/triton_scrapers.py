@@ -25,17 +25,17 @@ from tritonwatch.scrape.target_scraper import (
     CanaryTotals,
     TargetScraper,
 )
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 ScraperFactory = Callable[..., Scraper]
 _Settings = tuple[TargetConfig, float, int]
 """What a scraper was built from: a target keeps its scraper while these stay equal."""
 
 
-def canary_totals(stats: CanaryStats, clock: Callable[[], float] = time.monotonic) -> CanaryTotals:
+def canary_totals(stats: CanaryBoard, clock: Callable[[], float] = time.monotonic) -> CanaryTotals:
     """The canary's cumulative latency totals by (target, model), over every protocol.
 
-    Reads :meth:`CanaryStats.snapshot`, which also computes window quantiles: cheap for
+    Reads :meth:`CanaryBoard.snapshot`, which also computes window quantiles: cheap for
     the tens of models a daemon usually watches.
     """
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from tritonwatch.state.canary_series import SeriesKey, SeriesSnapshot
+from tritonwatch.state.canary_board import SeriesKey, SeriesSnapshot
 
 
 class WatchedCanary(Protocol):

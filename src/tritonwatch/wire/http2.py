@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from tritonwatch.wire.grpc_codes import ERROR_NAMES, GRPC_STATUS_NAMES, HTTP_TO_GRPC, UNKNOWN
 from tritonwatch.wire.http1 import HttpProtocolError
 from tritonwatch.wire.limits import DEFAULT_LIMITS, AnswerLimits, AnswerTooLargeError
 
@@ -63,20 +64,6 @@ MAX_FRAME = 16_384
 """The largest frame either side may send until told more: this client never tells
 more, and never sends more."""
 MAX_STREAM_ID = 2**31 - 1
-ERROR_NAMES = ("NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR",
-               "SETTINGS_TIMEOUT", "STREAM_CLOSED", "FRAME_SIZE_ERROR", "REFUSED_STREAM",
-               "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
-               "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED")  # fmt: skip
-"""RFC 9113 §7, by code."""
-GRPC_STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-                     "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                     "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-                     "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")  # fmt: skip
-"""gRPC status codes by number, named as ``grpc.StatusCode`` names them."""
-UNKNOWN, DEADLINE_EXCEEDED, INTERNAL, UNIMPLEMENTED, UNAVAILABLE = 2, 4, 13, 12, 14
-_HTTP_TO_GRPC = {400: INTERNAL, 401: 16, 403: 7, 404: UNIMPLEMENTED, 429: UNAVAILABLE,
-                 502: UNAVAILABLE, 503: UNAVAILABLE, 504: UNAVAILABLE}  # fmt: skip
-"""gRPC's own mapping of an HTTP status on a non-gRPC answer (doc/http-grpc-status-mapping.md)."""
 _STREAM_ID = struct.Struct(">I")
 _GRPC_PREFIX = struct.Struct(">BI")
 MAX_DECODED_BLOCKS = 16
@@ -520,7 +507,7 @@ class ClientSession:
             status = fields.get(":status", "")
             if status != "200":
                 self._stream = None
-                code = _HTTP_TO_GRPC.get(int(status) if status.isdigit() else 0, UNKNOWN)
+                code = HTTP_TO_GRPC.get(int(status) if status.isdigit() else 0, UNKNOWN)
                 return GrpcReply(code, f"Received http2 header with status: {status}", b"")
             current.headers_seen = True
             if not ended:

@@ -45,7 +45,7 @@ from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
 from tritonwatch.probe.server_errors import server_error_types
 from tritonwatch.records.observations import CanaryResult, Outcome
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.http2 import UnaryRequest
 from tritonwatch.wire.limits import LimitedRequest
 
@@ -68,7 +68,7 @@ class ModelCanary:
         self,
         plan: CanaryPlan,
         client: InferenceClient,
-        stats: CanaryStats,
+        stats: CanaryBoard,
         *,
         seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,

@@ -9,8 +9,8 @@ one, with the send replaced), but each request is a stream:
     PromptSampler → codec.encode → send → every read (ChunkedDecoder → SseParser,
     or a gRPC message) → codec.decode → StreamClock.piece → StreamClock.result
 
-and its record goes twice: to :class:`~tritonwatch.state.stream_series.StreamStats` (TTFT,
-gaps, tokens) and, as a plain request, to :class:`~tritonwatch.state.canary_series.CanaryStats`,
+and its record goes twice: to :class:`~tritonwatch.state.stream_board.StreamBoard` (TTFT,
+gaps, tokens) and, as a plain request, to :class:`~tritonwatch.state.canary_board.CanaryBoard`,
 so request counters, the availability SLO and the breaker count it as any other.
 
 Timing follows the plain canary: the origin is ``max(intended, woke)``, the deadline
@@ -69,8 +69,8 @@ from tritonwatch.probe.stream_request import (
 )
 from tritonwatch.probe.stream_timing import StreamClock
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.state.canary_series import CanaryStats
-from tritonwatch.state.stream_series import StreamStats
+from tritonwatch.state.canary_board import CanaryBoard
+from tritonwatch.state.stream_board import StreamBoard
 from tritonwatch.wire.sse import SseParser
 
 _log = get_logger("canary")
@@ -309,15 +309,15 @@ class StreamingCanary(ModelCanary):
         self,
         plan: CanaryPlan,
         client: InferenceClient,
-        stats: CanaryStats,
-        stream_stats: StreamStats,
+        stats: CanaryBoard,
+        stream_board: StreamBoard,
         *,
         seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         engine: CanaryEngine | None = None,
     ) -> None:
         super().__init__(plan, client, stats, seed=seed, clock=clock, engine=engine)
-        self._stream_stats = stream_stats
+        self._stream_board = stream_board
         self._sampler = prompt_sampler(self._random.getrandbits(32), plan.stream)
         self._transport: StreamTransport | None = None
 
@@ -452,7 +452,7 @@ class StreamingCanary(ModelCanary):
         if failure is None and result.outcome != Outcome.SUCCESS:
             entry = Failure(result.outcome, result.error, None)  # in-band error, no output
         self.account(result.outcome, entry)
-        self._stream_stats.record(result)
+        self._stream_board.record(result)
         self._stats.record(_as_request(result, plan.stream.timeout).as_canary_result())
 
 

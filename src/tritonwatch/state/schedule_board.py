@@ -2,7 +2,7 @@
 
 A daemon whose HTTP server answers but whose jobs stopped running (a wedged
 executor, a deadlocked probe) is not healthy; Kubernetes should restart it. Each
-job reports completion here; :meth:`JobLedger.late_jobs` is a pure reading of
+job reports completion here; :meth:`ScheduleBoard.late_jobs` is a pure reading of
 those reports against the clock.
 """
 
@@ -31,7 +31,7 @@ class _Expectation:
     """When the job last completed, or its first due time if it never has."""
 
 
-class JobLedger:
+class ScheduleBoard:
     """Thread-safe record of when each scheduled job last completed."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:

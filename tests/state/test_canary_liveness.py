@@ -9,31 +9,31 @@ from tritonwatch.probe.canary.breaker import BREAKER_PROBE_SECONDS
 from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import CanaryResult, Outcome
+from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.state.canary_liveness import stalled_canaries
-from tritonwatch.state.canary_series import CanaryStats
 
 KEY = ("t", "m", "http")
 PLAN = CanaryPlan("t", "m", "", "http", "http://127.0.0.1:9", "", 1.0, False, 5.0, 1, "zero")
 
 
-def _record(stats: CanaryStats, outcome: Outcome, at: float) -> None:
+def _record(stats: CanaryBoard, outcome: Outcome, at: float) -> None:
     stats.record(CanaryResult("t", "m", "http", at, outcome, 0.01, "boom"))
 
 
-def _snapshot(stats: CanaryStats, now: float = 100.0):  # type: ignore[no-untyped-def]
+def _snapshot(stats: CanaryBoard, now: float = 100.0):  # type: ignore[no-untyped-def]
     (only,) = stats.snapshot(now)
     return only
 
 
 def test_a_new_series_has_no_outcome_and_no_failing_run() -> None:
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([KEY])
     snap = _snapshot(stats)
     assert (snap.last_outcome_at, snap.failing_since, snap.failures_in_row) == (None, None, 0)
 
 
 def test_failures_start_a_run_that_a_success_ends() -> None:
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([KEY])
     _record(stats, Outcome.HTTP_ERROR, 10.0)
     _record(stats, Outcome.TIMEOUT, 11.0)
@@ -46,13 +46,13 @@ def test_failures_start_a_run_that_a_success_ends() -> None:
 
 
 def test_our_own_errors_neither_extend_nor_end_a_failing_run() -> None:
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([KEY])
     _record(stats, Outcome.HTTP_ERROR, 10.0)
     _record(stats, Outcome.CLIENT_ERROR, 11.0)
     snap = _snapshot(stats)
     assert (snap.last_outcome_at, snap.failing_since, snap.failures_in_row) == (11.0, 10.0, 1)
-    stats2 = CanaryStats()
+    stats2 = CanaryBoard()
     stats2.declare([KEY])
     _record(stats2, Outcome.CLIENT_ERROR, 5.0)
     snap = _snapshot(stats2)
@@ -73,7 +73,7 @@ class _Canary:
 
 
 def _verdict(canary: _Canary, last_outcome: float | None, now: float) -> bool:
-    stats = CanaryStats()
+    stats = CanaryBoard()
     stats.declare([KEY])
     if last_outcome is not None:
         _record(stats, Outcome.SUCCESS, last_outcome)
@@ -106,7 +106,7 @@ def test_canaries_not_sending_yet_or_paused_are_not_judged() -> None:
 def test_an_open_breaker_allows_three_probe_periods_of_silence() -> None:
     """Breaks if a canary held back by its circuit breaker (one probe per 10 s) reads as
     stalled between probes."""
-    canary = ModelCanary(PLAN, object(), CanaryStats())  # type: ignore[arg-type]
+    canary = ModelCanary(PLAN, object(), CanaryBoard())  # type: ignore[arg-type]
     assert canary.silence_allowed() == 3 * (1.0 / PLAN.rate) + PLAN.timeout
     canary._breaker._open_until = 0.0
     assert canary.silence_allowed() == 3 * BREAKER_PROBE_SECONDS + PLAN.timeout

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tritonwatch.analysis.slo import SliSource, SLOKind
-from tritonwatch.runtime.slo_store import (
+from tritonwatch.runtime.slo_event_store import (
     FINE_BUCKETS,
     BucketRing,
     SeriesKey,

@@ -12,10 +12,10 @@ from alerting_support import WebhookReceiver
 from tritonwatch.config import parse_config
 from tritonwatch.export.alerts import active_alerts
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.runtime.findings import Findings
+from tritonwatch.runtime.evaluator import Evaluator
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
-from tritonwatch.state.canary_series import CanaryStats, latency_buckets
-from tritonwatch.state.stream_series import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamStats
+from tritonwatch.state.canary_board import CanaryBoard, latency_buckets
+from tritonwatch.state.stream_board import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamBoard
 
 CONFIG = """
 alerting: {{webhook_url: "{url}"}}
@@ -35,10 +35,10 @@ def receiver() -> Iterator[WebhookReceiver]:
     webhook.close()
 
 
-def _findings(receiver: WebhookReceiver, first_tokens: tuple[float, ...]) -> Findings:
-    """Findings over a StreamStats that timed one stream per first token, 20 ms gaps."""
+def _evaluator(receiver: WebhookReceiver, first_tokens: tuple[float, ...]) -> Evaluator:
+    """Evaluator over a StreamBoard that timed one stream per first token, 20 ms gaps."""
     config = parse_config(CONFIG.format(url=receiver.url), "stream.yaml")
-    streams = StreamStats(
+    streams = StreamBoard(
         latency_buckets([0.4], TTFT_DEFAULT_BUCKETS), latency_buckets([0.05], ITL_DEFAULT_BUCKETS)
     )
     streams.declare([("llm", "gen", "http")])
@@ -48,22 +48,22 @@ def _findings(receiver: WebhookReceiver, first_tokens: tuple[float, ...]) -> Fin
         streams.record(
             StreamResult("llm", "gen", "http", at, Outcome.SUCCESS, ttft, gaps, 4, 1.0, None)
         )
-    return Findings(
+    return Evaluator(
         config,
-        canary_stats=CanaryStats(),
+        canary_board=CanaryBoard(),
         triton=TritonScrapers(),
         registry=CollectorRegistry(),
-        stream_stats=streams,
+        stream_board=streams,
         clock=lambda: 100.0,
         wall_clock=lambda: WALL,
     )
 
 
-def _firing(findings: Findings) -> dict[str, str | None]:
+def _firing(evaluator: Evaluator) -> dict[str, str | None]:
     """Each SLO with events and the severity of its firing burn condition, if any."""
     return {
         str(s.spec.kind): None if s.firing is None else str(s.firing.severity)
-        for s in findings.statuses()
+        for s in evaluator.statuses()
     }
 
 
@@ -72,14 +72,14 @@ def test_slow_first_tokens_send_a_ttft_page_with_the_rules_labels(
 ) -> None:
     """Breaks if evaluate() does not feed the stream histograms to the SLOs, or the TTFT
     burn alert lacks the labels of the generated rule or says a bare "ttft"."""
-    findings = _findings(receiver, (0.6,) * 18 + (0.1,) * 2)  # 90 % slow: 18× the budget
-    findings.start("http://127.0.0.1:9100/")
+    evaluator = _evaluator(receiver, (0.6,) * 18 + (0.1,) * 2)  # 90 % slow: 18× the budget
+    evaluator.start("http://127.0.0.1:9100/")
     try:
-        findings.evaluate()
-        assert _firing(findings) == {"ttft": "page", "itl": None}
+        evaluator.evaluate()
+        assert _firing(evaluator) == {"ttft": "page", "itl": None}
         alert = receiver.wait_for("the TTFT burn alert", lambda a: True)
     finally:
-        findings.stop()
+        evaluator.stop()
     assert alert["labels"] == {
         "alertname": "TritonSLOBurn",
         "severity": "page",
@@ -97,7 +97,7 @@ def test_slow_first_tokens_send_a_ttft_page_with_the_rules_labels(
 
 def test_fast_first_tokens_raise_no_alert(receiver: WebhookReceiver) -> None:
     """Breaks if streams well inside both budgets make the TTFT or ITL SLO fire."""
-    findings = _findings(receiver, (0.1,) * 20)
-    findings.evaluate()
-    assert _firing(findings) == {"ttft": None, "itl": None}
-    assert active_alerts(findings.statuses(), findings.recommendations.active()) == []
+    evaluator = _evaluator(receiver, (0.1,) * 20)
+    evaluator.evaluate()
+    assert _firing(evaluator) == {"ttft": None, "itl": None}
+    assert active_alerts(evaluator.statuses(), evaluator.recommendations.active()) == []

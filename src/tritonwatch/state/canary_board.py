@@ -78,7 +78,7 @@ class LastError:
     wall_time: float
     """Unix seconds when it was recorded, for display next to log timestamps."""
     age_seconds: float = 0.0
-    """How long before the snapshot it happened (set by :meth:`CanaryStats.snapshot`)."""
+    """How long before the snapshot it happened (set by :meth:`CanaryBoard.snapshot`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +142,7 @@ class _Series:
         self.failures_in_row += 1
 
 
-class CanaryStats:
+class CanaryBoard:
     """Thread-safe accumulation of :class:`CanaryResult` s."""
 
     def __init__(

@@ -1,10 +1,10 @@
 """What the streaming canary measured, per (target, model, protocol): time to first token,
 inter-token gaps and output tokens, ready for export and the TTFT/ITL SLOs.
 
-The twin of :mod:`tritonwatch.state.canary_series` (same locking, bucket and window helpers):
+The twin of :mod:`tritonwatch.state.canary_board` (same locking, bucket and window helpers):
 written from the canary's thread, read at scrape time from the exporter's threads, every
 access under one lock, readers get immutable snapshots. A stream's request outcome and
-whole-stream latency go to :class:`~tritonwatch.state.canary_series.CanaryStats` through
+whole-stream latency go to :class:`~tritonwatch.state.canary_board.CanaryBoard` through
 :meth:`~tritonwatch.records.observations.StreamResult.as_canary_result`; only what is new for
 streams lives here.
 
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.state.canary_series import (
+from tritonwatch.state.canary_board import (
     DEFAULT_BUCKETS,
     QUANTILE_WINDOWS,
     SeriesKey,
@@ -135,7 +135,7 @@ class _Series:
         return rates
 
 
-class StreamStats:
+class StreamBoard:
     """Thread-safe accumulation of :class:`~tritonwatch.records.observations.StreamResult` s."""
 
     def __init__(
@@ -158,7 +158,7 @@ class StreamStats:
 
     def set_buckets(self, *, ttft: Sequence[float], itl: Sequence[float]) -> None:
         """Changes the histogram layouts (config reload); counts restart, as a new bucket
-        set is a new histogram for Prometheus anyway (as :meth:`CanaryStats.set_buckets`)."""
+        set is a new histogram for Prometheus anyway (as :meth:`CanaryBoard.set_buckets`)."""
         with self._lock:
             if (tuple(ttft), tuple(itl)) != (self._ttft_buckets, self._itl_buckets):
                 self._ttft_buckets, self._itl_buckets = tuple(ttft), tuple(itl)

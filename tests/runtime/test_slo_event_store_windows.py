@@ -8,7 +8,7 @@ import random
 import pytest
 
 from tritonwatch.analysis.slo import EventCounts
-from tritonwatch.runtime.slo_store import BucketRing
+from tritonwatch.runtime.slo_event_store import BucketRing
 
 MINUTE = 60.0
 BASE = 28_000_000 * MINUTE

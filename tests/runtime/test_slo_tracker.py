@@ -16,9 +16,9 @@ from tritonwatch.records.observations import (
     Outcome,
     TritonRates,
 )
-from tritonwatch.runtime.slo_store import SeriesKey
+from tritonwatch.runtime.slo_event_store import SeriesKey
 from tritonwatch.runtime.slo_tracker import SLOTracker
-from tritonwatch.state.canary_series import CanaryStats, latency_buckets
+from tritonwatch.state.canary_board import CanaryBoard, latency_buckets
 
 NOW = 1_700_000_000.0
 LATENCY = SLOSpec("t", "m", SLOKind.LATENCY, 0.95, 28 * 86400.0, 0.05)
@@ -28,14 +28,14 @@ CANARY_LATENCY = SeriesKey("t", "m", SLOKind.LATENCY, SliSource.CANARY)
 SERVER_AVAILABILITY = SeriesKey("t", "m", SLOKind.AVAILABILITY, SliSource.SERVER)
 
 
-def _stats(*results: tuple[Outcome, float | None]) -> CanaryStats:
-    stats = CanaryStats(latency_buckets([0.05]))
+def _stats(*results: tuple[Outcome, float | None]) -> CanaryBoard:
+    stats = CanaryBoard(latency_buckets([0.05]))
     stats.declare([("t", "m", "http")])
     _record(stats, *results)
     return stats
 
 
-def _record(stats: CanaryStats, *results: tuple[Outcome, float | None]) -> None:
+def _record(stats: CanaryBoard, *results: tuple[Outcome, float | None]) -> None:
     for outcome, latency in results:
         stats.record(CanaryResult("t", "m", "http", 1.0, outcome, latency))
 
@@ -88,7 +88,7 @@ def test_counters_that_restart_are_counted_from_zero() -> None:
 
 def test_a_threshold_without_its_bucket_is_reported_once() -> None:
     """A latency threshold with no bucket of its own is not guessed at, and is warned of once."""
-    stats = CanaryStats((0.1, 1.0))
+    stats = CanaryBoard((0.1, 1.0))
     stats.declare([("t", "m", "http")])
     _record(stats, (Outcome.SUCCESS, 0.01))
     tracker = SLOTracker([LATENCY, AVAILABILITY])

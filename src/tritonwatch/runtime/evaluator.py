@@ -1,7 +1,7 @@
 """Judgement in the daemon: SLO burn, recommendations, experiments, and their alerts.
 
-The daemon's jobs feed observations in (:meth:`Findings.observe_scrape`), and every
-``alerting.evaluation_interval`` :meth:`Findings.evaluate` turns them into findings:
+The daemon's jobs feed observations in (:meth:`Evaluator.observe_scrape`), and every
+``alerting.evaluation_interval`` :meth:`Evaluator.evaluate` turns them into findings:
 burn rates per SLO, the advisor's recommendations per model, verdicts of experiments
 opened by config changes, and the alerts all of these raise. It owns the notifiers.
 
@@ -32,7 +32,7 @@ from tritonwatch.analysis.slo import SLOStatus, slo_specs
 from tritonwatch.common.logs import get_logger
 from tritonwatch.config.schema import Config
 from tritonwatch.export.alerts import (
-    AlertBook,
+    AlertBoard,
     AlertSpec,
     active_alerts,
     not_serving_alert,
@@ -43,8 +43,8 @@ from tritonwatch.export.experiment_metrics import (
     ExperimentCollector,
     experiment_alert,
 )
-from tritonwatch.export.latency_history import P95History
 from tritonwatch.export.notifiers import notifiers_for
+from tritonwatch.export.p95_history import P95History
 from tritonwatch.export.slo_metrics import AlertDeliveryCollector, SLOCollector
 from tritonwatch.records.observations import (
     ModelConfigChange,
@@ -53,13 +53,13 @@ from tritonwatch.records.observations import (
     TargetModel,
 )
 from tritonwatch.records.target_state import ScrapeOutcome
-from tritonwatch.runtime.recommendation_book import RecommendationBook
+from tritonwatch.runtime.recommendation_board import RecommendationBoard
 from tritonwatch.runtime.slo_tracker import SLOTracker
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
-from tritonwatch.state.canary_series import CanaryStats, SeriesSnapshot
-from tritonwatch.state.stream_series import StreamSnapshot, StreamStats
+from tritonwatch.state.canary_board import CanaryBoard, SeriesSnapshot
+from tritonwatch.state.stream_board import StreamBoard, StreamSnapshot
 
-_log = get_logger("findings")
+_log = get_logger("evaluator")
 SLO_STATE_FILE = "slo-events.json"
 EXPERIMENT_HISTORY = 50
 
@@ -68,17 +68,18 @@ def _thresholds(config: Config) -> AdvisorThresholds:
     return AdvisorThresholds(**config.advisor.model_dump(exclude={"window", "experiment_window"}))
 
 
-class Findings:
-    """Owns the SLO tracker, the advisor's book, experiments, alert book and notifiers."""
+class Evaluator:
+    """Evaluates the SLOs, the advice, experiments and alerts every evaluation interval,
+    and owns the notifiers that send them."""
 
     def __init__(
         self,
         config: Config,
         *,
-        canary_stats: CanaryStats,
+        canary_board: CanaryBoard,
         triton: TritonScrapers,
         registry: CollectorRegistry,
-        stream_stats: StreamStats | None = None,
+        stream_board: StreamBoard | None = None,
         readiness: Callable[[], Mapping[str, ReadinessObservation]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -88,8 +89,8 @@ class Findings:
         """The readiness board's latest observation per target (its clock is ``clock``)."""
         self._down_since: dict[str, float] = {}
         self._not_serving: list[NotServing] = []
-        self._canary = canary_stats
-        self._stream = stream_stats
+        self._canary = canary_board
+        self._stream = stream_board
         """The streaming canaries' TTFT/ITL histograms, for the TTFT and ITL SLOs."""
         self._llm_windows = LlmWindows()
         self._kv_pressure = KvPressureLog()
@@ -98,13 +99,13 @@ class Findings:
         self._lock = threading.RLock()
         state = None if config.state.dir is None else config.state.dir / SLO_STATE_FILE
         self.slo = SLOTracker(slo_specs(config), state_file=state, clock=wall_clock)
-        self.recommendations = RecommendationBook()
+        self.recommendations = RecommendationBoard()
         self.p95_history = P95History()
         """The canary p95 at each evaluation, for the status page's sparkline."""
         self._statuses: list[SLOStatus] = []
         self._windows: dict[TargetModel, deque[tuple[float, ModelRates]]] = {}
         self._experiments: deque[Experiment] = deque(maxlen=EXPERIMENT_HISTORY)
-        self._alerts = AlertBook(
+        self._alerts = AlertBoard(
             evaluation_interval=config.alerting.evaluation_interval,
             resend_interval=config.alerting.resend_interval,
             clock=wall_clock,

@@ -1,6 +1,6 @@
 """The last hour of each canary's p95, for the status page's sparkline.
 
-The canary keeps raw latencies for 5 minutes only (:mod:`tritonwatch.state.canary_series`);
+The canary keeps raw latencies for 5 minutes only (:mod:`tritonwatch.state.canary_board`);
 this keeps one *point* per evaluation instead: the p95 of the canary's 5-minute window
 (the number the page prints and the advisor judges), so the sparkline's last point is the
 p95 shown next to it. Memory is bounded by :data:`CAPACITY` points per series, two
@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tritonwatch.state.canary_series import SeriesKey, SeriesSnapshot
+from tritonwatch.state.canary_board import SeriesKey, SeriesSnapshot
 
 CAPACITY = 120
 HORIZON_SECONDS = 3600.0

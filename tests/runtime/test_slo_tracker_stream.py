@@ -6,10 +6,10 @@ from structlog.testing import capture_logs
 
 from tritonwatch.analysis.slo import BURN_POLICY, SliSource, SLOKind, SLOSpec
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.runtime.slo_store import SeriesKey
+from tritonwatch.runtime.slo_event_store import SeriesKey
 from tritonwatch.runtime.slo_tracker import SLOTracker
-from tritonwatch.state.canary_series import latency_buckets
-from tritonwatch.state.stream_series import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamStats
+from tritonwatch.state.canary_board import latency_buckets
+from tritonwatch.state.stream_board import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamBoard
 
 NOW = 1_700_000_000.0
 PERIOD = 28 * 86400.0
@@ -19,8 +19,8 @@ TTFT_KEY = SeriesKey("t", "m", SLOKind.TTFT, SliSource.CANARY)
 ITL_KEY = SeriesKey("t", "m", SLOKind.ITL, SliSource.CANARY)
 
 
-def _stats(ttft: float = 0.5, itl: float = 0.05) -> StreamStats:
-    stats = StreamStats(
+def _stats(ttft: float = 0.5, itl: float = 0.05) -> StreamBoard:
+    stats = StreamBoard(
         latency_buckets([ttft], TTFT_DEFAULT_BUCKETS), latency_buckets([itl], ITL_DEFAULT_BUCKETS)
     )
     stats.declare([("t", "m", "http")])
@@ -31,7 +31,7 @@ def _stream(ttft: float | None, *gaps: float, outcome: Outcome = Outcome.SUCCESS
     return StreamResult("t", "m", "http", 1.0, outcome, ttft, gaps, len(gaps) + 1, 1.0, None)
 
 
-def _observe(tracker: SLOTracker, stats: StreamStats, at: float = NOW) -> None:
+def _observe(tracker: SLOTracker, stats: StreamBoard, at: float = NOW) -> None:
     tracker.observe_stream(stats.snapshot(1.0), stats.ttft_buckets, stats.itl_buckets, at=at)
 
 
@@ -116,7 +116,7 @@ def test_a_reload_that_moves_the_threshold_restarts_the_count() -> None:
 
 def test_a_ttft_threshold_without_its_bucket_is_reported_once_and_not_guessed() -> None:
     """Breaks if a TTFT threshold missing from the buckets is interpolated or logged each time."""
-    stats = StreamStats((0.1, 1.0), (0.01, 0.05))
+    stats = StreamBoard((0.1, 1.0), (0.01, 0.05))
     stats.declare([("t", "m", "http")])
     stats.record(_stream(0.2, 0.01))
     tracker = SLOTracker([TTFT, ITL])

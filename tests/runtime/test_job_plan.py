@@ -46,7 +46,7 @@ def test_targets_are_spread_over_the_interval_with_bounded_jitter() -> None:
             name,
             20,
         )
-        assert (scrape.kind, scrape.target, scrape.ledgered) == (JobKind.SCRAPE, name, True)
+        assert (scrape.kind, scrape.target, scrape.watched) == (JobKind.SCRAPE, name, True)
         assert readiness.misfire_grace == 20
 
 
@@ -55,7 +55,7 @@ def test_the_always_on_jobs_and_nothing_unasked() -> None:
     plan = by_id(job_plan(config(), discovering=False, models_read=True, nvml=False,
                           jitter=lambda bound: 0.0))  # fmt: skip
     others = {k: v for k, v in plan.items() if not k.startswith(("readiness:", "scrape:"))}
-    assert {k: (v.kind, v.interval, v.first_delay, v.ledgered) for k, v in others.items()} == {
+    assert {k: (v.kind, v.interval, v.first_delay, v.watched) for k, v in others.items()} == {
         "evaluate": (JobKind.EVALUATE, 30.0, 30.0, True),
         "slo_save": (JobKind.SLO_SAVE, 60.0, 60.0, True),
     }
@@ -70,13 +70,13 @@ def test_discovery_nvml_and_sweeps_when_asked() -> None:
     fresh = by_id(job_plan(sweeping, discovering=True, models_read=False, nvml=True,
                            jitter=lambda bound: 0.0))  # fmt: skip
     assert (fresh["discovery"].interval, fresh["discovery"].first_delay) == (45.0, 45.0)
-    assert not fresh["discovery"].ledgered
+    assert not fresh["discovery"].watched
     assert fresh["model_discovery"].first_delay == 0.0  # a target not read yet: now
     assert (fresh["nvml"].kind, fresh["nvml"].first_delay) == (JobKind.NVML, 0.0)
     sweeps = [spec for spec in fresh.values() if spec.kind is JobKind.SWEEP]
     assert [spec.job_id for spec in sweeps] == [f"sweep:{name}:m" for name in "abcd"]
     assert [spec.first_delay for spec in sweeps] == [60.0, 75.0, 90.0, 105.0]
-    assert all(not s.ledgered and s.misfire_grace is None and s.sweep for s in sweeps)
+    assert all(not s.watched and s.misfire_grace is None and s.sweep for s in sweeps)
     read = by_id(job_plan(sweeping, discovering=True, models_read=True, nvml=True,
                           jitter=lambda bound: 0.0))  # fmt: skip
     assert read["model_discovery"].first_delay == 60.0  # the default model_refresh_interval

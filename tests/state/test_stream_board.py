@@ -1,13 +1,13 @@
-"""StreamStats: TTFT and ITL histograms, output tokens and window quantiles per series."""
+"""StreamBoard: TTFT and ITL histograms, output tokens and window quantiles per series."""
 
 from __future__ import annotations
 
 import pytest
 
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.state import stream_series
-from tritonwatch.state.canary_series import DEFAULT_BUCKETS, latency_buckets
-from tritonwatch.state.stream_series import ITL_DEFAULT_BUCKETS, StreamSnapshot, StreamStats
+from tritonwatch.state import stream_board
+from tritonwatch.state.canary_board import DEFAULT_BUCKETS, latency_buckets
+from tritonwatch.state.stream_board import ITL_DEFAULT_BUCKETS, StreamBoard, StreamSnapshot
 
 KEY = ("t", "m", "http")
 
@@ -25,14 +25,14 @@ def stream(
     return StreamResult(*key, at, outcome, ttft, gaps, count, 1.0, None)
 
 
-def only(stats: StreamStats, now: float) -> StreamSnapshot:
+def only(stats: StreamBoard, now: float) -> StreamSnapshot:
     (snapshot,) = stats.snapshot(now)
     return snapshot
 
 
 def test_histograms_count_each_first_token_and_each_gap_in_its_bucket() -> None:
     """TTFT has one observation per stream, ITL one per gap, le inclusive, sums exact."""
-    stats = StreamStats(ttft_buckets=(0.1, 0.5), itl_buckets=(0.01, 0.05))
+    stats = StreamBoard(ttft_buckets=(0.1, 0.5), itl_buckets=(0.01, 0.05))
     stats.declare([KEY])
     stats.record(stream(1.0, 0.1, (0.01, 0.02, 0.25), tokens=4))
     stats.record(stream(2.0, 0.75, (0.05,), tokens=2))
@@ -48,7 +48,7 @@ def test_histograms_count_each_first_token_and_each_gap_in_its_bucket() -> None:
 
 def test_failed_streams_count_their_tokens_but_feed_no_histogram() -> None:
     """Only successful streams are timed; tokens a failing stream got still count."""
-    stats = StreamStats()
+    stats = StreamBoard()
     stats.declare([KEY])
     stats.record(stream(1.0, 0.2, (0.01,), tokens=3, outcome=Outcome.HTTP_ERROR))
     stats.record(stream(1.0, None, (), tokens=0, outcome=Outcome.TIMEOUT))
@@ -63,7 +63,7 @@ def test_failed_streams_count_their_tokens_but_feed_no_histogram() -> None:
 
 def test_window_quantiles_per_measure_and_window() -> None:
     """1m holds the last minute only, 5m everything since; nearest-rank values."""
-    stats = StreamStats()
+    stats = StreamBoard()
     stats.declare([KEY])
     stats.record(stream(100.0, 0.9, (0.09,)))  # 250 s before now: 5m only
     for i in range(1, 11):
@@ -78,7 +78,7 @@ def test_window_quantiles_per_measure_and_window() -> None:
 
 def test_samples_older_than_five_minutes_leave_the_windows_not_the_histograms() -> None:
     """The window deques are pruned by age; the cumulative histograms never are."""
-    stats = StreamStats()
+    stats = StreamBoard()
     stats.declare([KEY])
     stats.record(stream(0.0, 0.5, (0.5,)))
     stats.record(stream(400.0, 0.25, (0.25,)))
@@ -91,8 +91,8 @@ def test_samples_older_than_five_minutes_leave_the_windows_not_the_histograms() 
 
 def test_the_gap_window_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long stream cannot grow the gap deque beyond its cap; the histogram counts all."""
-    monkeypatch.setattr(stream_series, "GAP_WINDOW_CAP", 3)
-    stats = StreamStats()
+    monkeypatch.setattr(stream_board, "GAP_WINDOW_CAP", 3)
+    stats = StreamBoard()
     stats.declare([KEY])
     stats.record(stream(1.0, 0.1, (0.5, 0.5, 0.001, 0.002, 0.003)))
     snap = only(stats, 1.0)
@@ -102,7 +102,7 @@ def test_the_gap_window_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_new_buckets_restart_the_series_and_the_same_ones_keep_it() -> None:
     """A reload with new SLO thresholds is a new histogram; an unchanged one keeps counts."""
-    stats = StreamStats()
+    stats = StreamBoard()
     stats.declare([KEY])
     stats.record(stream(1.0, 0.1, (0.01,)))
     stats.set_buckets(ttft=stats.ttft_buckets, itl=stats.itl_buckets)
@@ -124,7 +124,7 @@ def test_new_buckets_restart_the_series_and_the_same_ones_keep_it() -> None:
 def test_declare_keeps_only_the_configured_series() -> None:
     """Removed canaries disappear; a late result of one is dropped, new ones start at zero."""
     other = ("t", "m2", "grpc")
-    stats = StreamStats()
+    stats = StreamBoard()
     stats.declare([KEY, other])
     stats.record(stream(1.0, 0.1, (), key=other))
     stats.declare([KEY])
@@ -137,7 +137,7 @@ def test_declare_keeps_only_the_configured_series() -> None:
 def test_token_rate_covers_the_window_or_the_time_since_the_first_stream() -> None:
     """Breaks if output tokens/s divides by the whole window for a series younger than
     it, forgets failed streams' tokens, or keeps streams that ended before the window."""
-    stats = StreamStats()
+    stats = StreamBoard()
     stats.declare([KEY])
     assert only(stats, 5.0).output_tokens_per_second == {}
     stats.record(stream(10.0, 0.1, (0.01,) * 3, tokens=4))  # sent at 9.0 (total 1 s)

@@ -1,4 +1,4 @@
-"""Findings raises TritonServerDown and TritonModelNotServing from the readiness board
+"""Evaluator raises TritonServerDown and TritonModelNotServing from the readiness board
 and the canary's series, on a stepped clock."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from prometheus_client import CollectorRegistry
 
 from tritonwatch.config import parse_config
 from tritonwatch.records.observations import CanaryResult, Outcome, ReadinessObservation
-from tritonwatch.runtime.findings import Findings
+from tritonwatch.runtime.evaluator import Evaluator
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
-from tritonwatch.state.canary_series import CanaryStats
+from tritonwatch.state.canary_board import CanaryBoard
 
 CONFIG = """
 targets:
@@ -22,16 +22,16 @@ DEVICE_LOST = "[500] device lost after load"
 
 
 class Bench:
-    """Findings over a CanaryStats and a readiness board the test writes, one clock."""
+    """Evaluator over a CanaryBoard and a readiness board the test writes, one clock."""
 
     def __init__(self) -> None:
         self.now = 0.0
         self.readiness: dict[str, ReadinessObservation] = {}
-        self.stats = CanaryStats(wall_clock=lambda: WALL + self.now)
+        self.stats = CanaryBoard(wall_clock=lambda: WALL + self.now)
         self.stats.declare([("t", "m", "http")])
-        self.findings = Findings(
+        self.evaluator = Evaluator(
             parse_config(CONFIG, "serving.yaml"),
-            canary_stats=self.stats,
+            canary_board=self.stats,
             triton=TritonScrapers(),
             registry=CollectorRegistry(),
             readiness=lambda: dict(self.readiness),
@@ -53,8 +53,8 @@ class Bench:
     def firing_at(self, now: float) -> dict[str, dict[str, str]]:
         """Alert name → annotations of what fires after an evaluation at ``now``."""
         self.now = now
-        self.findings.evaluate()
-        return {a.labels["alertname"]: dict(a.annotations) for a in self.findings.firing()}
+        self.evaluator.evaluate()
+        return {a.labels["alertname"]: dict(a.annotations) for a in self.evaluator.firing()}
 
 
 def test_a_ready_model_failing_every_request_for_a_minute_is_not_serving() -> None:
@@ -69,7 +69,7 @@ def test_a_ready_model_failing_every_request_for_a_minute_is_not_serving() -> No
     bench.requests(860, 861, Outcome.HTTP_ERROR, DEVICE_LOST)
     firing = bench.firing_at(860.0)
     assert set(firing) == {"TritonSLOBurn", "TritonModelNotServing"}
-    (alert,) = [a for a in bench.findings.firing() if a.labels["alertname"] != "TritonSLOBurn"]
+    (alert,) = [a for a in bench.evaluator.firing() if a.labels["alertname"] != "TritonSLOBurn"]
     assert dict(alert.labels) == {
         "alertname": "TritonModelNotServing", "severity": "page", "target": "t", "model": "m",
     }  # fmt: skip
@@ -79,7 +79,7 @@ def test_a_ready_model_failing_every_request_for_a_minute_is_not_serving() -> No
     assert DEVICE_LOST in notes["description"]
     assert "for 60 s" in notes["description"]
     assert notes["runbook_url"] == "docs/runbook.md#tritonmodelnotserving"
-    (verdict,) = bench.findings.not_serving()
+    (verdict,) = bench.evaluator.not_serving()
     assert (verdict.target, verdict.model, verdict.failed) == ("t", "m", 61)
 
     bench.requests(861, 862, Outcome.SUCCESS)  # one success ends the run
@@ -112,7 +112,7 @@ def test_a_model_of_a_down_server_is_the_servers_alert() -> None:
     assert set(firing) == {"TritonServerDown"}
     assert "for 60 s" in firing["TritonServerDown"]["description"]
     assert "connection refused" in firing["TritonServerDown"]["description"]
-    (alert,) = bench.findings.firing()
+    (alert,) = bench.evaluator.firing()
     assert dict(alert.labels) == {
         "alertname": "TritonServerDown",
         "severity": "page",
@@ -135,4 +135,4 @@ def test_a_twelve_second_restart_pages_nothing() -> None:
             bench.requests(second, second + 1, Outcome.CONNECTION_ERROR, "refused")
         if second % 15 == 14:
             assert bench.firing_at(float(second)) == {}, second
-    assert bench.findings.statuses()  # it did evaluate the SLOs
+    assert bench.evaluator.statuses()  # it did evaluate the SLOs

@@ -1,9 +1,9 @@
 """The active recommendations of every model, between evaluations.
 
 The advisor (:func:`~tritonwatch.analysis.advisor.advise`) judges one evaluation; the
-book remembers what is active for each model, logs a line only when a recommendation
+board remembers what is active for each model, logs a line only when a recommendation
 appears, changes or clears, and is what the exporter, the status page and the alert
-book read. Thread-safe: written by the evaluation job, read by the exporter's threads.
+board read. Thread-safe: written by the evaluation job, read by the exporter's threads.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _key(recommendation: Recommendation) -> RecommendationKey:
     return (recommendation.target, recommendation.model, recommendation.action)
 
 
-class RecommendationBook:
+class RecommendationBoard:
     """The active recommendations of every model, with one log line per change."""
 
     def __init__(self) -> None:

@@ -15,7 +15,7 @@ from tritonwatch.export.status_page import (
     StatusSnapshot,
     StreamStatus,
 )
-from tritonwatch.state.canary_series import LastError
+from tritonwatch.state.canary_board import LastError
 
 
 def test_table_shows_state_breakdown_slo_and_advice() -> None:
