@@ -10,9 +10,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import math
-import time
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable
 from wsgiref.types import WSGIApplication
 
 import pytest
@@ -37,13 +35,10 @@ from prometheus_client.core import (
 from prometheus_client.openmetrics import exposition as om_format
 from prometheus_client.samples import Exemplar
 
-from sim_process import SimProcess
-from support import assert_promtool_clean, wait_until
+from support import assert_promtool_clean
 from tritonwatch.common.listen import ListenAddress
-from tritonwatch.config import load_config
 from tritonwatch.export.exposition import Renderer, go_float, make_metrics_app
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
-from tritonwatch.runtime.daemon import Daemon
 
 pytestmark = pytest.mark.real
 
@@ -248,46 +243,3 @@ def test_real_exporter_answers_prometheus_scrape() -> None:
     assert response.getheader("Content-Encoding") == "gzip"
     expected = om_format.generate_latest(registry, escaping=om_format.ALLOWUTF8)
     assert gzip.decompress(body) == expected
-
-
-@pytest.fixture(scope="module")
-def daemon_families(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Metric]]:
-    """The daemon's registry, collected once, after it watched the simulator for a while:
-    canary histograms and quantiles, Triton series, SLO burn rates."""
-    path: Path = tmp_path_factory.mktemp("exposition") / "tritonwatch.yaml"
-    with SimProcess() as sim:
-        path.write_text(
-            "scrape: {interval: 300ms, timeout: 250ms}\n"
-            "alerting: {evaluation_interval: 500ms}\n"
-            f"targets: [{{name: sim, url: '{sim.http_url}', metrics_url: '{sim.metrics_url}', "
-            "models: [{name: simple}, {name: resnet50}]}]\n"
-        )
-        daemon = Daemon(path, load_config(path), listen_override="127.0.0.1:0")
-        daemon.start()
-        try:
-            wanted = {
-                "tritonwatch_canary_latency_seconds",
-                "tritonwatch_slo_burn_rate",
-                "tritonwatch_model_requests_per_second",
-            }
-
-            def populated() -> bool:
-                names = {f.name for f in daemon.registry.collect() if f.samples}
-                return wanted <= names
-
-            wait_until(populated, 30, "canary, SLO and Triton series")
-            time.sleep(0.5)
-            yield list(daemon.registry.collect())
-        finally:
-            daemon.stop()
-
-
-def test_daemon_registry_renders_byte_identical(daemon_families: list[Metric]) -> None:
-    """Breaks if any family the daemon really exports renders differently from the library."""
-    assert sum(len(family.samples) for family in daemon_families) > 100
-    assert_renders_as_library(daemon_families)
-
-
-def test_daemon_registry_is_promtool_clean(daemon_families: list[Metric]) -> None:
-    """Breaks if the daemon's rendered text 0.0.4 fails ``promtool check metrics``."""
-    assert_promtool_clean(Renderer().render(daemon_families, openmetrics=False).decode())

@@ -409,6 +409,16 @@ def test_config_override_loads_match(pair: Pair) -> None:
             assert sim.json() == real.json(), override
             real, sim = pair.both("POST", "/v2/models/batching/infer", infer_body("batching"))
             assert (real.status, sim.status) == (200, 200)
+            wait_until(  # real Triton counts a request after it has sent the answer
+                lambda: (
+                    _model_stats(pair.real.http_url, "batching")["inference_stats"]["success"][
+                        "count"
+                    ]
+                    >= 1
+                ),
+                SETTLE_TIMEOUT_S,
+                "real Triton to count the request",
+            )
             real, sim = pair.both("GET", "/v2/models/batching/stats")
             real_counts, sim_counts = (_counts(a.json()["model_stats"][0]) for a in (real, sim))
             assert sim_counts == real_counts, override

@@ -2,11 +2,10 @@
 
 prometheus_client renders every sample from scratch on every scrape: it sorts and
 escapes each label set character by character and formats each float through
-``floatToGoString``. With 20 models that is about 2 000 series and a quarter of the
-daemon's Python time. Label sets barely change between scrapes, so this renderer keeps
+``floatToGoString``. Label sets barely change between scrapes, so this renderer keeps
 each series' ``name{labels} `` prefix from the last scrape and only formats the value;
-it compresses with zlib level 1 instead of gzip's 9 (a tenth of the CPU for a body a
-fifth larger, still gzip).
+it compresses with zlib level 1 instead of gzip's 9 (still gzip). What that saves is
+benchmark 2c in ``benchmarks/RESULTS.md`` (``benchmarks/metrics_exposition.py``).
 
 The output is byte-identical to ``prometheus_client.exposition.generate_latest`` (text
 format 0.0.4) and to ``prometheus_client.openmetrics.exposition.generate_latest``
@@ -18,6 +17,12 @@ the fast path does not cover — names outside ``[a-zA-Z_][a-zA-Z0-9_]*``, sampl
 timestamps, exemplars or native histograms, escaping schemes other than
 ``underscores``/``allow-utf-8``, an encoder prometheus_client adds later — is handed,
 family by family or whole, to prometheus_client's renderer, so it stays correct.
+
+It copies the library's formatting rules, so it is checked against one minor version
+of the library, the one ``pyproject.toml`` pins (0.26): the rules have changed between
+minors (``floatToGoString`` wrote ``1.5e+011`` before 0.26 and ``1.5e+11`` since), and
+``Sample``'s fields are unpacked here. Moving the pin means running
+``tests/export/test_exposition_property.py`` and ``test_exposition_daemon.py`` first.
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ from prometheus_client.openmetrics import exposition as om_format
 from prometheus_client.registry import Collector
 
 GZIP_LEVEL = 1
-"""zlib level of gzip answers: on the daemon's 213 KB body level 1 costs about 0.4 ms for
-20 KB, level 9 (gzip.compress's default, what make_wsgi_app uses) 6 ms for 16 KB."""
+"""zlib level of gzip answers: level 1 costs a small part of level 9's CPU (gzip's
+default, what make_wsgi_app uses) for a body only a little larger."""
 
 _SIMPLE_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 """Names every escaping scheme and both formats write unchanged (no ``:``: OpenMetrics

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -80,6 +81,9 @@ class Daemon:
         listen_override: the ``--listen`` flag, which wins over ``exporter.listen``.
         probe_factory: builds a target's readiness probe (tests inject their own).
         clock: monotonic seconds; wall_clock: Unix seconds.
+        nvml: the ``pynvml`` module or a stand-in with its functions (a
+            :class:`~tritonwatch.scrape.nvml_fake.FakeNvml` where there is no GPU);
+            None imports ``pynvml`` when NVML starts.
     """
 
     def __init__(
@@ -92,6 +96,7 @@ class Daemon:
         probe_factory: ProbeFactory = readiness_probe_for,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        nvml: Any = None,
     ) -> None:
         self._config_path = config_path
         self._config = config
@@ -138,7 +143,7 @@ class Daemon:
         """The scraped states with their breakdowns and bottlenecks, as exported."""
         self.registry.register(TritonModelCollector(self.judged.states))
         self.registry.register(LlmCollector(self.judged.states))
-        self._nvml = NvmlSampler(clock=clock) if config.nvml.enabled is not False else None
+        self._nvml = NvmlSampler(nvml, clock=clock) if config.nvml.enabled is not False else None
         self.registry.register(
             GpuMetricsCollector(
                 nvml=self._nvml.state if self._nvml is not None else None,
