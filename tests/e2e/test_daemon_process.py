@@ -22,7 +22,7 @@ from support import (
     wait_until,
 )
 from tritonwatch import __version__
-from tritonwatch.commands.cli import SHUTDOWN_BUDGET_SECONDS
+from tritonwatch.runtime.process import SHUTDOWN_BUDGET_SECONDS
 
 pytestmark = pytest.mark.real
 

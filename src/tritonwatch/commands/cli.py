@@ -12,36 +12,22 @@ tens of MiB that an always-on ``tritonwatch run`` never uses (issue 15's footpri
 from __future__ import annotations
 
 import argparse
-import gc
-import os
-import queue
-import signal
 import sys
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 from tritonwatch import __version__
 from tritonwatch.analysis.slo import slo_specs
 from tritonwatch.common.cli_flags import add_flag
-from tritonwatch.common.logs import configure_logging, get_logger
-from tritonwatch.common.malloc_arenas import limit_malloc_arenas
+from tritonwatch.common.logs import configure_logging
 from tritonwatch.config import Config, ConfigError, Problem, load_config
 from tritonwatch.config.checks import cross_field_problems
 from tritonwatch.config.command_line import UrlFlags, config_from_flags
 from tritonwatch.runtime.daemon import Daemon
 from tritonwatch.runtime.fleet import Shard
+from tritonwatch.runtime.process import EXIT_OK, ProcessControl
 
-EXIT_OK = 0
 EXIT_CONFIG_ERROR = 2
-SHUTDOWN_BUDGET_SECONDS = 4.0
-"""SIGTERM must end the process within 5 s; this leaves a second of margin."""
-COMMAND_POLL_SECONDS = 0.5
-"""How often the main thread wakes to run signal handlers that arrived on other threads."""
-
-Command = Literal["stop", "reload"]
 CORE_COMMANDS = ("run", "check-config", "demo")
 """The commands :func:`main` can parse without importing the tools."""
 
@@ -156,20 +142,13 @@ def _with_web_config_flag(config: Config, flag: str | None) -> Config:
 
 def _run(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
-    log = get_logger("cli")
     try:
         config_path, config = _run_config(args)
     except ConfigError as error:
         print(error, file=sys.stderr)
         return EXIT_CONFIG_ERROR
-
-    commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
-    # SimpleQueue.put is reentrant, so signal handlers may call it (the handlers
-    # only enqueue; the main loop below does the work).
-    signal.signal(signal.SIGTERM, lambda *_: commands.put("stop"))
-    signal.signal(signal.SIGINT, lambda *_: commands.put("stop"))
-    signal.signal(signal.SIGHUP, lambda *_: commands.put("reload"))
-
+    control = ProcessControl()
+    control.install_signal_handlers()
     try:
         shard = Shard(args.shard_index, args.shard_count)
     except ValueError as error:
@@ -177,41 +156,9 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG_ERROR
     if args.dry_run:
         return _dry_run(args, config, shard)
-    limit_malloc_arenas()  # before the daemon's threads start (malloc_arenas.py: why)
-    daemon = Daemon(config_path, config, listen_override=args.listen, shard=shard)
-    try:
-        daemon.start()
-    except OSError as error:
-        log.error("start_failed", error=str(error))
-        daemon.stop()
-        return 1
-    _freeze_start_up_objects()
-    while (command := _next_command(commands)) != "stop":
-        if command == "reload":
-            daemon.reload()
-    deadline = time.monotonic() + SHUTDOWN_BUDGET_SECONDS
-    daemon.stop()
-    _exit_within(deadline, log)
-    return EXIT_OK
-
-
-def _next_command(commands: queue.SimpleQueue[Command]) -> Command:
-    """The next command, waiting in short slices: the kernel may deliver SIGTERM to any
-    thread, and Python runs the handler only when the main thread wakes. An untimed
-    ``get`` would sleep through a signal that landed on a worker thread."""
-    while True:
-        try:
-            return commands.get(timeout=COMMAND_POLL_SECONDS)
-        except queue.Empty:
-            continue
-
-
-def _freeze_start_up_objects() -> None:
-    """Moves what start-up made (modules, classes, the config: ~10⁵ objects that live
-    as long as the process) out of the garbage collector's sight, so its periodic full
-    passes only walk what the daemon allocates while running (issue 15's CPU)."""
-    gc.collect()
-    gc.freeze()
+    return control.serve(
+        lambda: Daemon(config_path, config, listen_override=args.listen, shard=shard)
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -220,23 +167,6 @@ def _demo(args: argparse.Namespace) -> int:
     live = sys.stdout.isatty() and args.log_format == "auto"
     configure_logging(args.log_format, "info")
     return run_demo(args.listen, live)
-
-
-def _exit_within(deadline: float, log: object) -> None:
-    """Waits for worker threads until ``deadline``, then exits regardless.
-
-    A probe stuck on a hanging server holds a worker thread until its own timeout;
-    the interpreter would join it at exit. The exit is bounded instead.
-    """
-    for thread in threading.enumerate():
-        if thread is threading.main_thread() or thread.daemon:
-            continue
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    stragglers = [t.name for t in threading.enumerate() if t.is_alive() and not t.daemon]
-    if len(stragglers) > 1:  # the main thread is always there
-        get_logger("cli").warning("exit_abandons_threads", threads=stragglers[1:])
-        sys.stdout.flush()
-        os._exit(EXIT_OK)
 
 
 def build_parser(

@@ -1,5 +1,5 @@
 """The daemon's exit on a stop signal waits for its worker threads until a deadline,
-then leaves the stragglers behind and says which (``cli._exit_within``).
+then leaves the stragglers behind and says which (``process.exit_within``).
 
 The exact half of "SIGTERM ends the process within 5 s": threads that end in time are
 joined, a thread stuck past the deadline (a probe on a hanging server) is abandoned,
@@ -16,14 +16,14 @@ from collections.abc import Iterator
 import pytest
 from structlog.testing import capture_logs
 
-from tritonwatch.commands import cli
+from tritonwatch.runtime import process
 
 
 @pytest.fixture
 def exits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The codes ``os._exit`` was called with (it is not, for real)."""
     codes: list[int] = []
-    monkeypatch.setattr(cli.os, "_exit", codes.append)
+    monkeypatch.setattr(process.os, "_exit", codes.append)
     return codes
 
 
@@ -42,7 +42,7 @@ def _only(monkeypatch: pytest.MonkeyPatch, *threads: threading.Thread) -> None:
     """The process's threads, as the exit sees them: the main thread and ``threads``
     (not whatever else the test runner keeps)."""
     listed = [threading.main_thread(), *threads]
-    monkeypatch.setattr(cli.threading, "enumerate", lambda: list(listed))
+    monkeypatch.setattr(process.threading, "enumerate", lambda: list(listed))
 
 
 def test_a_thread_stuck_past_the_deadline_is_abandoned_and_named(
@@ -53,9 +53,9 @@ def test_a_thread_stuck_past_the_deadline_is_abandoned_and_named(
     with another code than 0."""
     _only(monkeypatch, stuck)
     with capture_logs() as logs:
-        cli._exit_within(time.monotonic() + 0.05, None)
+        process.exit_within(time.monotonic() + 0.05)
     assert stuck.is_alive()  # the deadline passed, the thread did not end
-    assert exits == [cli.EXIT_OK]
+    assert exits == [process.EXIT_OK]
     abandoned = [log for log in logs if log["event"] == "exit_abandons_threads"]
     assert [log["threads"] for log in abandoned] == [["stuck-probe"]]
     assert abandoned[0]["log_level"] == "warning"
@@ -79,7 +79,7 @@ def test_threads_that_end_before_the_deadline_are_joined_and_nothing_is_abandone
     letting_go = threading.Timer(0.05, go.set)  # the sweep ends while the exit waits
     letting_go.start()
     with capture_logs() as logs:
-        cli._exit_within(time.monotonic() + 60, None)
+        process.exit_within(time.monotonic() + 60)
     letting_go.join()
     assert done == ["finished"]
     assert not worker.is_alive()
@@ -90,4 +90,4 @@ def test_threads_that_end_before_the_deadline_are_joined_and_nothing_is_abandone
 def test_the_shutdown_budget_and_the_signal_poll_fit_in_five_seconds() -> None:
     """Breaks if the main thread's wait for a signal plus the budget the exit waits for
     threads stop fitting SIGTERM's 5 s."""
-    assert cli.SHUTDOWN_BUDGET_SECONDS + cli.COMMAND_POLL_SECONDS < 5.0
+    assert process.SHUTDOWN_BUDGET_SECONDS + process.COMMAND_POLL_SECONDS < 5.0

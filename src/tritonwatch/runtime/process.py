@@ -1,0 +1,118 @@
+"""The daemon's process: signals, the main thread's command loop, and a bounded exit.
+
+``tritonwatch run`` parses its arguments and builds the daemon (:mod:`~tritonwatch.
+commands.cli`); from then on the process is this module's. SIGTERM and SIGINT stop the
+daemon, SIGHUP reloads its config, and whatever else asks for a stop or a reload (the
+exporter's ``POST /-/reload``) goes through the same queue, so the main thread does
+every start, reload and stop itself. Once the daemon runs, what start-up made is moved
+out of the garbage collector's sight; at a stop the process ends within
+:data:`SHUTDOWN_BUDGET_SECONDS` even if a probe still holds a worker thread.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Literal, Protocol
+
+from tritonwatch.common.logs import get_logger
+from tritonwatch.common.malloc_arenas import limit_malloc_arenas
+
+EXIT_OK = 0
+EXIT_START_FAILED = 1
+SHUTDOWN_BUDGET_SECONDS = 4.0
+"""SIGTERM must end the process within 5 s; this leaves a second of margin."""
+COMMAND_POLL_SECONDS = 0.5
+"""How often the main thread wakes to run signal handlers that arrived on other threads."""
+
+Command = Literal["stop", "reload"]
+
+
+class Runnable(Protocol):
+    """What the process runs: the daemon's lifecycle."""
+
+    def start(self) -> None: ...
+    def reload(self) -> object: ...
+    def stop(self) -> None: ...
+
+
+class ProcessControl:
+    """The commands for the main thread, from signals or from the daemon's own threads.
+
+    ``SimpleQueue.put`` is reentrant, so signal handlers may call it: they only enqueue,
+    and :meth:`serve` does the work on the main thread.
+    """
+
+    def __init__(self) -> None:
+        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT stop, SIGHUP reloads (from the main thread only)."""
+        signal.signal(signal.SIGTERM, lambda *_: self.request("stop"))
+        signal.signal(signal.SIGINT, lambda *_: self.request("stop"))
+        signal.signal(signal.SIGHUP, lambda *_: self.request("reload"))
+
+    def request(self, command: Command) -> None:
+        """Asks the main thread to ``command``; safe from any thread and from a handler."""
+        self._commands.put(command)
+
+    def next_command(self) -> Command:
+        """The next command, waiting in short slices: the kernel may deliver SIGTERM to
+        any thread, and Python runs the handler only when the main thread wakes. An
+        untimed ``get`` would sleep through a signal that landed on a worker thread."""
+        while True:
+            try:
+                return self._commands.get(timeout=COMMAND_POLL_SECONDS)
+            except queue.Empty:
+                continue
+
+    def serve(self, make_daemon: Callable[[], Runnable]) -> int:
+        """Builds and starts the daemon, runs its reloads until a stop, then stops it and
+        ends within the budget. Returns the exit status (1 when it could not start)."""
+        limit_malloc_arenas()  # before the daemon's threads start (malloc_arenas.py: why)
+        daemon = make_daemon()
+        try:
+            daemon.start()
+        except OSError as error:
+            get_logger("process").error("start_failed", error=str(error))
+            daemon.stop()
+            return EXIT_START_FAILED
+        freeze_start_up_objects()
+        while (command := self.next_command()) != "stop":
+            if command == "reload":
+                daemon.reload()
+        deadline = time.monotonic() + SHUTDOWN_BUDGET_SECONDS
+        daemon.stop()
+        exit_within(deadline)
+        return EXIT_OK
+
+
+def freeze_start_up_objects() -> None:
+    """Moves what start-up made (modules, classes, the config: objects that live as long
+    as the process) out of the garbage collector's sight, so its periodic full passes
+    only walk what the daemon allocates while running."""
+    gc.collect()
+    gc.freeze()
+
+
+def exit_within(deadline: float) -> None:
+    """Waits for worker threads until ``deadline``, then exits regardless.
+
+    A probe stuck on a hanging server holds a worker thread until its own timeout;
+    the interpreter would join it at exit. The exit is bounded instead.
+    """
+    for thread in threading.enumerate():
+        if thread is threading.main_thread() or thread.daemon:
+            continue
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    stragglers = [t.name for t in threading.enumerate() if t.is_alive() and not t.daemon]
+    if len(stragglers) > 1:  # the main thread is always there
+        get_logger("process").warning("exit_abandons_threads", threads=stragglers[1:])
+        sys.stdout.flush()
+        os._exit(EXIT_OK)

@@ -1,0 +1,85 @@
+"""The process's command loop (``runtime.process.ProcessControl``): what the daemon is
+asked to do, in which order, whoever asks — a signal handler or another thread."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from tritonwatch.runtime import process
+
+
+class Recorder:
+    """A daemon that records its lifecycle calls."""
+
+    def __init__(self, fail_start: bool = False) -> None:
+        self.calls: list[str] = []
+        self._fail_start = fail_start
+
+    def start(self) -> None:
+        self.calls.append("start")
+        if self._fail_start:
+            raise OSError("address already in use")
+
+    def reload(self) -> bool:
+        self.calls.append("reload")
+        return True
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+
+@pytest.fixture(autouse=True)
+def no_process_effects(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """No gc.freeze in the test process and no real exit; the exit's deadlines recorded."""
+    deadlines: list[float] = []
+    monkeypatch.setattr(process, "freeze_start_up_objects", lambda: None)
+    monkeypatch.setattr(process, "exit_within", deadlines.append)
+    return deadlines
+
+
+def test_requests_from_another_thread_reload_then_stop_in_order(
+    no_process_effects: list[float],
+) -> None:
+    """Breaks if a request from a worker thread (the exporter's ``POST /-/reload``) is
+    lost, run out of order, or the stop does not end the loop with exit status 0."""
+    control, daemon = process.ProcessControl(), Recorder()
+
+    def asks() -> None:
+        for command in ("reload", "reload", "stop"):
+            control.request(command)  # type: ignore[arg-type]
+
+    worker = threading.Thread(target=asks)
+    worker.start()
+    status = control.serve(lambda: daemon)
+    worker.join()
+    assert status == process.EXIT_OK
+    assert daemon.calls == ["start", "reload", "reload", "stop"]
+    assert len(no_process_effects) == 1  # the bounded exit ran once, after the stop
+
+
+def test_a_daemon_that_cannot_start_is_stopped_and_the_status_says_so(
+    no_process_effects: list[float],
+) -> None:
+    """Breaks if a start failure (the port taken) leaves threads running or exits 0."""
+    daemon = Recorder(fail_start=True)
+    assert process.ProcessControl().serve(lambda: daemon) == process.EXIT_START_FAILED
+    assert daemon.calls == ["start", "stop"]
+    assert no_process_effects == []
+
+
+def test_sighup_asks_for_a_reload_and_sigterm_for_a_stop() -> None:
+    """Breaks if the handlers stop mapping SIGHUP to reload and SIGTERM/SIGINT to stop."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)}
+    control = process.ProcessControl()
+    try:
+        control.install_signal_handlers()
+        for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+            os.kill(os.getpid(), sig)  # handled on the main thread before kill returns here
+        assert [control.next_command() for _ in range(3)] == ["reload", "stop", "stop"]
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
