@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SOURCES := $(wildcard src tests benchmarks scripts)
 
-.PHONY: all demo test lint typecheck unit suite bench-tests debian-packages real-triton real-mlserver bench-packages bench soak lock clean
+.PHONY: all demo test lint typecheck unit suite docs bench-tests debian-packages real-triton real-mlserver bench-packages bench soak lock clean
 
 all: test
 
@@ -30,6 +30,11 @@ real-mlserver:
 
 bench-packages:
 	scripts/ensure-bench-packages.sh
+
+# The documents' generated parts (docs/architecture.md's tables), rewritten from the code;
+# tests/docs checks that they are fresh.
+docs: $(INSTALLED)
+	$(BIN)/python scripts/generate_docs.py
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check $(SOURCES)

@@ -11,11 +11,17 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import settings
 
 import kinds
 from real_mlserver import RealMLServer
 from real_triton import ALL_MODELS, RealTriton
 from support import ReadyEndpoint
+
+settings.register_profile("suite", derandomize=True, deadline=None, database=None)
+settings.load_profile("suite")
+"""Every property test draws the same examples on every run and host, and none fails for
+taking long on a busy machine: a red run is a bug, found again by running it again."""
 
 
 @pytest.fixture(autouse=True)

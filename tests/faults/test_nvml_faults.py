@@ -17,7 +17,6 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from structlog.testing import capture_logs
 
-import tritonwatch.runtime.daemon as daemon_module
 from support import assert_promtool_clean, fixtures_dir, http_get, sample_value, wait_until
 from tritonwatch.config import load_config
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector
@@ -252,13 +251,10 @@ def test_nvml_missing_at_start_leaves_the_triton_gpus() -> None:
     assert _value(text, "tritonwatch_gpu_power_watts", GPU0) is None
 
 
-def test_the_daemon_keeps_serving_while_nvml_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_daemon_keeps_serving_while_nvml_fails(tmp_path: Path) -> None:
     """The real daemon with the fake NVML: a lost GPU, then NVML gone altogether, while
     the simulator target is scraped and /metrics and /health answer."""
     fake = _fake()
-    monkeypatch.setattr(daemon_module, "NvmlSampler", lambda clock: NvmlSampler(fake, clock=clock))
     with Simulator() as sim:
         path = tmp_path / "c.yaml"
         path.write_text(
@@ -268,7 +264,7 @@ def test_the_daemon_keeps_serving_while_nvml_fails(
             f"targets: [{{name: sim, url: '{sim.http_url}', metrics_url: '{sim.metrics_url}',"
             " models: [{name: simple}]}]\n"
         )
-        daemon = Daemon(path, load_config(path), listen_override="127.0.0.1:0")
+        daemon = Daemon(path, load_config(path), listen_override="127.0.0.1:0", nvml=fake)
         daemon.start()
         try:
             url = f"{daemon.exporter_url}/metrics"

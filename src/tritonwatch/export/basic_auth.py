@@ -1,12 +1,12 @@
 """HTTP basic auth against bcrypt hashes, cheap enough to run on every scrape.
 
-bcrypt is slow on purpose (about 70 ms at cost 10), and Prometheus sends the same
-credentials every scrape interval, so a successful check is remembered. The memory
-key is an HMAC of user, stored hash and password under a key that lives only in
-this process: the cache holds no password, and a hash changed in the web-config
-stops matching old entries by itself. Failures are never remembered, so guessing
-pays the full bcrypt price every time; guesses are checked one at a time, so a flood
-of them costs one core, not all.
+bcrypt is slow on purpose (at cost 10 a check takes far more CPU than a scrape), and
+Prometheus sends the same credentials every scrape interval, so a successful check is
+remembered. The memory key is an HMAC of user, stored hash and password under a key
+that lives only in this process: the cache holds no password, and a hash changed in the
+web-config stops matching old entries by itself. Failures are never remembered, so
+guessing pays the full bcrypt price every time; guesses are checked one at a time, so a
+flood of them costs one core, not all.
 """
 
 from __future__ import annotations

@@ -260,7 +260,7 @@ def _ms(seconds: float | None) -> str:
 
 
 def _ms2(seconds: float | None) -> str:
-    """Two decimals: the client's share of a 2 ms model is a few tenths of a millisecond."""
+    """Two decimals: the client's share of a fast model's latency is under a millisecond."""
     return "–" if seconds is None else f"{seconds * 1e3:.2f} ms"
 
 

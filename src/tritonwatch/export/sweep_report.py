@@ -204,8 +204,8 @@ def to_csv(result: SweepResult) -> str:
     latency minus Client Send and Recv minus the server's queue and compute means,
     clamped at 0, so it holds Triton's time outside its stage timers too. We send
     pre-encoded requests and do not decode answers on the hot path, so Client Send and
-    Client Recv are 0 (perf_analyzer measures its (un)marshalling there, about 10 µs
-    each on gRPC) and that time lands in Network+Server Send/Recv.
+    Client Recv are 0 (perf_analyzer measures its own (un)marshalling there) and that
+    time lands in Network+Server Send/Recv.
     """
     if streaming(result):
         return _stream_csv(result)

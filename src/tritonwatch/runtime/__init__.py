@@ -1,6 +1,6 @@
-"""The daemon at run time.
+"""The daemon at run time: what ``tritonwatch run`` wires together, and its process.
 
 Its job plan, the evaluator (the rules' findings to outputs), SLO tracking and store, the boards,
-model discovery and the fleet: what ``tritonwatch run`` wires together. It imports the
+model discovery, the fleet, and the process (signals, reloads, a bounded exit). It imports the
 sources, judgement and outputs; only ``commands`` imports it.
 """

@@ -4,8 +4,8 @@ Why not ``prometheus_client.parser``: it walks every label character in Python a
 builds a family object per line. This parser cuts each line with a few string
 operations (Triton's own ``name{labels} value`` shape has a fast path) and parses
 each distinct label text once per page, since Triton repeats ``model="m",version="1"``
-on a dozen families: six to eight times faster on a 500-model page
-(``benchmarks/parse_speed.py``), which matters when one daemon scrapes a fleet.
+on a dozen families: several times faster on a 500-model page (benchmarks/RESULTS.md,
+§2: Triton /metrics parsing), which matters when one daemon scrapes a fleet.
 
 It follows the text exposition format 0.0.4 as Prometheus reads it: ``# HELP`` /
 ``# TYPE`` and other comments, blank lines, ``name{label="value",...} value
@@ -102,7 +102,7 @@ _ROLES = _series_roles((*FAMILIES, *LLM_FAMILIES))
 _MODEL, _GPU = Scope.MODEL, Scope.GPU
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 # One `name="value"` pair and its separator. The value pattern is the "unrolled loop"
-# form: about twice as fast in `re` as the alternation `(?:[^"\\]|\\.)*`.
+# form: faster in `re` than the alternation `(?:[^"\\]|\\.)*`.
 _LABEL = re.compile(
     r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"([^"\\\n]*(?:\\.[^"\\\n]*)*)"[ \t]*(?:,|\Z)'
 )

@@ -1,7 +1,7 @@
 """When an answer's bytes reached this host, as the kernel stamped them.
 
 A thread reading an answer learns of it when the OS wakes it, and on a busy or
-virtualised host one wake-up in twenty lands a scheduler tick (about 4 ms) late. The
+virtualised host a wake-up now and then lands a whole scheduler tick late. The
 time the *server* took ends when the last segment arrived, not when our thread got
 round to reading it, so the canary's engine asks Linux to stamp every received segment
 (``SO_TIMESTAMPNS``) and takes the stamp of the read that completed the answer. Where

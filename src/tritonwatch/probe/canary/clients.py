@@ -53,9 +53,9 @@ ACCEPT_ENCODING = "gzip, deflate"
 decoder inflates (never ``br``, which aiohttp offered when brotli was installed). Infer
 requests offer nothing, as perf_analyzer's do not: Triton gzips an answer whenever the
 request allows it, which costs the server CPU on every canary request and the canary's
-engine a zlib inflater per answer (a third of its CPU on an answer once the header was
-read from the last one's layout), for answers of a few hundred bytes. An answer that
-comes compressed anyway (a proxy) is still read (:func:`decompressed`)."""
+engine a zlib inflater per answer (a large share of its CPU on an answer once the
+header was read from the last one's layout), for answers of a few hundred bytes. An
+answer that comes compressed anyway (a proxy) is still read (:func:`decompressed`)."""
 HttpDecode = Callable[[bytes, str | None, str | None, float | None], InferResponse]
 """Reads a 200 infer answer (body, header length, encoding, when it came)."""
 BINARY_TENSOR_EXTENSION = "binary_tensor_data"
@@ -176,9 +176,9 @@ T = TypeVar("T")
 
 class EncodedRequests(Generic[T]):
     """Requests encoded once per (model, version, form) and reused while the canary sends
-    the same tensors (it builds them once): encoding per request cost 0.1 ms of the
-    canary's latency on the test machine. The tensors are compared by identity, so new
-    tensors (a reload) are encoded afresh."""
+    the same tensors (it builds them once): encoding per request was counted in every
+    canary latency (benchmarks/RESULTS.md, §4b: the canary against perf_analyzer). The
+    tensors are compared by identity, so new tensors (a reload) are encoded afresh."""
 
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str, bool], tuple[tuple[Tensor, ...], T]] = {}
@@ -205,9 +205,9 @@ def _address(url: str) -> str:
 class HttpInferenceClient:
     """KServe v2 over HTTP/1.1 on lean keep-alive connections (one pool per target).
 
-    Every call is bytes built once (:mod:`~tritonwatch.probe.canary.engine_http`; aiohttp cost
-    the canary 0.45 ms a request). Requests carry binary tensors (Triton's extension,
-    :mod:`~tritonwatch.probe.binary_tensors`) or plain JSON ones
+    Every call is bytes built once (:mod:`~tritonwatch.probe.canary.engine_http`: aiohttp's
+    per-request machinery was most of the canary's gap to perf_analyzer over HTTP).
+    Requests carry binary tensors (:mod:`~tritonwatch.probe.binary_tensors`) or plain JSON ones
     (:func:`json_request_body`), as the canary chose from :meth:`extensions`. Answers
     arrive exactly as sent and are inflated and decoded once by
     :mod:`~tritonwatch.probe.infer_response`, whose errors name the fault. A non-200

@@ -2,13 +2,14 @@
 with a bare ``select()`` loop.
 
 Why not the event loop: the canary's CPU goal (a daemon watching twenty models at one
-request a second in about a percent of a core) is one wake-up of one thread per request,
-and asyncio spends several turns per request around it (a task, a future, timeouts, a
-select *and* an epoll call per wait). The engine sleeps in one ``select()`` over every
-socket until the next send or deadline, builds each request's bytes once, reads each
-answer to its length, and hands it to its canary
+request a second in a percent of a core, benchmarks/RESULTS.md, §3: footprint) is one
+wake-up of one thread per request, and asyncio spends several turns per request around
+it (a task, a future, timeouts, a select *and* an epoll call per wait). The engine
+sleeps in one ``select()`` over every socket until the next send or deadline, builds each
+request's bytes once, reads each answer to its length, and hands it to its canary
 (:class:`~tritonwatch.probe.canary.engine_wires.EngineCanary`), which judges and records
-it as the event-loop path does. ``benchmarks/RESULTS.md`` has the figures.
+it as the event-loop path does. Where the CPU goes, against the leanest Python
+canaries: ``benchmarks/RESULTS.md``, §3b.
 
 Open loop: each request has an intended send time; it goes out then on an idle
 connection (a new one while fewer than ``max_in_flight`` are busy) or waits for one with

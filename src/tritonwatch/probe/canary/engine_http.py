@@ -1,10 +1,11 @@
 """The HTTP canary's infer path: pre-encoded requests on lean HTTP/1.1 keep-alive connections.
 
-aiohttp's request machinery (URL and header objects, the streaming reader, the
-connector's bookkeeping) cost the canary about 0.45 ms per request on the test machine
-against real Triton, where the same request's bytes on the sweep's lean connection
-(:class:`~tritonwatch.wire.http1.Http1Connection`) took none of it — a tenth of
-a 5 ms model's latency, and most of the canary's gap to perf_analyzer over HTTP.
+aiohttp's per-request machinery (URL and header objects, the streaming reader, the
+connector's bookkeeping) was counted in every canary latency, where the same request's
+bytes on the sweep's lean connection (:class:`~tritonwatch.wire.http1.Http1Connection`)
+pay none of it: a visible share of a fast model's latency, and most of the canary's gap
+to perf_analyzer over HTTP (benchmarks/RESULTS.md, §4b: the canary against
+perf_analyzer on real Triton).
 
 So each infer is sent as bytes built once (:func:`encode_request`) on a pooled
 connection; the answer comes back with the two headers the decoder needs

@@ -2,11 +2,11 @@
 
 On the event loop (:class:`~tritonwatch.probe.stream.stream_canary.HttpStream`) every read of
 a stream went through a protocol callback, a queue put and get, a generator step and
-the loop's turns around each: 5 streaming canaries cost the daemon 9.7 % of a core
-against 1.9 % without them (64 tokens a stream). Here the engine's ``select()`` loop
-(:mod:`~tritonwatch.probe.canary.engine`) reads the socket, with the kernel's arrival
-stamp (:mod:`~tritonwatch.probe.canary.arrival_stamps`), and :class:`HttpStreamWire` takes
-each read through
+the loop's turns around each: a handful of streaming canaries multiplied the daemon's
+CPU several times over. Here the engine's ``select()`` loop
+(:mod:`~tritonwatch.probe.canary.engine`) reads the socket, with the kernel's arrival stamp
+(:mod:`~tritonwatch.probe.canary.arrival_stamps`), and :class:`HttpStreamWire` takes each
+read through
 
     response head → ChunkedDecoder → SseParser → codec.decode → StreamClock.piece
 

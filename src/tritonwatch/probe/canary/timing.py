@@ -3,11 +3,11 @@
 The canary counts latency from the *intended* send time (no coordinated omission), so
 every microsecond it wakes late is a microsecond added to the latency it reports.
 perf_analyzer stamps a request when its worker sends it; to agree with it the canary
-must send when it meant to. Measured on the 2-core test machine (benchmarks/
-canary_vs_perf_analyzer.py, the instrumented profile in its notes), a default asyncio
-loop woke a median 0.75 ms late — CPython rounds every ``epoll_wait`` timeout *up* to
-the next millisecond — and the loop's hop from the scheduler to the request's task
-added 0.1 ms more: together the largest share of the canary's excess over perf_analyzer.
+must send when it meant to. A default asyncio loop wakes late — CPython rounds every
+``epoll_wait`` timeout *up* to the next millisecond — and the loop's hop from the
+scheduler to the request's task adds more: together they were the largest share of the
+canary's excess over perf_analyzer (benchmarks/RESULTS.md, §4b: the canary against
+perf_analyzer on real Triton).
 
 Two remedies, both here:
 
@@ -19,14 +19,14 @@ Two remedies, both here:
   falls inside the spin instead of on the request. The spin yields at every turn,
   so other canaries' answers are still read while it runs.
 
-The spin is CPU, and so is every wake-up: on the two-core test VM one OS wake-up of a
-thread costs 70–100 µs of CPU and an ``asyncio.sleep`` round 250 µs, so the canary's
-cost per request is mostly how often it wakes and how long it spins. Hence
-:class:`WakeTimer`: the spin starts only as early as the loop has recently overslept
-(30 of its last 32 oversleeps, at most :data:`SPIN_SECONDS`), so on a quiet host it
-spins tens of microseconds instead of 300; and the canary creates each request's task when the
-previous one sends (one timer wake-up per request, not a scheduler's wake-up and then
-the task's).
+The spin is CPU, and so is every wake-up: an OS wake-up of a thread costs CPU, and an
+``asyncio.sleep`` round more still, so the canary's cost per request is mostly how often
+it wakes and how long it spins (benchmarks/RESULTS.md, §3b: where the footprint's CPU
+goes). Hence :class:`WakeTimer`: the spin starts only as early as the loop has recently
+overslept (30 of its last 32 oversleeps, at most :data:`SPIN_SECONDS`), so on a quiet
+host it spins a fraction of :data:`SPIN_SECONDS`; and the canary creates each request's
+task when the previous one sends (one timer wake-up per request, not a scheduler's
+wake-up and then the task's).
 """
 
 from __future__ import annotations
@@ -39,19 +39,20 @@ from tritonwatch.common import precise_loop
 SPIN_SECONDS = 0.3e-3
 """How long before a send the canary stops sleeping and starts yielding until it is time.
 
-The precise loop oversleeps a median 0.1–0.3 ms on the test machine when other work
-runs (its p95 grows with load); 0.3 ms covers the median at a CPU cost of at most 0.3 ms
-per request. A longer spin buys little: what oversleeps more is the OS not running the
-thread at all, which a spin does not help."""
+It covers the precise loop's usual oversleep when other work runs (its tail grows with
+load), at a CPU cost of at most this much spin per request. A longer spin buys little:
+what oversleeps more is the OS not running the thread at all, which a spin does not
+help."""
 
 
 SPIN_QUANTILE_SIXTEENTHS = 15
 """The spin covers this many sixteenths of recent oversleeps (30 of the last 32).
 
 The upper quartile (12/16) left one send in four late by its excess over the spin, and
-a latency p95 reads exactly that tail: on real Triton the canary's p95 ran 2.5 ms over
-perf_analyzer's. With the threads' timer slack tightened (probe/canary/timer_slack.py) the
-p94 of oversleeps is about 120 µs on the test VM, so covering it costs little polling."""
+a latency p95 reads exactly that tail, which put the canary's p95 well over
+perf_analyzer's (benchmarks/RESULTS.md, §4b: the canary against perf_analyzer on real
+Triton). With the threads' timer slack tightened (probe/canary/timer_slack.py) the
+oversleeps up to their p94 are short, so covering them costs little polling."""
 OVERSLEEP_MEMORY = 32
 """How many recent wake-ups :class:`WakeTimer` remembers to estimate the next one's lateness."""
 
@@ -65,7 +66,7 @@ class WakeTimer:
     """:meth:`sleep_until` with a spin as long as the loop's recent lateness needs.
 
     A timer that fires ``x`` late is covered by a spin of ``x``; spinning
-    :data:`SPIN_SECONDS` on every request when the loop oversleeps 40 µs wastes the
+    :data:`SPIN_SECONDS` on every request when the loop oversleeps far less wastes the
     rest as CPU. Each sleep records how late it woke, and the next spin starts at the
     :data:`SPIN_QUANTILE_SIXTEENTHS` quantile of the last :data:`OVERSLEEP_MEMORY` of
     them (never more than :data:`SPIN_SECONDS`): 15 sends in 16 then start on time, so

@@ -2,8 +2,9 @@
 
 ``grpc.aio`` hands every completed call from gRPC's poller thread to the event loop
 thread (a wake-up and a GIL hand-over per request). At low concurrency that hand-over
-sits on the critical path of every request: on a two-core machine shared with Triton
-it added about 0.8 ms to a 3.4 ms round trip (README, "The sweep"). Here each of the
+sits on the critical path of every request, and where the client shares its cores with
+Triton it was a sizeable share of a fast model's round trip (README, "The sweep"; the
+sweep against perf_analyzer is benchmarks/RESULTS.md, §8). Here each of the
 ``concurrency`` clients is a chain of ``future()`` calls on a synchronous channel:
 gRPC's own thread runs the completion callback, which takes the time and sends the
 next request at once, as perf_analyzer's C++ callbacks do.

@@ -1,13 +1,14 @@
 """Plaintext gRPC load on the canary's own HTTP/2 client: one call at a time per connection.
 
-Python's gRPC costs about three times perf_analyzer's CPU per request and hands every
-answer across threads; on two cores shared with Triton that cost sits on the critical
-path of each request, so the sweep measured 7–17 % less gRPC throughput than
-perf_analyzer at the same concurrency, while its lean HTTP/1.1 path agrees with
-perf_analyzer's HTTP within a few per cent. This is the gRPC twin of that HTTP path:
-the request's HEADERS and DATA frames built once (:func:`~tritonwatch.wire.http2.
-grpc_unary_request`), one connection per closed-loop client, the answer read by the
-sans-I/O :class:`~tritonwatch.wire.http2.ClientSession` on the event loop.
+Python's gRPC costs several times perf_analyzer's CPU per request and hands every
+answer across threads; where the client shares its cores with Triton that cost sits on
+the critical path of each request, so on ``grpc`` the sweep served less gRPC throughput
+than perf_analyzer at the same concurrency, while its lean HTTP/1.1 path agrees with
+perf_analyzer's HTTP (benchmarks/RESULTS.md, §8: the sweep against perf_analyzer).
+This is the gRPC twin of that HTTP path: the request's HEADERS and DATA frames built
+once (:func:`~tritonwatch.wire.http2.grpc_unary_request`), one connection per closed-loop
+client, the answer read by the sans-I/O :class:`~tritonwatch.wire.http2.ClientSession` on
+the event loop.
 
 TLS targets and requests over the 64 KiB flow-control window stay on ``grpc``.
 """

@@ -26,10 +26,10 @@ from tritonwatch.wire.http2 import UnaryRequest
 Send = Callable[[], Awaitable[bool]]
 CALLBACK_MAX_CONCURRENCY = 4
 """gRPC that cannot run on :mod:`~tritonwatch.probe.sweep.h2c` (TLS, requests over 64
-KiB): closed loop up to this many in flight per worker runs on completion callbacks
-(one thread hand-over less per request: at concurrency 1 on real Triton p50 3.85 ms
-against 4.68 ms on ``grpc.aio``, perf_analyzer 3.40 ms); above it ``grpc.aio`` was as
-fast or faster (concurrency 8: 856 against 835 inferences/s), so it keeps the rest."""
+KiB): closed loop up to this many in flight per worker runs on completion callbacks,
+one thread hand-over less per request, which at low concurrency sits on the critical
+path of every request and kept ``grpc.aio`` well behind perf_analyzer's latency; above
+it ``grpc.aio`` was as fast or faster, so it keeps the rest (README, "The sweep")."""
 
 
 @dataclass(slots=True)

@@ -1,0 +1,155 @@
+"""Writes the parts of the documentation that are read off the code, or checks them.
+
+Each generated part sits in a Markdown file between ``<!-- generated: NAME -->`` and
+``<!-- end: NAME -->``; everything outside the markers is written by hand. ``--check``
+exits 1 naming every part that differs from what the code says now (the suite runs it,
+so a package, a contract or a change that is not in the documents fails a test).
+
+    python scripts/generate_docs.py [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "src" / "tritonwatch"
+MARKER = re.compile(
+    r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end: (?P=name) -->)", re.S
+)
+
+
+def packages() -> list[str]:
+    """Every package under ``src/tritonwatch``, dotted, parents before children."""
+    found = sorted(path.parent.relative_to(PACKAGE.parent) for path in PACKAGE.rglob("__init__.py"))
+    return [".".join(path.parts) for path in found if len(path.parts) > 1]
+
+
+def _summary(package: str) -> str:
+    """The first sentence of a package's docstring, on one line."""
+    source = (PACKAGE.parent.joinpath(*package.split(".")) / "__init__.py").read_text()
+    docstring = ast.get_docstring(ast.parse(source)) or ""
+    paragraph = " ".join(docstring.split("\n\n", 1)[0].split())
+    match = re.match(r"(.+?\.)(\s|$)", paragraph)
+    return match.group(1) if match else paragraph
+
+
+def _contracts() -> list[dict[str, Any]]:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    contracts: list[dict[str, Any]] = config["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def _layer_of(package: str) -> str:
+    """Where ``package`` stands in the top-level layers contract (1 = top)."""
+    top = package.split(".")[1]
+    for contract in _contracts():
+        if contract["type"] == "layers" and contract.get("containers") == ["tritonwatch"]:
+            for index, layer in enumerate(contract["layers"], start=1):
+                if top in [name.strip() for name in str(layer).split("|")]:
+                    return str(index)
+    return "—"
+
+
+def _modules(package: str) -> int:
+    folder = PACKAGE.parent.joinpath(*package.split("."))
+    return sum(1 for path in folder.glob("*.py") if path.name != "__init__.py")
+
+
+def package_table() -> str:
+    rows = ["| package | layer | modules | what it holds |", "|---|---|---|---|"]
+    for package in packages():
+        name = package.removeprefix("tritonwatch.")
+        rows.append(
+            f"| `{name}` | {_layer_of(package)} | {_modules(package)} | {_summary(package)} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def _names(modules: list[str]) -> str:
+    return ", ".join(f"`{str(module).removeprefix('tritonwatch.')}`" for module in modules)
+
+
+def _rule(contract: dict[str, Any]) -> str:
+    kind = contract["type"]
+    if kind == "layers":
+        layers = [
+            " \\| ".join(f"`{n.strip()}`" for n in str(layer).split("|"))
+            for layer in contract["layers"]
+        ]
+        container = _names(contract["containers"])
+        extra = "; every package is in a layer" if contract.get("exhaustive") else ""
+        return (
+            f"in {container}: " + " → ".join(layers) + f" (each imports only those after it{extra})"
+        )
+    if kind == "forbidden":
+        sources = contract["source_modules"]
+        verb = "imports" if len(sources) == 1 else "import"
+        return f"{_names(sources)} {verb} none of {_names(contract['forbidden_modules'])}"
+    if kind == "acyclic_siblings":
+        under = _names(contract["ancestors"])
+        return f"no import cycle among the siblings of any package under {under}"
+    return str(kind)
+
+
+def contract_table() -> str:
+    rows = ["| contract | rule |", "|---|---|"]
+    for contract in _contracts():
+        assert "ignore_imports" not in contract, (
+            f"{contract['name']}: a back edge is fixed, not excused"
+        )
+        rows.append(f"| {contract['name']} | {_rule(contract)} |")
+    return "\n".join(rows) + "\n"
+
+
+PARTS: dict[str, Callable[[], str]] = {"packages": package_table, "contracts": contract_table}
+DOCUMENTS = [REPO / "docs" / "architecture.md"]
+
+
+def regenerate(text: str, path: Path) -> str:
+    """``text`` with every generated part written afresh."""
+
+    def fresh(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if name not in PARTS:
+            raise SystemExit(f"{path}: no generator for the part {name!r}")
+        return f"{match.group(1)}{PARTS[name]()}{match.group(4)}"
+
+    return MARKER.sub(fresh, text)
+
+
+def stale_parts() -> list[str]:
+    """``file: part`` for every generated part that differs from the code."""
+    stale = []
+    for path in DOCUMENTS:
+        text = path.read_text()
+        for match in MARKER.finditer(text):
+            name = match.group("name")
+            if name in PARTS and match.group("body") != PARTS[name]():
+                stale.append(f"{path.relative_to(REPO)}: {name}")
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a generated part is stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        stale = stale_parts()
+        for part in stale:
+            print(f"stale: {part} (run python scripts/generate_docs.py)", file=sys.stderr)
+        return 1 if stale else 0
+    for path in DOCUMENTS:
+        path.write_text(regenerate(path.read_text(), path))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
