@@ -110,7 +110,8 @@ def test_config_is_valid_and_listens_on_the_service_port(variant: str) -> None:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_workload_runs_the_image_as_it_expects(variant: str) -> None:
     """Non-root as the Dockerfile's user, config where the ConfigMap is mounted, exporter
-    on the named port, /health for readiness and liveness, restricted pod security."""
+    on the named port, /-/healthy for start-up, /-/ready for readiness, /health for
+    liveness, restricted pod security."""
     pod = workload(variant)["spec"]["template"]["spec"]
     box = container(variant)
     user = re.search(r"^USER (\d+)$", (REPO / "Dockerfile").read_text(), re.MULTILINE)
@@ -127,8 +128,13 @@ def test_workload_runs_the_image_as_it_expects(variant: str) -> None:
     (port,) = box["ports"]
     assert port == {"name": "metrics", "containerPort": PORT, "protocol": "TCP"}
     assert env["TRITONWATCH_LISTEN"] == f"0.0.0.0:{PORT}"
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert box[probe]["httpGet"] == {"path": "/health", "port": "metrics"}
+    probes = {
+        "startupProbe": "/-/healthy",
+        "readinessProbe": "/-/ready",
+        "livenessProbe": "/health",
+    }
+    for probe, path in probes.items():
+        assert box[probe]["httpGet"] == {"path": path, "port": "metrics"}
 
     assert box["args"][:2] == ["run", "--config"]
     config_path = Path(box["args"][2])

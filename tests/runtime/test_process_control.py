@@ -15,9 +15,10 @@ from tritonwatch.runtime import process
 class Recorder:
     """A daemon that records its lifecycle calls."""
 
-    def __init__(self, fail_start: bool = False) -> None:
+    def __init__(self, fail_start: bool = False, reloads: bool = True) -> None:
         self.calls: list[str] = []
         self._fail_start = fail_start
+        self._reloads = reloads
 
     def start(self) -> None:
         self.calls.append("start")
@@ -26,7 +27,7 @@ class Recorder:
 
     def reload(self) -> bool:
         self.calls.append("reload")
-        return True
+        return self._reloads
 
     def stop(self) -> None:
         self.calls.append("stop")
@@ -83,3 +84,24 @@ def test_sighup_asks_for_a_reload_and_sigterm_for_a_stop() -> None:
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize("reloads", [True, False])
+def test_a_reload_asked_from_another_thread_gets_the_main_threads_outcome(reloads: bool) -> None:
+    """Breaks if ``POST /-/reload`` (``reload_and_wait`` on the exporter's thread) is not
+    run by the main thread as SIGHUP's reload is, or is told another outcome than the
+    reload's (200 for a config that stayed out would be a lie)."""
+    control = process.ProcessControl()
+    daemon = Recorder(reloads=reloads)
+    answers: list[bool] = []
+
+    def exporter_thread() -> None:
+        answers.append(control.reload_and_wait(timeout=30))
+        control.request("stop")
+
+    worker = threading.Thread(target=exporter_thread)
+    worker.start()
+    assert control.serve(lambda: daemon) == process.EXIT_OK
+    worker.join()
+    assert answers == [reloads]
+    assert daemon.calls == ["start", "reload", "stop"]

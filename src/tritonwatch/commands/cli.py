@@ -156,8 +156,11 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG_ERROR
     if args.dry_run:
         return _dry_run(args, config, shard)
+    reload = control.reload_and_wait if args.web_enable_lifecycle else None
     return control.serve(
-        lambda: Daemon(config_path, config, listen_override=args.listen, shard=shard)
+        lambda: Daemon(
+            config_path, config, listen_override=args.listen, shard=shard, lifecycle_reload=reload
+        )
     )
 
 
@@ -208,6 +211,9 @@ def build_parser(
     add_flag(run, "--web-config-file", environ=environ,
              help="exporter TLS/basic-auth file (exporter-toolkit format), "
              "overrides exporter.web_config_file")  # fmt: skip
+    add_flag(run, "--web.enable-lifecycle", environ=environ, action="store_true", default=False,
+             dest="web_enable_lifecycle",
+             help="answer POST /-/reload (a reload, as SIGHUP), as Prometheus does")  # fmt: skip
     add_flag(
         run,
         "--log-format",

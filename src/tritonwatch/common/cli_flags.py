@@ -18,8 +18,9 @@ _FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
 
 
 def env_name(flag: str) -> str:
-    """The variable that backs ``flag``: ``--log-level`` → ``TRITONWATCH_LOG_LEVEL``."""
-    return ENV_PREFIX + flag.lstrip("-").upper().replace("-", "_")
+    """The variable that backs ``flag``: ``--log-level`` → ``TRITONWATCH_LOG_LEVEL``,
+    ``--web.enable-lifecycle`` → ``TRITONWATCH_WEB_ENABLE_LIFECYCLE``."""
+    return ENV_PREFIX + flag.lstrip("-").upper().replace("-", "_").replace(".", "_")
 
 
 def parse_bool(text: str, *, source: str) -> bool:

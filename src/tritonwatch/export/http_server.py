@@ -1,4 +1,4 @@
-"""The exporter's HTTP server: ``/metrics``, ``/health`` and an index page.
+"""The exporter's HTTP server: ``/metrics``, ``/health``, ``/-/*`` and the status page.
 
 A small threaded WSGI server from the standard library: prometheus_client's own
 ``start_http_server`` serves only metrics, while the status page and basic auth hang
@@ -27,8 +27,10 @@ from prometheus_client import CollectorRegistry
 
 from tritonwatch.common.listen import ListenAddress
 from tritonwatch.common.logs import get_logger
+from tritonwatch.export import lifecycle as lifecycle_endpoints
 from tritonwatch.export.basic_auth import BasicAuthChecker, parse_basic_authorization
 from tritonwatch.export.exposition import make_metrics_app
+from tritonwatch.export.lifecycle import Lifecycle
 from tritonwatch.export.web_config_watcher import WebConfigWatcher
 
 _log = get_logger("exporter")
@@ -106,19 +108,23 @@ def exporter_app(
     registry: CollectorRegistry,
     health: Callable[[], HealthReport],
     status_page: Callable[[], str] | None = None,
+    lifecycle: Lifecycle | None = None,
 ) -> WSGIApplication:
-    """Routes requests to the metrics, health and status-page handlers.
+    """Routes requests to the metrics, health, lifecycle and status-page handlers.
 
     ``/metrics`` answers as ``prometheus_client.make_wsgi_app`` would, byte for byte,
     at a fraction of its CPU (see :mod:`tritonwatch.export.exposition`).
     """
     metrics_app = make_metrics_app(registry)
+    management = lifecycle or Lifecycle()
 
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
         if path == "/metrics":
             body: Iterable[bytes] = metrics_app(environ, start_response)
             return body
+        if path in lifecycle_endpoints.PATHS:
+            return lifecycle_endpoints.answer(management, path, environ, start_response)
         if path == "/health":
             report = health()
             status = "200 OK" if report.healthy else "503 Service Unavailable"

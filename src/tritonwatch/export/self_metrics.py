@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from tritonwatch.common.build_facts import BuildFacts
 from tritonwatch.records.observations import ReadinessObservation
 
 
@@ -20,7 +21,7 @@ from tritonwatch.records.observations import ReadinessObservation
 class SelfStatus:
     """What the daemon knows about itself at one instant."""
 
-    version: str
+    build: BuildFacts
     readiness: dict[str, ReadinessObservation]
     last_reload_successful: bool
     last_reload_success_timestamp: float
@@ -35,9 +36,13 @@ class SelfCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         status = self._status()
         build = InfoMetricFamily(
-            "tritonwatch_build", "tritonwatch build information; the value is always 1."
+            "tritonwatch_build",
+            "tritonwatch's version, the commit it was built from and its Python; always 1.",
         )
-        build.add_metric([], {"version": status.version})
+        facts = status.build
+        build.add_metric(
+            [], {"version": facts.version, "revision": facts.revision, "python": facts.python}
+        )
         yield build
 
         up = GaugeMetricFamily(

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.process_collector import ProcessCollector
 
 from tritonwatch import __version__
+from tritonwatch.common.build_facts import build_facts
 from tritonwatch.common.file_stamps import FileStamps, file_stamps
 from tritonwatch.common.listen import ListenAddress, parse_listen_address
 from tritonwatch.common.logs import REDACTOR, get_logger
@@ -32,6 +33,7 @@ from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector
 from tritonwatch.export.health import health_report
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
+from tritonwatch.export.lifecycle import Lifecycle, Readiness
 from tritonwatch.export.liveness_metrics import LivenessCollector
 from tritonwatch.export.llm_metrics import LlmCollector
 from tritonwatch.export.self_metrics import SelfCollector, SelfStatus
@@ -84,6 +86,8 @@ class Daemon:
         nvml: the ``pynvml`` module or a stand-in with its functions (a
             :class:`~tritonwatch.scrape.nvml_fake.FakeNvml` where there is no GPU);
             None imports ``pynvml`` when NVML starts.
+        lifecycle_reload: what ``POST /-/reload`` calls (the process's reload, as
+            SIGHUP's); None refuses it (``--web.enable-lifecycle`` is off).
     """
 
     def __init__(
@@ -97,6 +101,7 @@ class Daemon:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         nvml: Any = None,
+        lifecycle_reload: Callable[[], bool] | None = None,
     ) -> None:
         self._config_path = config_path
         self._config = config
@@ -112,6 +117,7 @@ class Daemon:
         discovery job (a scheduler thread) and a stop (the signal handler's poll) may
         race, and a reload must swap the config atomically."""
         self._listen_override = listen_override
+        self._lifecycle_reload = lifecycle_reload
         self._probe_factory = probe_factory
         self._clock = clock
         self._wall_clock = wall_clock
@@ -122,6 +128,7 @@ class Daemon:
         self._schedule_board = ScheduleBoard(clock)
         self._last_reload_ok = True
         self._last_reload_success = wall_clock()
+        self._build = build_facts()
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(SelfCollector(self._self_status))
         self.registry.register(ProcessCollector(registry=None))
@@ -199,7 +206,12 @@ class Daemon:
             exporter = self._config.exporter
             self._server = ExporterServer(
                 self._listen_address(self._config),
-                exporter_app(self.registry, self.health, self.status_page),
+                exporter_app(
+                    self.registry,
+                    self.health,
+                    self.status_page,
+                    Lifecycle(self.readiness, self._lifecycle_reload),
+                ),
                 exporter.tls_cert_file,
                 exporter.tls_key_file,
                 web_config_file=exporter.web_config_file,
@@ -400,7 +412,7 @@ class Daemon:
     def _self_status(self) -> SelfStatus:
         with self._lock:
             ok, success = self._last_reload_ok, self._last_reload_success
-        return SelfStatus(__version__, self._board.snapshot(), ok, success)
+        return SelfStatus(self._build, self._board.snapshot(), ok, success)
 
     def status_snapshot(self) -> StatusSnapshot:
         """What the status page shows, assembled from the latest readings."""
@@ -437,6 +449,25 @@ class Daemon:
             engine_restarts=self._canaries.engine_restarts,
             engine_recovering=started and self._canaries.engine_recovering(),
         )  # fmt: skip
+
+    def readiness(self) -> Readiness:
+        """Ready (``/-/ready``) once started with its config loaded, every target scraped
+        once and every canary's first request answered (or its model's metadata refused,
+        the canary skipped, or its circuit open): from then on every series it exports
+        says something true."""
+        if self._state != RunState.STARTED:
+            return Readiness((f"the daemon to start (it is {self._state})",))
+        waiting = [f"the first scrape of {state.target}" for state in self.triton.states()
+                   if not state.sources]  # fmt: skip
+        board = self.canary_board
+        excused = board.skipped().keys() | board.open_circuits() | board.unprepared()
+        waiting += [
+            f"the first canary answer of {snap.target}/{snap.model} ({snap.protocol})"
+            for snap in self.canary_board.snapshot(self._clock())
+            if snap.last_outcome_at is None
+            and (snap.target, snap.model, snap.protocol) not in excused
+        ]
+        return Readiness(tuple(waiting))
 
     def _stalled(self) -> dict[SeriesKey, bool]:
         """Every running canary's liveness verdict now (True: stalled)."""

@@ -28,6 +28,8 @@ EXIT_OK = 0
 EXIT_START_FAILED = 1
 SHUTDOWN_BUDGET_SECONDS = 4.0
 """SIGTERM must end the process within 5 s; this leaves a second of margin."""
+RELOAD_WAIT_SECONDS = 30.0
+"""How long a ``POST /-/reload`` waits for the main thread to reload (it reads one file)."""
 COMMAND_POLL_SECONDS = 0.5
 """How often the main thread wakes to run signal handlers that arrived on other threads."""
 
@@ -42,6 +44,21 @@ class Runnable(Protocol):
     def stop(self) -> None: ...
 
 
+class _Ticket:
+    """A reload asked for by another thread, and its outcome once the main thread ran it."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self.succeeded = False
+
+    def finish(self, succeeded: bool) -> None:
+        self.succeeded = succeeded
+        self._done.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._done.wait(timeout) and self.succeeded
+
+
 class ProcessControl:
     """The commands for the main thread, from signals or from the daemon's own threads.
 
@@ -51,6 +68,7 @@ class ProcessControl:
 
     def __init__(self) -> None:
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        self._tickets: queue.SimpleQueue[_Ticket] = queue.SimpleQueue()
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and SIGINT stop, SIGHUP reloads (from the main thread only)."""
@@ -61,6 +79,15 @@ class ProcessControl:
     def request(self, command: Command) -> None:
         """Asks the main thread to ``command``; safe from any thread and from a handler."""
         self._commands.put(command)
+
+    def reload_and_wait(self, timeout: float = RELOAD_WAIT_SECONDS) -> bool:
+        """Asks for a reload, as SIGHUP does, and waits for it: True when the new config
+        is in force (``POST /-/reload``'s 200), False when the old one stays or the main
+        thread did not get to it in ``timeout``."""
+        ticket = _Ticket()
+        self._tickets.put(ticket)
+        self.request("reload")
+        return ticket.wait(timeout)
 
     def next_command(self) -> Command:
         """The next command, waiting in short slices: the kernel may deliver SIGTERM to
@@ -86,11 +113,24 @@ class ProcessControl:
         freeze_start_up_objects()
         while (command := self.next_command()) != "stop":
             if command == "reload":
-                daemon.reload()
+                waiting = self._waiting_tickets()
+                succeeded = bool(daemon.reload())
+                for ticket in waiting:
+                    ticket.finish(succeeded)
         deadline = time.monotonic() + SHUTDOWN_BUDGET_SECONDS
         daemon.stop()
         exit_within(deadline)
         return EXIT_OK
+
+    def _waiting_tickets(self) -> list[_Ticket]:
+        """The reload requests made before the reload about to run: it reads the config
+        after all of them, so its outcome is theirs."""
+        tickets = []
+        while True:
+            try:
+                tickets.append(self._tickets.get_nowait())
+            except queue.Empty:
+                return tickets
 
 
 def freeze_start_up_objects() -> None:

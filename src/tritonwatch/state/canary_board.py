@@ -156,6 +156,7 @@ class CanaryBoard:
         self._series: dict[SeriesKey, _Series] = {}
         self._open_circuits: set[SeriesKey] = set()
         self._skipped: dict[SeriesKey, str] = {}
+        self._unprepared: set[SeriesKey] = set()
 
     def set_circuit_open(self, key: SeriesKey, *, open_: bool) -> None:
         """Records whether a canary's circuit breaker holds its load back."""
@@ -184,6 +185,21 @@ class CanaryBoard:
             if series is not None:
                 series.last_error = LastError(SKIPPED, reason, at, self._wall_clock())
 
+    def set_unprepared(self, key: SeriesKey, unprepared: bool) -> None:
+        """Records that a canary could not read its model's metadata yet (it retries):
+        it has tried, and the server's answer, not a missing request, is why it sends
+        nothing."""
+        with self._lock:
+            if unprepared:
+                self._unprepared.add(key)
+            else:
+                self._unprepared.discard(key)
+
+    def unprepared(self) -> set[SeriesKey]:
+        """The canaries still waiting for their model's metadata."""
+        with self._lock:
+            return set(self._unprepared)
+
     def skipped(self) -> dict[SeriesKey, str]:
         """The canaries that send nothing, with why."""
         with self._lock:
@@ -207,6 +223,7 @@ class CanaryBoard:
         with self._lock:
             self._series = {k: v for k, v in self._series.items() if k in wanted}
             self._skipped = {k: v for k, v in self._skipped.items() if k in wanted}
+            self._unprepared &= wanted
             for key in wanted - self._series.keys():
                 self._series[key] = _Series(len(self._buckets))
 

@@ -4,8 +4,7 @@ Open loop: requests leave on schedule whether or not earlier ones returned, and
 latency counts from the *intended* send time. When a server stalls, the requests
 scheduled meanwhile wait for an in-flight slot with their clocks running, and time
 out at ``intended + timeout``; the stall shows in the tail instead of being hidden
-(coordinated omission). Each model runs as its own asyncio task, so a slow target
-never delays another.
+(coordinated omission). Each model runs as its own task: a slow target delays no other.
 """
 
 from __future__ import annotations
@@ -75,8 +74,7 @@ class ModelCanary:
         engine: CanaryEngine | None = None,
     ) -> None:
         self.plan = plan
-        self._engine = engine
-        """Plain-HTTP canaries send from it when given (the daemon's do); else the loop."""
+        self._engine = engine  # plain-HTTP canaries send from it when given, else the loop
         self._client = client
         self._stats = stats
         self._random = random.Random(seed)  # noqa: S311 - scheduling jitter, not secrets
@@ -169,8 +167,10 @@ class ModelCanary:
                     error=str(error)[:200],
                     retry_in_seconds=delay,
                 )
+                self._stats.set_unprepared(plan.key, True)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, METADATA_RETRY_MAX_SECONDS)
+        self._stats.set_unprepared(plan.key, False)
         if config is None:
             _log.info("model_config_api_unavailable", target=plan.target, model=plan.model)
         self.decoupled = is_decoupled(config)
