@@ -5,9 +5,9 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
-SOURCES := $(wildcard src tests benchmarks scripts)
+SOURCES := $(wildcard src tests benchmarks scripts mixin)
 
-.PHONY: all demo test lint typecheck unit suite docs bench-tests debian-packages real-triton real-mlserver bench-packages bench soak lock clean
+.PHONY: all demo test lint typecheck unit suite docs screenshot mixin site image-test bench-tests debian-packages real-triton real-mlserver bench-packages bench soak lock clean
 
 all: test
 
@@ -35,6 +35,20 @@ bench-packages:
 # tests/docs checks that they are fresh.
 docs: $(INSTALLED)
 	$(BIN)/python scripts/generate_docs.py
+	$(BIN)/python mixin/build.py
+
+# The monitoring mixin (mixin/): rules, alerts and dashboards from the code that writes them.
+mixin: $(INSTALLED)
+	$(BIN)/python mixin/build.py
+
+# The documentation site, as `make test` builds it (tests/docs/test_site.py), into site/.
+site: $(INSTALLED)
+	$(BIN)/mkdocs build --strict
+
+# The README's picture of the status page: the suite's Chromium test, its screenshot kept.
+screenshot: $(INSTALLED) debian-packages
+	TRITONWATCH_SCREENSHOT_OUT=docs/img/status-page.png $(BIN)/pytest -q -p no:xdist \
+		tests/e2e/test_status_page.py::test_status_page_in_chromium
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check $(SOURCES)
@@ -43,7 +57,7 @@ lint: $(INSTALLED)
 	$(BIN)/lint-imports
 
 typecheck: $(INSTALLED)
-	$(BIN)/mypy src
+	$(BIN)/mypy src mixin/build.py scripts/generate_docs.py
 
 # The whole suite (unit, sim and real tests; tests/README.md), in parallel: the users of
 # the shared real Triton run on one worker (--dist loadgroup), the rest spread over three.
@@ -60,6 +74,16 @@ bench-tests: $(INSTALLED) debian-packages real-triton real-mlserver
 	$(BIN)/pytest -m bench
 
 test: lint typecheck suite
+
+# The Dockerfile's image built with podman on a Debian base made by mmdebstrap (cached
+# in podman's storage between runs), then run: --version, check-config, and the daemon
+# against real Triton on the host network, read-only, as its user (tests/image). Its
+# own target: the build does not fit the suite's budget. .ci/run runs it after `make test`.
+IMAGE_TAG ?= localhost/tritonwatch:test
+image-test: $(INSTALLED) real-triton
+	scripts/ensure-image-tools.sh
+	scripts/build-image.sh $(IMAGE_TAG)
+	TRITONWATCH_IMAGE=$(IMAGE_TAG) $(BIN)/pytest -p no:xdist -q tests/image
 
 demo: $(INSTALLED)
 	$(BIN)/tritonwatch demo

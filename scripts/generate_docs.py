@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
 import sys
 import tomllib
@@ -109,8 +110,35 @@ def contract_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-PARTS: dict[str, Callable[[], str]] = {"packages": package_table, "contracts": contract_table}
-DOCUMENTS = [REPO / "docs" / "architecture.md"]
+def _reference(name: str) -> Callable[[], str]:
+    """A part from scripts/references.py (imported only when a document asks for it: the
+    metrics part runs the daemon against the simulator)."""
+
+    def part() -> str:
+        sys.path.insert(0, str(REPO / "scripts"))
+        import references  # noqa: PLC0415
+
+        table: str = getattr(references, f"{name}_tables")()
+        return table
+
+    return functools.cache(part)
+
+
+PARTS: dict[str, Callable[[], str]] = {
+    "packages": package_table,
+    "contracts": contract_table,
+    "metrics": _reference("metric"),
+    "config": _reference("config"),
+    "cli": _reference("cli"),
+    "alerts": _reference("alert"),
+}
+DOCUMENTS = [
+    REPO / "docs" / "architecture.md",
+    *(
+        REPO / "docs" / "reference" / f"{name}.md"
+        for name in ("metrics", "configuration", "cli", "alerts")
+    ),
+]
 
 
 def regenerate(text: str, path: Path) -> str:
@@ -125,10 +153,11 @@ def regenerate(text: str, path: Path) -> str:
     return MARKER.sub(fresh, text)
 
 
-def stale_parts() -> list[str]:
-    """``file: part`` for every generated part that differs from the code."""
+def stale_parts(documents: list[Path] | None = None) -> list[str]:
+    """``file: part`` for every generated part of ``documents`` (all by default) that
+    differs from the code."""
     stale = []
-    for path in DOCUMENTS:
+    for path in DOCUMENTS if documents is None else documents:
         text = path.read_text()
         for match in MARKER.finditer(text):
             name = match.group("name")

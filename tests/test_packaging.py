@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -69,17 +71,57 @@ def test_hadolint_passes() -> None:
 
 
 def test_ci_runs_the_readme_test_command() -> None:
-    """Breaks if CI runs anything but the `make test` the README tells users to run."""
+    """Breaks if CI runs anything but the `make test` the README tells users to run, then
+    the image's own test (`make image-test`)."""
     readme = (REPO / "README.md").read_text()
     assert "make test" in readme
     assert "make demo" in readme
     ci = (REPO / ".ci" / "run").read_text()
     assert [
         line for line in ci.splitlines() if line and not line.startswith(("#", "set ", "cd "))
-    ] == ["make test"]
+    ] == ["make test", "make image-test"]
 
 
 def test_console_script_reports_the_version() -> None:
     """Breaks if the installed console script stops printing its version."""
     result = subprocess.run([TRITONWATCH, "--version"], capture_output=True, text=True, check=True)
     assert re.fullmatch(r"tritonwatch \d+\.\d+\.\d+\S*\n", result.stdout)
+
+
+def test_pip_install_of_the_tree_gives_a_working_command(tmp_path: Path) -> None:
+    """Breaks if ``pip install .`` (a wheel built from the tree, not the editable
+    install the suite runs from) gives no ``tritonwatch``, or one that cannot start:
+    a module or a data file left out of the package, or a broken entry point. The
+    wheel goes into a fresh venv without its dependencies, which it reads from this
+    one's site-packages (a ``.pth`` line, after its own): the pinned versions, and
+    nothing of the checkout."""
+    wheels, venv = tmp_path / "wheels", tmp_path / "venv"
+    python = str(BIN / "python")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    subprocess.run([python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
+                    str(wheels), str(REPO)], check=True, timeout=300, env=env)  # fmt: skip
+    (wheel,) = wheels.glob("tritonwatch-*.whl")
+    subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    ours = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    subprocess.run([python, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+                    "--quiet", "--no-deps", "--no-index", str(wheel)], check=True, timeout=300,
+                   env=env)  # fmt: skip
+    (site / "zz_dependencies.pth").write_text(ours + "\n")
+    command = str(venv / "bin" / "tritonwatch")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            args, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env
+        )
+
+    version = run(command, "--version")
+    assert re.fullmatch(r"tritonwatch \d+\.\d+\.\d+\S*\n", version.stdout), version.stderr
+    where = run(
+        str(venv / "bin" / "python"), "-c", "import tritonwatch; print(tritonwatch.__file__)"
+    )
+    assert where.stdout.startswith(str(site)), where.stdout + where.stderr  # the wheel's copy
+    checked = run(command, "check-config", str(REPO / "examples" / "demo.yaml"))
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.startswith("ok: ")

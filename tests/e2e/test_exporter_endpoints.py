@@ -77,12 +77,18 @@ def test_healthy_at_once_ready_once_every_first_scrape_and_canary_answer_are_in(
     Kubernetes readiness probe would route to an exporter with nothing true to say), or
     never after they ended (failures count: a down server is something true), or if
     /-/healthy is not 200 from the start."""
-    path = _config(tmp_path / "c.yaml", silent_url, f"{silent_url}/metrics", ["simple"], "3s")
+    path = _config(tmp_path / "c.yaml", silent_url, f"{silent_url}/metrics", ["simple"], "4s")
     daemon = DaemonProcess(path)
     try:
         status, body = http_get(f"{daemon.url}/-/healthy")
         assert (status, body) == (200, "tritonwatch is Healthy.\n")
-        status, body = http_get(f"{daemon.url}/-/ready")
+        # Until the daemon has started /-/ready says so; then, until the silent server's
+        # first scrape and canary request time out, what it waits for.
+        status, body = wait_until(
+            lambda: (answer := http_get(f"{daemon.url}/-/ready"))[1].count("the first") and answer,
+            10,
+            "the started daemon's reasons",
+        )
         assert status == 503
         lines = body.splitlines()
         assert lines[0] == "tritonwatch is not ready."

@@ -11,6 +11,7 @@ escaping the renderer serves; one differing byte fails.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from prometheus_client.core import Metric
 from test_exposition import assert_renders_as_library
 
 from sim_process import SimProcess
-from support import assert_promtool_clean, fixtures_dir, wait_until
+from support import REPO, assert_promtool_clean, fixtures_dir, http_get, wait_until
 from tritonwatch.commands.demo import DEMO_SCENARIOS, demo_config, demo_model_set
 from tritonwatch.config import load_config
 from tritonwatch.export.exposition import Renderer
@@ -40,6 +41,8 @@ WANTED = {
 }
 """Families from each part of the daemon; the registry is read once all have samples."""
 H200_MEMORY_BYTES = 150_754_820_096
+SCRAPED: list[str] = []
+"""The running daemon's /metrics, as Prometheus scraped it (once, beside the registry)."""
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +68,9 @@ def daemon_families(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[M
 
             wait_until(populated, 60, f"samples in each of {sorted(WANTED)}")
             time.sleep(0.5)
+            status, text = http_get(f"{daemon.exporter_url}/metrics")
+            assert status == 200
+            SCRAPED.append(text)
             yield list(daemon.registry.collect())
         finally:
             daemon.stop()
@@ -95,3 +101,21 @@ def test_the_gpu_memory_total_is_the_h200s_in_go_float_text(daemon_families: lis
 def test_daemon_registry_is_promtool_clean(daemon_families: list[Metric]) -> None:
     """Breaks if the daemon's rendered text 0.0.4 fails ``promtool check metrics``."""
     assert_promtool_clean(Renderer().render(daemon_families, openmetrics=False).decode())
+
+
+def test_the_metrics_reference_lists_every_family_the_daemon_exports(
+    daemon_families: list[Metric],
+) -> None:
+    """Breaks if a family the running daemon's /metrics carries is missing from
+    docs/reference/metrics.md (regenerate it: ``make docs``)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    reference = (REPO / "docs" / "reference" / "metrics.md").read_text()
+    listed = set(re.findall(r"^\| `(tritonwatch_[a-z0-9_]+)` \|", reference, re.M))
+    (text,) = SCRAPED
+    scraped = {family.name for family in text_string_to_metric_families(text)}
+    ours = {name for name in scraped if name.startswith("tritonwatch_")}
+    assert len(ours) > 60
+    exposed = {name + ("_total" if f"{name}_total" in listed else "") for name in ours}
+    exposed = {name + ("_info" if f"{name}_info" in listed else "") for name in exposed}
+    assert exposed - listed == set()

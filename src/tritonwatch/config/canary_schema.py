@@ -19,6 +19,8 @@ class InputOverride(Section):
     dimension included) when dims are dynamic (-1), and sample data."""
 
     shape: tuple[PositiveInt, ...] | None = None
+    """The input's whole request shape, batch dimension included (``[1, 3, 224, 224]``);
+    unset: the metadata's, with the batch and every dynamic dim 1."""
     file: Path | None = None
     """A ``.npy`` array, or a ``.json`` list (strings for BYTES inputs), sent as this input."""
 
@@ -51,7 +53,9 @@ class Range(Section):
     """A length sampled uniformly per request, both ends included."""
 
     min: PositiveInt
+    """The smallest length, a positive integer."""
     max: PositiveInt
+    """The largest, at least ``min``."""
 
     @model_validator(mode="after")
     def _ordered(self) -> Range:
@@ -113,9 +117,16 @@ class StreamConfig(Section):
     engine for one decode step, and 15 gaps a stream (900 a minute at 1/s) are plenty
     for an ITL p95; each token also costs the daemon one wake-up."""
     text_input: Name = "text_input"
+    """The model input that carries the prompt; a model without it gets the plain
+    canary's inputs instead (not used by protocol ``openai``)."""
     max_tokens_input: Name = "max_tokens"
+    """The input that gets ``max_tokens``, when the model has it (else
+    ``sampling_parameters`` carries it, as the vLLM backend reads it)."""
     stream_input: Name = "stream"
+    """The boolean input set to true in every request, when the model has it."""
     text_output: Name = "text_output"
+    """The output whose text is the streamed content; for a model without it, every
+    output counts as content."""
     parameters: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Extra fields of every request: generate fields (model inputs or request
     parameters) or OpenAI body keys (``temperature``, ``ignore_eos``)."""
@@ -177,7 +188,10 @@ class CanaryLimits(Section):
 
 class CanaryConfig(Section):
     enabled: bool = True
+    """``false``: the model gets no canary requests, so no canary SLI."""
     rate: Rate = 1.0
+    """Requests per second sent to each model (``2/s``, ``30/m``); a target's canaries are
+    scaled down together to 50/s at most."""
     distribution: Literal["constant", "poisson"] = "constant"
     """Gaps between sends: fixed (``1/rate``) or exponential (Poisson arrivals)."""
     data: Literal["random", "zero"] = "random"
@@ -193,7 +207,11 @@ class CanaryConfig(Section):
     protocol: Protocol | None = None
     """``None`` follows the scheme of the target's ``url``."""
     timeout: Duration = 2.0
+    """How long a request may take, from its scheduled send time (a wait for a slot
+    included), before it is a ``timeout``; streams use ``stream.timeout``."""
     max_in_flight: PositiveInt = 8
+    """Requests of the model's canary outstanding at once; one due while all are busy waits,
+    its clock running. A target's canaries are scaled down together to 64 at most."""
     inputs: dict[str, InputOverride] = Field(default_factory=dict)
     stream: StreamConfig = StreamConfig()
     limits: CanaryLimits = CanaryLimits()

@@ -49,13 +49,18 @@ class LatencySLO(Section):
     """A fraction ``objective`` of requests must finish faster than ``threshold``."""
 
     threshold: Duration = 0.050
+    """The duration an event must stay within to be good: a canary request's end-to-end
+    latency (for ``ttft``, the wait for the first token; for ``itl``, each gap between tokens)."""
     objective: Objective = 0.95
+    """The fraction of events that must be good, strictly between 0 and 1 (``0.95``: 95 %)."""
 
 
 class AvailabilitySLO(Section):
     """A fraction ``objective`` of requests must succeed."""
 
     objective: Objective = 0.999
+    """The fraction of requests that must succeed, strictly between 0 and 1 (``0.999``),
+    judged on the canary's outcomes and on Triton's own success and failure counters."""
 
 
 DEFAULT_ALERT_MIN_BAD_EVENTS = 10.0
@@ -67,6 +72,8 @@ class SLOConfig(Section):
     latency: LatencySLO = LatencySLO()
     availability: AvailabilitySLO = AvailabilitySLO()
     period: Duration = 28 * 86400.0
+    """The rolling span the error budget is counted over (``28d``): the budget left is
+    1 − the burn rate over it. The burn-rate alert windows do not depend on it."""
     ttft: LatencySLO | None = None
     """Streaming models: a fraction ``objective`` of first tokens must come faster than
     ``threshold`` (time to first token, docs/design.md §5). Off unless set."""
@@ -87,12 +94,19 @@ class SweepConfig(Section):
     """Scheduled concurrency sweeps (off by default: a sweep loads the server on purpose)."""
 
     enabled: bool = False
+    """Sweep on a schedule; the model's canary pauses while its sweep runs."""
     interval: Duration = 6 * 3600.0
+    """How often each model is swept (``6h``)."""
     concurrency: tuple[PositiveInt, ...] = (1, 2, 4, 8, 16, 32)
+    """The levels, requests kept in flight, swept in the order written; a sweep stops at
+    the first level whose p95 is over the model's latency SLO threshold."""
     max_concurrency: PositiveInt = 64
     """A hard cap: levels above it are refused at load."""
     measurement_interval: Duration = 5.0
+    """One measurement window at a level (perf_analyzer's ``--measurement-interval``);
+    a level is stable once its last 3 windows agree within 10 %."""
     max_windows: PositiveInt = 10
+    """Windows measured at most per level; a level that never settles is reported unstable."""
     allow_production: bool = False
     """Scheduled sweeps also on targets marked ``production: true``."""
 
@@ -101,7 +115,10 @@ class WatchedModel(Section):
     """A model on a target; ``slo``, ``canary`` and ``sweep`` override the global sections."""
 
     name: Name
+    """The model's name in Triton's repository (the ``model`` label)."""
     version: str = ""
+    """The version to watch, as a string (``"2"``); empty: requests go to the version
+    Triton picks, and its counters are summed over every version."""
     slo: SLOConfig | None = None
     canary: CanaryConfig | None = None
     sweep: SweepConfig | None = None
@@ -118,7 +135,10 @@ class ModelSelection(Section):
     gets ``ModelSelection()``: every READY model."""
 
     include: Regex | None = None
+    """A regular expression searched anywhere in each READY model's name; unset: all."""
     exclude: Regex | None = None
+    """A regular expression; a model whose name it matches anywhere is not discovered
+    (``listed`` models are watched whatever it says)."""
     listed: tuple[WatchedModel, ...] = ()
 
     def selects(self, name: str) -> bool:
@@ -164,8 +184,11 @@ class TargetTLS(Section):
     system's when unset) and, for mutual TLS, the client certificate and key."""
 
     ca_file: Path | None = None
+    """A PEM file of the CA certificates to verify the server with; unset: the system's."""
     cert_file: Path | None = None
+    """The client certificate (PEM, chain allowed) for mutual TLS; needs ``key_file``."""
     key_file: Path | None = None
+    """The private key (PEM) of ``cert_file``; needs ``cert_file``."""
 
     def client_tls(self) -> ClientTLS:
         return ClientTLS(self.ca_file, self.cert_file, self.key_file)
@@ -179,10 +202,19 @@ class TargetConfig(Section):
     model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
 
     name: Name
+    """The ``target`` label of every series and alert; unique among targets."""
     url: TritonUrl
+    """Triton's HTTP (``http://``, ``https://``) or gRPC (``grpc://``, ``grpcs://``)
+    endpoint, ``http://triton:8000``; its scheme is the canaries' default protocol."""
     http_url: HttpUrl | None = None
+    """Triton's HTTP endpoint; unset: ``url`` when that is HTTP, else port 8000 on its
+    host, and a gRPC target then asks its model APIs (statistics, config) over gRPC."""
     grpc_url: GrpcUrl | None = None
+    """Triton's gRPC endpoint; unset: ``url`` when that is gRPC, else port 8001 on its
+    host (``grpcs://`` when ``url`` is ``https://``)."""
     metrics_url: HttpUrl | None = None
+    """Triton's Prometheus page, path included (``http://triton:8002/metrics``); unset:
+    port 8002 and ``/metrics`` on ``url``'s host, ``https://`` when ``url`` is secure."""
     openai_url: HttpUrl | None = None
     """An OpenAI-compatible endpoint (``http://host:8000`` for vLLM, ``:9000`` for
     Triton's OpenAI frontend), needed by canaries with protocol ``openai``."""
@@ -264,7 +296,11 @@ class TargetConfig(Section):
 
 class ScrapeConfig(Section):
     interval: Duration = 15.0
+    """How often each target is scraped (``/metrics``, statistics and, every few
+    cycles, model configs) and its readiness checked."""
     timeout: Duration = 5.0
+    """The deadline of one whole scrape cycle, also the timeout of readiness checks and
+    repository-index reads; must be shorter than ``interval``."""
     max_body_bytes: PositiveInt = 16 * 2**20
     """The largest response body read (``/metrics``, statistics, config); a larger one
     fails that scrape as ``too_large`` instead of filling the daemon's memory."""
@@ -272,7 +308,10 @@ class ScrapeConfig(Section):
 
 class NvmlConfig(Section):
     enabled: AutoBool = "auto"
+    """Read this host's GPUs through NVML: ``auto`` when the library and a GPU are there,
+    ``true`` likewise but logs an error when not, ``false`` never (Triton's GPU metrics stay)."""
     interval: Duration = 5.0
+    """How often the GPUs are read through NVML."""
 
 
 NonNegative = Annotated[float, Field(ge=0.0)]
@@ -283,48 +322,110 @@ class AdvisorConfig(Section):
     :class:`tritonwatch.analysis.advisor_records.AdvisorThresholds`."""
 
     window: Duration = 600.0
+    """How far back the advisor averages Triton's and the LLM engine's numbers and the
+    canary's mean latency (``10m``); the p95 it judges is the canary's 5-minute one."""
     experiment_window: Duration = 300.0
     """How long before and after a config change the canary is compared (≤ 5m)."""
     gpu_underuse_threshold: Ratio = 0.5
+    """GPU utilisation (0–1) below which, while requests queue, one more instance is
+    proposed; a streaming model below it with nothing waiting is proposed one less."""
     gpu_busy_threshold: Ratio = 0.8
+    """The GPU utilisation (0–1) that the advice to optimise the model (inference dominating
+    an over-budget p95) needs, when the utilisation is known."""
     dominant_share: Ratio = 0.5
+    """A share of Triton's request time (0–1) from which queue time or ``compute_infer``
+    dominates it: with p95 over budget, lower the queue delay, or optimise the model."""
     io_dominant_share: Ratio = 0.4
+    """``compute_input`` + ``compute_output`` at least this share (0–1) of Triton's
+    request time gets I/O advice (pinned or shared memory, smaller tensors)."""
     queueing_share: Ratio = 0.2
+    """Queue time at least this share (0–1) of Triton's request time, and beyond
+    ``queue_budget_share`` of the budget, means requests queue (for adding an instance)."""
     queue_budget_share: Ratio = 0.1
+    """The queue time beyond ``max_queue_delay_microseconds`` must be at least this share
+    (0–1) of the latency SLO threshold, so a fast model's batching wait alone is no queueing."""
     queued_requests_min: NonNegative = 1.0
+    """Pending requests (Triton's average over the window) from which requests queue,
+    whatever the queue time."""
     heavy_load_pending: NonNegative = 4.0
+    """Average pending requests from which the load is heavy (as is a sweep plateau)
+    for raising ``max_queue_delay_microseconds`` to fill batches."""
     small_batch_fraction: Ratio = 0.5
+    """An average batch below this fraction (0–1) of ``max_batch_size`` is small enough,
+    under heavy load, to raise ``max_queue_delay_microseconds``."""
     p95_headroom_fraction: Ratio = 0.8
+    """Raising the queue delay needs p95 at most this fraction (0–1) of the latency SLO
+    threshold, and raises it by no more than the headroom left under that line."""
     memory_headroom_ratio: Ratio = 0.8
+    """Adding an instance needs GPU memory used at most this share (0–1) of the total."""
     memory_scarce_ratio: Ratio = 0.9
+    """GPU memory used at least this share (0–1) of the total is scarce: a model with 2
+    instances or more is proposed one less."""
     instance_stall_gain: NonNegative = 0.05
+    """After a change that added an instance, a relative throughput gain below this
+    (0.05: 5 %) proposes removing it again."""
     concurrency_min: NonNegative = 2.0
+    """Requests in the server on average (pending, or rate × request time) from which a model
+    with ``max_batch_size`` ≥ 2 and no ``dynamic_batching`` is advised to enable it."""
     network_share: Ratio = 0.5
+    """Canary time outside Triton (end-to-end mean − request time) at least this share
+    (0–1) of the end-to-end mean, and ``network_gap_min_seconds`` long, is network-bound."""
     network_gap_min_seconds: Duration = 0.010
+    """The shortest gap outside Triton (a duration, ``10ms``) that is network-bound; keep it
+    above the canary's own ~2.5 ms."""
     rejected_per_second_min: NonNegative = 0.0
+    """``REJECTED`` failures per second above which queue-policy advice is given
+    (``max_queue_size``, ``default_timeout_microseconds``); 0: any."""
     queue_delay_step: Annotated[float, Field(gt=1.0)] = 2.0
+    """The factor (above 1) ``max_queue_delay_microseconds`` is divided by to lower it and
+    multiplied by to raise it."""
     first_queue_delay_microseconds: PositiveInt = 100
+    """The ``max_queue_delay_microseconds`` proposed, in microseconds, when it is 0 and
+    batches should fill."""
     kv_cache_full_ratio: Ratio = 0.9
+    """LLM KV-cache usage (0–1) from which the cache is full: with sequences preempted,
+    paused or waiting, a lower sequence limit is proposed (and no prefill advice)."""
     waiting_requests_min: NonNegative = 1.0
+    """Sequences waiting for the LLM engine's admission from which they count as kept
+    waiting (KV-cache pressure, slow prefill); an idle streaming model with fewer queued may
+    lose an instance."""
     preemptions_per_second_min: NonNegative = 0.0
+    """Preemptions per second above which a full KV cache is under pressure; 0: any."""
     running_high_share: Ratio = 0.8
+    """Running sequences at least this share (0–1) of the engine's maximum fill its
+    batch: with the ITL SLO burning, a lower sequence limit is proposed."""
 
 
 class BasicAuth(Section):
     username: Name
+    """The user name sent to Alertmanager with HTTP basic auth."""
     password: Secret
+    """Its password: a literal, ``${ENV_VAR}`` or ``${file:/path}``; never logged."""
 
 
 class AlertingConfig(Section):
     alertmanager_url: HttpUrl | None = None
+    """Alertmanager's base URL (``http://alertmanager:9093``); alerts are posted to its
+    ``/api/v2/alerts``. Unset: no Alertmanager."""
     resend_interval: Duration = 60.0
+    """How often a firing alert is sent again (a resolved one, for 15 minutes); its
+    ``endsAt`` lies 4 × max(``evaluation_interval``, this) ahead."""
     evaluation_interval: Duration = 15.0
     """How often SLOs, recommendations and alerts are evaluated."""
     timeout: Duration = 10.0
+    """How long each request to Alertmanager or the webhook may take before it fails (and
+    is retried with backoff)."""
     queue_capacity: PositiveInt = 10_000
+    """Alerts each receiver's queue holds while it is unreachable (the latest state of
+    each); when full, the oldest goes and ``tritonwatch_alerts_dropped_total`` counts it."""
     webhook_url: Secret | None = None
+    """A URL the daemon posts Alertmanager's webhook payload (version 4) to itself, for
+    setups without Alertmanager; a secret: a literal, ``${ENV_VAR}`` or ``${file:/path}``."""
     webhook_repeat_interval: Duration = 4 * 3600.0
+    """How long before an alert still firing is notified to the webhook again (as
+    Alertmanager's ``repeat_interval``); starts and resolutions go at once."""
     bearer_token: Secret | None = None
+    """Sent to Alertmanager as ``Authorization: Bearer …``; a secret like ``webhook_url``."""
     basic_auth: BasicAuth | None = None
     runbook_url: str = "docs/runbook.md"
     """Base of every alert's runbook link; ``#<alert or action>`` is appended."""
@@ -337,8 +438,13 @@ class StateConfig(Section):
 
 class ExporterConfig(Section):
     listen: str = DEFAULT_EXPORTER_LISTEN
+    """Where ``/metrics``, ``/health`` and the status page are served, ``host:port``:
+    ``127.0.0.1:9849``, ``[::1]:9849``, or ``:9849`` for every interface."""
     tls_cert_file: Path | None = None
+    """A PEM certificate (chain allowed) to serve HTTPS with (TLS 1.2 and up); needs
+    ``tls_key_file``, and not with a web-config's ``tls_server_config``."""
     tls_key_file: Path | None = None
+    """The private key (PEM) of ``tls_cert_file``."""
     web_config_file: Path | None = None
     """An exporter-toolkit web-config (TLS, basic auth); relative to the working directory."""
 
@@ -355,6 +461,8 @@ class DiscoveryConfig(Section):
     files: tuple[str, ...] = ()
     """Glob patterns; relative ones are relative to the config file's folder."""
     refresh_interval: Duration = 30.0
+    """How often the ``files`` globs are expanded again and the files checked; a new,
+    changed or removed file re-applies the targets."""
     model_refresh_interval: Duration = 60.0
     """How often each discovering target's repository index is read again (models
     loaded, unloaded or reloaded since)."""

@@ -237,6 +237,7 @@ def render_rules(specs: Iterable[SLOSpec], runbook_base: str = DEFAULT_RUNBOOK_B
     return HEADER + body
 
 
-def render_config_rules(config: Config, runbook_base: str = DEFAULT_RUNBOOK_BASE) -> str:
-    """The rule file for every SLO of ``config``."""
-    return render_rules(slo_specs(config), runbook_base)
+def render_config_rules(config: Config, runbook_base: str | None = None) -> str:
+    """The rule file for every SLO of ``config``, its alerts linking into
+    ``alerting.runbook_url`` (as the daemon's own alerts do) unless told otherwise."""
+    return render_rules(slo_specs(config), runbook_base or config.alerting.runbook_url)

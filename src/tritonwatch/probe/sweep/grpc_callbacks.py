@@ -3,7 +3,7 @@
 ``grpc.aio`` hands every completed call from gRPC's poller thread to the event loop
 thread (a wake-up and a GIL hand-over per request). At low concurrency that hand-over
 sits on the critical path of every request, and where the client shares its cores with
-Triton it was a sizeable share of a fast model's round trip (README, "The sweep"; the
+Triton it was a sizeable share of a fast model's round trip (docs/guides/sweep.md; the
 sweep against perf_analyzer is benchmarks/RESULTS.md, §8). Here each of the
 ``concurrency`` clients is a chain of ``future()`` calls on a synchronous channel:
 gRPC's own thread runs the completion callback, which takes the time and sends the

@@ -29,7 +29,7 @@ CALLBACK_MAX_CONCURRENCY = 4
 KiB): closed loop up to this many in flight per worker runs on completion callbacks,
 one thread hand-over less per request, which at low concurrency sits on the critical
 path of every request and kept ``grpc.aio`` well behind perf_analyzer's latency; above
-it ``grpc.aio`` was as fast or faster, so it keeps the rest (README, "The sweep")."""
+it ``grpc.aio`` was as fast or faster, so it keeps the rest (docs/guides/sweep.md)."""
 
 
 @dataclass(slots=True)
