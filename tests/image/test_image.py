@@ -48,7 +48,7 @@ def _config(path: Path, triton: RealTriton) -> Path:
         "scrape: {interval: 2s, timeout: 1s}\n"
         "canary: {rate: 5/s}\n"
         f"targets: [{{name: real, url: '{triton.http_url}', metrics_url: '{triton.metrics_url}',"
-        " models: [{name: simple}]}]\n"
+        " models: [{name: batching}]}]\n"
     )
     path.chmod(0o644)  # the image's user is not this one
     return path
@@ -56,7 +56,7 @@ def _config(path: Path, triton: RealTriton) -> Path:
 
 @pytest.fixture(scope="module")
 def triton() -> Iterator[RealTriton]:
-    server = RealTriton(["simple"]).start()
+    server = RealTriton(["batching"]).start()
     yield server
     server.stop()
 
@@ -111,7 +111,7 @@ def test_the_image_watches_real_triton_read_only_and_stops_cleanly(
         assert sample_value(text, "tritonwatch_up", [("target", "real")]) == 1
         wait_until(
             lambda: (sample_value(http_get(f"{url}/metrics")[1], "tritonwatch_canary_requests_total",
-                                  [("model", "simple"), ("outcome", "success")]) or 0) >= 3,
+                                  [("model", "batching"), ("outcome", "success")]) or 0) >= 3,
             30, "canary successes from the image",
         )  # fmt: skip
         revision = podman("image", "inspect", "--format",
