@@ -107,6 +107,7 @@ NOT_ON_DASHBOARDS: dict[str, str] = {
     "tritonwatch_canary_client_errors_total": "the daemon's own faults (runbook: client_error)",
     "tritonwatch_canary_send_lateness_seconds": "the client's own lateness, beside the latency",
     "tritonwatch_canary_skipped": "design §8; a model the canary cannot fill, status page",
+    "tritonwatch_advice_blocked": "design §7; why a burning model has no advice, status page",
     "tritonwatch_scrape_success": "design §8 self-monitoring of the Triton scrapes",
     "tritonwatch_scrape_duration_seconds": "design §8 self-monitoring of the Triton scrapes",
     "tritonwatch_scrape_failures_total": "self-monitoring of the Triton scrapes",

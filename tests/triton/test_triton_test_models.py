@@ -41,6 +41,7 @@ def test_every_model_is_ready_and_listed(real_triton: RealTriton) -> None:
         "slow_queue",
         "streaming",
         "text",
+        "waiting_cpu",
     }
 
 

@@ -82,3 +82,42 @@ def _tune_and_check(server: RealTriton, tmp_path: Path) -> None:
 
     # The server runs what tune says it left.
     assert server.config("slow_queue") == final
+
+
+INSTANCE_BUDGET_SECONDS = 0.050
+
+
+def test_tune_apply_adds_the_cpu_instance_and_p95_falls_into_the_budget(
+    start_real_triton: Any, tmp_path: Path
+) -> None:
+    """Breaks if tune, on real Triton, does not add the second KIND_CPU instance to the
+    queued, unbatchable ``waiting_cpu`` (20 ms a request, one instance), does not keep
+    it, or leaves p95 at three concurrent clients over the budget."""
+    server: RealTriton = start_real_triton("waiting_cpu")
+    original = server.config("waiting_cpu")
+    assert original["instance_group"][0]["count"] == 1
+    out = tmp_path / "tune.json"
+    ran = subprocess.run(
+        [TRITONWATCH, "tune", "--url", server.http_url, "--metrics-url", server.metrics_url,
+         "--model", "waiting_cpu", "--budget-p95", "50ms", "--apply", "--concurrency", "1,2,3",
+         "--measurement-interval", "1s", "--max-windows", "6", "--max-steps", "1",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    report = json.loads(out.read_text())
+    history = report["history"]
+    steps = "\n".join(str(step) for step in history)
+    assert history[0]["verdict"] == "baseline"
+    (step,) = history[1:]
+    assert (step["parameter"], step["current"], step["proposed"]) == (
+        "instance_group[0].count", 1, 2,
+    ), steps  # fmt: skip
+    assert step["verdict"] == "keep", steps
+    assert step["p95_seconds"] <= INSTANCE_BUDGET_SECONDS, steps
+    before = history[0]["throughput_in_budget"] or 0.0
+    assert step["throughput_in_budget"] > before, steps  # two waits in parallel, not one
+    final = report["final_config"]
+    assert final["instance_group"][0]["count"] == 2
+    assert final["instance_group"][0]["kind"] == "KIND_CPU"
+    assert server.config("waiting_cpu")["instance_group"][0]["count"] == 2

@@ -30,6 +30,8 @@ from tritonwatch.state.canary_board import SeriesSnapshot
 from tritonwatch.state.stream_board import StreamSnapshot
 
 _log = get_logger("advisor")
+HOST_CPU = "nv_cpu_utilization"
+"""Triton's gauge of the host's CPU use (0–1), among its server-wide numbers."""
 TTFT_KIND = "ttft"
 ITL_KIND = "itl"
 """The SLO kinds of streams, by their string value (``SLOKind.TTFT``/``ITL``): a status
@@ -62,7 +64,11 @@ def advisor_input_for(
     }
     protocol = config.canary_for(target, model).protocol
     groups = cfg.instance_groups if cfg else ()
-    gpus = model_gpus(list(state.gpus.values()), (i for g in groups for i in g.gpus))
+    kinds = {group.kind for group in groups}
+    kind = kinds.pop() if len(kinds) == 1 else None
+    # A CPU model's instances run on no GPU, whatever GPUs the server has.
+    on_gpus = [] if kind == "KIND_CPU" else list(state.gpus.values())
+    gpus = model_gpus(on_gpus, (i for g in groups for i in g.gpus)) if on_gpus else []
     return AdvisorInput(
         target=target.name,
         model=model.name,
@@ -87,6 +93,8 @@ def advisor_input_for(
         itl_budget_seconds=slo.itl.threshold if slo.itl else None,
         ttft_burning=TTFT_KIND in burning,
         itl_burning=ITL_KIND in burning,
+        instance_kind=kind,
+        host_cpu_utilization=state.server.get(HOST_CPU),
     )  # fmt: skip
 
 

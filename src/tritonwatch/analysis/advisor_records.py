@@ -90,6 +90,10 @@ class AdvisorInput:
     """TensorRT-LLM's paused requests, its nearest thing to a preemption count."""
     llm_backend: str | None = None
     """``tensorrt_llm``, ``vllm`` or ``triton``: which knob names the advice uses."""
+    instance_kind: str | None = None
+    """``KIND_CPU`` or ``KIND_GPU`` when every instance group has that kind, else None."""
+    host_cpu_utilization: float | None = None
+    """Triton's ``nv_cpu_utilization`` (0–1, the whole host) at the last scrape."""
 
     def share(self, seconds: float | None) -> float | None:
         """``seconds`` as a fraction of Triton's request time."""
@@ -169,6 +173,12 @@ class AdvisorThresholds:
     """…or preemptions per second exceed this (or TensorRT-LLM pauses requests)."""
     running_high_share: float = 0.8
     """Running sequences at least this share of the engine's maximum fill its batch."""
+    cpu_spare_threshold: float = 0.5
+    """Host CPU (Triton's ``nv_cpu_utilization``) below this has room for one more
+    ``KIND_CPU`` instance whose saturated peers wait rather than compute."""
+    cpu_saturated_threshold: float = 0.9
+    """Host CPU at least this is saturated: the queue is the host's, and neither more
+    instances nor a shorter batching delay would shorten it."""
 
 
 class Action(StrEnum):

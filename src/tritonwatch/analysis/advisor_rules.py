@@ -67,6 +67,26 @@ def requests_queue(m: AdvisorInput, t: AdvisorThresholds) -> bool:
     )
 
 
+def host_cpu_saturated(m: AdvisorInput, t: AdvisorThresholds) -> bool:
+    """The host's CPU is saturated: requests queue for the CPU itself, so another
+    instance would only share it and a shorter batching delay would not run them sooner."""
+    cpu = m.host_cpu_utilization
+    return cpu is not None and cpu >= t.cpu_saturated_threshold
+
+
+def cannot_batch_more(m: AdvisorInput) -> bool:
+    """Batching is impossible (``max_batch_size`` 0 or 1) or its batches are already
+    full: a longer delay or dynamic batching buys nothing, only more instances do."""
+    if m.max_batch_size is None or m.max_batch_size < 2:
+        return m.max_batch_size is not None
+    batch = m.batch_size_average
+    return bool(m.dynamic_batching) and batch is not None and batch >= FULL_BATCH * m.max_batch_size
+
+
+FULL_BATCH = 0.9
+"""An average batch of at least this share of ``max_batch_size`` is full."""
+
+
 def gpu_underused(m: AdvisorInput, t: AdvisorThresholds) -> bool:
     """GPU utilisation below the threshold over the window while requests queue."""
     return (
@@ -144,6 +164,8 @@ def lower_queue_delay(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
     queue_share = m.share(m.queue_seconds)
     if not m.dynamic_batching or not delay or p95 is None or queue_share is None:
         return None
+    if host_cpu_saturated(m, t):  # the queue is the host's: batching less would not help
+        return None
     if p95 <= m.latency_budget_seconds or queue_share < t.dominant_share:
         return None
     proposed = int(delay / t.queue_delay_step)
@@ -184,7 +206,12 @@ def enable_dynamic_batching(m: AdvisorInput, t: AdvisorThresholds) -> Finding | 
 
 
 def add_instance(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
-    """GPU underused while requests queue, with memory for one more instance."""
+    """GPU underused while requests queue, with memory for one more instance; for
+    ``KIND_CPU`` instances, the host's spare CPU instead (:func:`add_cpu_instance`)."""
+    if host_cpu_saturated(m, t):
+        return None
+    if m.instance_kind == "KIND_CPU":
+        return add_cpu_instance(m, t)
     used = m.gpu_memory_used_ratio
     if m.instance_count is None or m.gpu_utilization is None or used is None:
         return None
@@ -205,6 +232,39 @@ def add_instance(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
         },
         "one more execution in parallel: queue time shrinks and throughput grows until the "
         "GPU is busy",
+    )
+
+
+def add_cpu_instance(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
+    """``KIND_CPU`` instances: requests queue, the queue is the bulk of the server's
+    time, batching cannot take more, and the host's CPU has room.
+
+    An instance that burns CPU raises ``nv_cpu_utilization`` as it works; busy instances
+    on a host with spare CPU are waiting instead (a sleep, I/O, a remote call, a GIL-free
+    wait in the backend), so one more runs beside them and takes its share of the queue.
+    """
+    count, cpu, queue_share = m.instance_count, m.host_cpu_utilization, m.share(m.queue_seconds)
+    if count is None or cpu is None or queue_share is None or cpu >= t.cpu_spare_threshold:
+        return None
+    if not requests_queue(m, t) or queue_share < t.dominant_share or not cannot_batch_more(m):
+        return None
+    batching = "cannot batch" if (m.max_batch_size or 0) < 2 else "batches are full"
+    return Finding(
+        "instance_group.count",
+        count,
+        count + 1,
+        f"requests queue {_ms(m.queue_seconds or 0.0)} ({_percent(queue_share)} of server "
+        f"time) behind {count} KIND_CPU instance{'s' if count > 1 else ''} that {batching}, "
+        f"and the host CPU is {_percent(cpu)} busy (spare below {_percent(t.cpu_spare_threshold)})",
+        {
+            "queue_seconds": m.queue_seconds,
+            "queue_share": queue_share,
+            "pending_requests": m.pending_requests,
+            "host_cpu_utilization": cpu,
+            "instance_count": count,
+        },
+        "one more execution in parallel on the idle CPU: queue time shrinks and throughput "
+        "grows until the host's CPU is busy",
     )
 
 

@@ -394,6 +394,13 @@ class AdvisorConfig(Section):
     running_high_share: Ratio = 0.8
     """Running sequences at least this share (0–1) of the engine's maximum fill its
     batch: with the ITL SLO burning, a lower sequence limit is proposed."""
+    cpu_spare_threshold: Ratio = 0.5
+    """Host CPU utilisation (0–1, Triton's ``nv_cpu_utilization``) below which a
+    ``KIND_CPU`` model whose requests queue behind busy instances gets one more
+    instance: its instances wait (I/O, sleep, a remote call) more than they compute."""
+    cpu_saturated_threshold: Ratio = 0.9
+    """Host CPU utilisation (0–1) from which the host is saturated: no instance is
+    added and no queue delay lowered, and the advice says ``host_cpu_saturated``."""
 
 
 class BasicAuth(Section):

@@ -8,7 +8,7 @@ events has no burn rate and exports nothing (never 0: no traffic is not good tra
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -25,6 +25,7 @@ class SLOCollector(Collector):
         specs: the configured SLOs (objectives are exported even before any event).
         statuses: the latest :meth:`SLOTracker.evaluate` result.
         recommendations: :meth:`RecommendationBoard.active`.
+        blocked: :meth:`RecommendationBoard.blocked`, (target, model) → reason.
     """
 
     def __init__(
@@ -32,10 +33,12 @@ class SLOCollector(Collector):
         specs: Callable[[], Sequence[SLOSpec]],
         statuses: Callable[[], Sequence[SLOStatus]],
         recommendations: Callable[[], Sequence[Recommendation]],
+        blocked: Callable[[], Mapping[tuple[str, str], str]] = dict,
     ) -> None:
         self._specs = specs
         self._statuses = statuses
         self._recommendations = recommendations
+        self._blocked = blocked
 
     def collect(self) -> Iterator[Metric]:
         objective = GaugeMetricFamily(
@@ -81,6 +84,17 @@ class SLOCollector(Collector):
                 [r.target, r.model, str(r.action), r.parameter, str(r.severity)], 1.0
             )
         yield recommendation
+
+        blocked = GaugeMetricFamily(
+            "tritonwatch_advice_blocked",
+            "1 while a model burns its SLO with a bottleneck and the advisor sees no safe "
+            "change; reason says why (host_cpu_saturated, gpu_saturated, no_config_api, "
+            "needs_model_change, needs_client_change, no_readings, already_at_limit).",
+            labels=["target", "model", "reason"],
+        )
+        for (target, model), reason in sorted(self._blocked().items()):
+            blocked.add_metric([target, model, reason], 1.0)
+        yield blocked
 
 
 class AlertDeliveryCollector(Collector):

@@ -175,6 +175,8 @@ class ModelStatus:
     bottleneck: str | None = None
     slos: Sequence[SloLine] = ()
     recommendations: Sequence[AdviceLine] = ()
+    advice_blocked: str | None = None
+    """Why the advisor proposes nothing though the SLO burns (a ``BlockedReason``)."""
     experiments: Sequence[VerdictLine] = ()
     sweep_svg: str | None = None
     last_error: LastError | None = None
@@ -486,6 +488,13 @@ def _model_section(status: ModelStatus) -> str:
     if status.recommendations:
         items = "".join(_recommendation(r) for r in status.recommendations)
         parts.append(f"<h3>recommendations</h3><ul>{items}</ul>")
+    elif status.advice_blocked:
+        parts.append(
+            f'<h3>recommendations</h3><p class="advice-blocked" data-reason='
+            f'"{escape(status.advice_blocked)}">no safe change: '
+            f"<b>{escape(status.advice_blocked.replace('_', ' '))}</b> "
+            f"(tritonwatch_advice_blocked; the runbook's advice section says what helps)</p>"
+        )
     if status.experiments:
         items = "".join(
             f'<li class="experiment">{escape(e.parameter)}: <b>{escape(e.verdict)}</b> — {escape(e.reason)}</li>'

@@ -11,7 +11,7 @@ series of a model still watched; a streamed series' row carries its TTFT, ITL an
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tritonwatch.analysis.advisor_records import Recommendation
 from tritonwatch.analysis.experiments import Experiment
@@ -61,6 +61,8 @@ class StatusInputs:
     """The streaming canaries' TTFT/ITL series (:meth:`StreamBoard.snapshot`)."""
     not_serving: Sequence[NotServing] = ()
     """The models of ready servers that fail every canary request (the latest evaluation)."""
+    advice_blocked: Mapping[TargetModel, str] = field(default_factory=dict)
+    """Why a burning, bottlenecked model has no recommendation (its reason)."""
 
 
 def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
@@ -103,6 +105,7 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
                 bottleneck=_bottleneck_kind(model_state),
                 slos=slos.get(key, []),
                 recommendations=[AdviceLine.of(r) for r in inputs.advice.get(key, [])],
+                advice_blocked=inputs.advice_blocked.get(key),
                 experiments=verdicts.get(key, [])[-EXPERIMENTS_SHOWN:],
                 last_error=series.last_error,
                 client_share=ClientShare.of(breakdown),

@@ -428,6 +428,7 @@ class Daemon:
                 slo_statuses=self.evaluator.statuses(),
                 not_serving=self.evaluator.not_serving(),
                 advice=self.evaluator.recommendations.by_model(),
+                advice_blocked=self.evaluator.recommendations.blocked(),
                 experiments=self.evaluator.experiments(),
                 p95_history=lambda key: history.points(key, now),
                 healthy=self.health().healthy,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 from prometheus_client.registry import CollectorRegistry
 
+from tritonwatch.analysis.advice_blocked import blocked_reason
 from tritonwatch.analysis.advisor import advise
 from tritonwatch.analysis.advisor_evidence import KvPressureLog, LlmWindows, advisor_input_for
 from tritonwatch.analysis.advisor_records import (
@@ -26,11 +27,12 @@ from tritonwatch.analysis.advisor_records import (
     with_llm_window,
     with_server_window,
 )
+from tritonwatch.analysis.breakdown import bottleneck_thresholds, judge_model
 from tritonwatch.analysis.experiments import Experiment, experiment_span, judge_experiment
 from tritonwatch.analysis.serving import NotServing, down_since, not_serving, servers_down
 from tritonwatch.analysis.slo import SLOStatus, slo_specs
 from tritonwatch.common.logs import get_logger
-from tritonwatch.config.schema import Config
+from tritonwatch.config.schema import Config, TargetConfig
 from tritonwatch.export.alerts import (
     AlertBoard,
     AlertSpec,
@@ -52,7 +54,7 @@ from tritonwatch.records.observations import (
     ReadinessObservation,
     TargetModel,
 )
-from tritonwatch.records.target_state import ScrapeOutcome
+from tritonwatch.records.target_state import BottleneckKind, ScrapeOutcome, TargetState
 from tritonwatch.runtime.recommendation_board import RecommendationBoard
 from tritonwatch.runtime.slo_tracker import SLOTracker
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
@@ -62,6 +64,17 @@ from tritonwatch.state.stream_board import StreamBoard, StreamSnapshot
 _log = get_logger("evaluator")
 SLO_STATE_FILE = "slo-events.json"
 EXPERIMENT_HISTORY = 50
+
+
+def _bottleneck(
+    config: Config, target: TargetConfig, state: TargetState, model: str
+) -> BottleneckKind | None:
+    """The model's bottleneck at the last scrape, judged as the exporter judges it."""
+    model_state = state.models.get(model)
+    if model_state is None:
+        return None
+    judged = judge_model(model_state, bottleneck_thresholds(config, target).get(model))
+    return judged.bottleneck.kind if judged.bottleneck is not None else None
 
 
 def _thresholds(config: Config) -> AdvisorThresholds:
@@ -112,7 +125,12 @@ class Evaluator:
         )
         self._notifiers = notifiers_for(config)
         registry.register(
-            SLOCollector(lambda: self.slo.specs, self.statuses, self.recommendations.active)
+            SLOCollector(
+                lambda: self.slo.specs,
+                self.statuses,
+                self.recommendations.active,
+                self.recommendations.blocked,
+            )
         )
         registry.register(
             AlertDeliveryCollector(lambda: [n.queue.stats() for n in self._notifiers])
@@ -243,7 +261,14 @@ class Evaluator:
                 llm = self._llm_windows.observe(key, state.models.get(model.name), now, span)
                 judged = with_llm_window(with_server_window(advisor_input, window), llm)
                 self._kv_pressure.update(judged, thresholds)
-                self.recommendations.update(target.name, model.name, advise(judged, thresholds))
+                advice = advise(judged, thresholds)
+                bottleneck = _bottleneck(config, target, state, model.name)
+                burning = any(
+                    (s.spec.target, s.spec.model) == key and s.firing is not None for s in statuses
+                )
+                blocked = blocked_reason(judged, thresholds, bottleneck=bottleneck,
+                                         burning=burning, recommendations=advice)  # fmt: skip
+                self.recommendations.update(target.name, model.name, advice, blocked)
 
     def _close_experiments(self, config: Config, now: float) -> None:
         span = experiment_span(config.advisor.experiment_window)

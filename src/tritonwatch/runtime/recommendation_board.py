@@ -1,9 +1,10 @@
 """The active recommendations of every model, between evaluations.
 
 The advisor (:func:`~tritonwatch.analysis.advisor.advise`) judges one evaluation; the
-board remembers what is active for each model, logs a line only when a recommendation
-appears, changes or clears, and is what the exporter, the status page and the alert
-board read. Thread-safe: written by the evaluation job, read by the exporter's threads.
+board remembers what is active for each model — and, for a burning, bottlenecked model
+with no safe change, why (:mod:`~tritonwatch.analysis.advice_blocked`) — logs a line only
+when either appears, changes or clears, and is what the exporter, the status page and
+the alert board read. Thread-safe: written by the evaluation job, read by the exporter's threads.
 """
 
 from __future__ import annotations
@@ -31,10 +32,19 @@ class RecommendationBoard:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._active: dict[RecommendationKey, Recommendation] = {}
+        self._blocked: dict[tuple[str, str], str] = {}
 
-    def update(self, target: str, model: str, recommendations: Sequence[Recommendation]) -> None:
-        """Replaces the model's recommendations with this evaluation's."""
+    def update(
+        self,
+        target: str,
+        model: str,
+        recommendations: Sequence[Recommendation],
+        blocked: str | None = None,
+    ) -> None:
+        """Replaces the model's recommendations (and its blocked reason) with this
+        evaluation's."""
         fresh = {_key(r): r for r in recommendations}
+        self._set_blocked((target, model), blocked)
         with self._lock:
             previous = {k: v for k, v in self._active.items() if k[:2] == (target, model)}
             for key in previous.keys() - fresh.keys():
@@ -50,11 +60,28 @@ class RecommendationBoard:
             ):
                 _log_recommendation(recommendation)
 
+    def _set_blocked(self, key: tuple[str, str], reason: str | None) -> None:
+        with self._lock:
+            before = self._blocked.get(key)
+            if reason is None:
+                self._blocked.pop(key, None)
+            else:
+                self._blocked[key] = reason
+        if before != reason:
+            _log.info("advice_blocked", target=key[0], model=key[1], reason=reason)
+
     def retain(self, models: Iterable[tuple[str, str]]) -> None:
         """Forgets models that are no longer configured (config reload), silently."""
         wanted = set(models)
         with self._lock:
             self._active = {k: v for k, v in self._active.items() if k[:2] in wanted}
+            self._blocked = {k: v for k, v in self._blocked.items() if k in wanted}
+
+    def blocked(self) -> dict[tuple[str, str], str]:
+        """(target, model) → why no change is safe, for the burning, bottlenecked models
+        that have no recommendation."""
+        with self._lock:
+            return dict(self._blocked)
 
     def active(self) -> list[Recommendation]:
         """Every active recommendation, sorted by target, model and priority."""

@@ -1,4 +1,5 @@
-"""The tuning loop: budget first; sweep; one change; sweep; keep or roll back; repeat.
+"""The tuning loop: budget first; sweep; one change; sweep (twice if it looks worse); keep
+or roll back; repeat.
 
 Without ``apply`` it only measures and prints the first change it would try. With it,
 the server's config is changed through the repository API one field at a time; on
@@ -18,7 +19,7 @@ from tritonwatch.analysis.experiments import Verdict
 from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.commands.tune.candidates import Change, candidates
 from tritonwatch.commands.tune.gpu_probe import gpu_utilization_probe, model_gpu_indices
-from tritonwatch.commands.tune.judge import judge
+from tritonwatch.commands.tune.judge import Judgement, judge
 from tritonwatch.commands.tune.repository import ModelRepository
 from tritonwatch.common.logs import get_logger
 from tritonwatch.probe.sweep.load_sweep import SweepRunner
@@ -112,6 +113,22 @@ class Tuner:
             raise TuneInterruptedError
         return result
 
+    def _measured_twice_if_worse(
+        self, kept: SweepResult, step: int
+    ) -> tuple[SweepResult, Judgement]:
+        """The trial's sweep and verdict; a verdict against the change is re-measured
+        once before it stands, so one noisy sweep (a busy neighbour, a GC pause in the
+        server) does not revert a change that helps. Both must say so to revert."""
+        after = self._sweep()
+        verdict = judge(kept, after)
+        if verdict.verdict == Verdict.KEEP:
+            return after, verdict
+        self._report(f"step {step}: {verdict.verdict} ({verdict.reason}); measuring once more")
+        _log.info("tune_remeasure", step=step, verdict=str(verdict.verdict), reason=verdict.reason)
+        again = self._sweep()
+        second = judge(kept, again)
+        return (again, second) if second.verdict == Verdict.KEEP else (after, verdict)
+
     def run(self) -> TuneResult:
         repository = ModelRepository(
             self._settings.url, self._settings.model, self._settings.version, self._settings.tls
@@ -151,8 +168,7 @@ class Tuner:
                 )
                 repository.apply(trial)
                 self._config_now = trial
-                after = self._sweep()
-                verdict = judge(kept_sweep, after)
+                after, verdict = self._measured_twice_if_worse(kept_sweep, step)
                 throughput, p95 = _summary(after)
                 result.history.append(
                     TuneStep(step, change, throughput, p95, verdict.verdict, verdict.reason)
