@@ -102,8 +102,9 @@ def _within_two_windows(check: Callable[[], object], what: str) -> object:
 
 
 @pytest.fixture
-def triton(start_real_triton: Callable[..., RealTriton]) -> RealTriton:
-    return start_real_triton("waiting_cpu", "slow_queue")
+def triton(real_triton: RealTriton) -> RealTriton:
+    """The session's server: these tests only send load and read, they change no model."""
+    return real_triton
 
 
 def test_one_cpu_instance_under_load_gets_one_more_and_the_delay_model_a_lower_delay(

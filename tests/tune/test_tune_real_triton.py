@@ -88,12 +88,19 @@ INSTANCE_BUDGET_SECONDS = 0.050
 
 
 def test_tune_apply_adds_the_cpu_instance_and_p95_falls_into_the_budget(
-    start_real_triton: Any, tmp_path: Path
+    real_triton: RealTriton, tmp_path: Path
 ) -> None:
     """Breaks if tune, on real Triton, does not add the second KIND_CPU instance to the
     queued, unbatchable ``waiting_cpu`` (20 ms a request, one instance), does not keep
-    it, or leaves p95 at three concurrent clients over the budget."""
-    server: RealTriton = start_real_triton("waiting_cpu")
+    it, or leaves p95 at three concurrent clients over the budget. On the shared server:
+    ``waiting_cpu`` is loaded from its files again afterwards."""
+    try:
+        _tune_instances_and_check(real_triton, tmp_path)
+    finally:
+        real_triton.reset("waiting_cpu")
+
+
+def _tune_instances_and_check(server: RealTriton, tmp_path: Path) -> None:
     original = server.config("waiting_cpu")
     assert original["instance_group"][0]["count"] == 1
     out = tmp_path / "tune.json"
