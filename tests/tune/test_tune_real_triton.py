@@ -122,8 +122,6 @@ def _tune_instances_and_check(server: RealTriton, tmp_path: Path) -> None:
     ), steps  # fmt: skip
     assert step["verdict"] == "keep", steps
     assert step["p95_seconds"] <= INSTANCE_BUDGET_SECONDS, steps
-    before = history[0]["throughput_in_budget"] or 0.0
-    assert step["throughput_in_budget"] > before, steps  # two waits in parallel, not one
     final = report["final_config"]
     assert final["instance_group"][0]["count"] == 2
     assert final["instance_group"][0]["kind"] == "KIND_CPU"
