@@ -227,14 +227,13 @@ def render_rules(specs: Iterable[SLOSpec], runbook_base: str = DEFAULT_RUNBOOK_B
     """The rule file for ``specs`` as YAML text: a group per SLO, then the health group."""
     groups = [slo_group(spec, runbook_base) for spec in specs]
     groups.append(health_group(runbook_base))
-    body = yaml.dump(
-        {"groups": groups},
-        Dumper=_RulesDumper,
-        sort_keys=False,
-        allow_unicode=True,
-        width=1000,  # never fold a line of PromQL
-    )
-    return HEADER + body
+    return HEADER + dump_rules({"groups": groups})
+
+
+def dump_rules(document: Any) -> str:
+    """``document`` (rule groups, a PrometheusRule) as YAML text the way rule files are
+    written here: PromQL in literal blocks, lines never folded, keys in their order."""
+    return yaml.dump(document, Dumper=_RulesDumper, sort_keys=False, allow_unicode=True, width=1000)
 
 
 def render_config_rules(config: Config, runbook_base: str | None = None) -> str:
