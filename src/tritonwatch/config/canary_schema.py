@@ -186,6 +186,37 @@ class CanaryLimits(Section):
     before the canary has read it."""
 
 
+SEQUENCE_ID_START = 9_223_372_036_000_000_000
+"""The first correlation id of the sequence canary's default range: just under 2⁶³ (gRPC
+carries ids as int64), where real clients, which count from 1 (perf_analyzer does) or
+use hashes spread over the whole range, are least likely to be."""
+SEQUENCE_ID_COUNT = 1_000_000
+PERF_ANALYZER_SEQUENCE_LENGTH = 20
+"""perf_analyzer's ``--sequence-length`` default."""
+
+
+class SequenceCanary(Section):
+    """The sequence canary of a stateful model (``sequence_batching`` in its config):
+    correlation ids from a reserved range, START on the first request of each sequence
+    and END on its last, batch 1, as perf_analyzer drives one."""
+
+    id_start: Annotated[int, Field(ge=1, lt=2**63)] = SEQUENCE_ID_START
+    """The first correlation id the canary uses (a string-id model gets
+    ``tritonwatch-<id>``)."""
+    id_count: Annotated[int, Field(ge=1)] = SEQUENCE_ID_COUNT
+    """How many ids the canary cycles through, from ``id_start``."""
+    length: PositiveInt = PERF_ANALYZER_SEQUENCE_LENGTH
+    """Requests per sequence (perf_analyzer's ``--sequence-length`` default, 20)."""
+
+    @model_validator(mode="after")
+    def _ids_fit(self) -> SequenceCanary:
+        if self.id_start + self.id_count > 2**63:
+            raise PydanticCustomError(
+                "tritonwatch", "id_start + id_count must not pass 2**63 (gRPC's int64 ids)"
+            )
+        return self
+
+
 class CanaryConfig(Section):
     enabled: bool = True
     """``false``: the model gets no canary requests, so no canary SLI."""
@@ -213,6 +244,14 @@ class CanaryConfig(Section):
     """Requests of the model's canary outstanding at once; one due while all are busy waits,
     its clock running. A target's canaries are scaled down together to 64 at most."""
     inputs: dict[str, InputOverride] = Field(default_factory=dict)
+    input_data: Path | None = None
+    """A perf_analyzer ``--input-data`` JSON file (``{"data": [{"NAME": [...]}, ...]}``,
+    with ``content``/``shape`` or ``b64`` per input): the canary rotates through its
+    samples, one per request. Give it for a model that refuses synthetic input."""
+    cache: Literal["miss", "hit"] = "miss"
+    """For a model with ``response_cache`` on: ``miss`` makes each request's input bytes
+    unique, so the canary measures the model; ``hit`` repeats them to measure the cache."""
+    sequence: SequenceCanary = SequenceCanary()
     stream: StreamConfig = StreamConfig()
     limits: CanaryLimits = CanaryLimits()
 

@@ -125,6 +125,11 @@ class WatchedModel(Section):
     served_name: Name | None = None
     """The name the server serves it under where that differs: the OpenAI ``model`` field
     and vLLM's ``model_name`` metric label (``meta-llama/Llama-3.1-8B-Instruct``)."""
+    composing_models: tuple[Name, ...] = ()
+    """The models a BLS (Python) model calls, as Model Analyzer's
+    ``bls_composing_models`` and perf_analyzer's ``--bls-composing-models``: its compute
+    is then split into theirs and its own, and advice aims at them. An ensemble's steps
+    are read from its config and need no entry here."""
 
 
 class ModelSelection(Section):

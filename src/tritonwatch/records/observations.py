@@ -29,9 +29,13 @@ class Outcome(StrEnum):
     server's. Counted, logged, and left out of the availability SLO."""
     TOO_LARGE = "too_large"
     """The answer outgrew a configured bound (``canary.limits``): an outcome, never an OOM."""
+    REJECTED = "rejected"
+    """The server refused the canary's own request as invalid (HTTP 400, gRPC
+    ``INVALID_ARGUMENT``) for a model it serves: the canary's input, not the server, is
+    at fault (give ``canary.input_data``). Left out of the availability SLO."""
 
 
-NOT_THE_SERVERS: frozenset[str] = frozenset({Outcome.CLIENT_ERROR})
+NOT_THE_SERVERS: frozenset[str] = frozenset({Outcome.CLIENT_ERROR, Outcome.REJECTED})
 """Outcomes that say nothing about the server: left out of the availability SLO's
 events (in process and in the generated rules) and of "not serving"."""
 
