@@ -32,7 +32,7 @@ from alerting_support import Alertmanager, WebhookReceiver, fast_config
 from sim_process import SimProcess
 from support import TRITONWATCH, free_port
 from tritonwatch.analysis.slo import BURN_POLICY
-from tritonwatch.config.schema import DEFAULT_ALERT_MIN_BAD_EVENTS
+from tritonwatch.config.slo_schema import DEFAULT_ALERT_MIN_BAD_EVENTS
 from tritonwatch.sim.testing import model_set_with
 
 FIFTEEN_MS = {"timing": {"compute_infer": "15ms", "compute_infer_per_item": 0, "noise_sigma": 0.05},

@@ -28,6 +28,9 @@ ALL_MODELS = tuple(
 HISTOGRAM_LATENCIES = "--metrics-config=histogram_latencies=true"
 """On for every test server: 2.51 takes it and exports no histogram family for it yet
 (tests/triton/test_generate_stream_real.py pins that), so /metrics reads as without it."""
+CACHE_SIZE_BYTES = 1 << 20
+"""The response cache every test server gets (``--cache-config local,size=...``): the
+``cached`` test model's entries are a few hundred bytes each."""
 STARTS_LOG = "TRITONWATCH_TRITON_STARTS_LOG"
 """The environment variable naming a file that gets one line per tritonserver started."""
 
@@ -35,6 +38,11 @@ STARTS_LOG = "TRITONWATCH_TRITON_STARTS_LOG"
 def triton_home() -> Path:
     """Where scripts/ensure-triton.sh installed tritonserver and perf_analyzer."""
     return Path(os.environ.get("TRITONWATCH_TRITON_HOME", REPO / ".triton"))
+
+
+def cache_directory() -> Path:
+    """Where the install keeps its cache libraries (``local/libtritoncache_local.so``)."""
+    return triton_home() / "server" / "pytriton" / "tritonserver" / "caches"
 
 
 def tritonserver_binary() -> Path:
@@ -97,6 +105,9 @@ class RealTriton(ServerProcess):
             "--exit-timeout-secs=2",
             "--log-verbose=0",
             HISTOGRAM_LATENCIES,
+            # The response cache, for models with response_cache {enable: true} (``cached``).
+            f"--cache-directory={cache_directory()}",
+            f"--cache-config=local,size={CACHE_SIZE_BYTES}",
             *self.extra_args,
         ]
         try:

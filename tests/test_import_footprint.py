@@ -126,7 +126,7 @@ models = {
 for model, metadata in models.items():
     tensors = build_inputs(model, input_specs(model, metadata, {"max_batch_size": 8}), {})
     for binary in (True, False):
-        assert client._encode(model, "", tensors, binary).startswith(b"POST /v2/models/")
+        assert client.encode_infer(model, "", tensors, binary=binary).startswith(b"POST /v2/models/")
 header = b'{"outputs":[{"name":"y","datatype":"FP32","shape":[1,2],"parameters":{"binary_data_size":8}}]}'
 check_outputs(decode_http_infer_response(header + bytes(8), len(header)), ["y"])
 text = b'{"outputs":[{"name":"y","datatype":"BYTES","shape":[1,1],"data":["hi"]}]}'

@@ -123,3 +123,34 @@ def test_kv_pressure_is_logged_when_it_starts_and_when_it_ends() -> None:
     ]
     assert (logs[0]["kv_cache_usage_ratio"], logs[0]["preemptions_per_second"]) == (0.96, 1.5)
     assert logs[0]["requests_waiting"] == 3.0
+
+
+def _snapshot(p95: float) -> Any:
+    from tritonwatch.state.canary_board import SeriesSnapshot
+
+    return SeriesSnapshot("t", "m", "http", {}, (), 0.0, 0, {"5m": {0.95: p95}})
+
+
+def test_a_streams_whole_length_reaches_no_budget_rule_unless_latency_is_written() -> None:
+    """A streamed model's whole-stream p95 (the canary's max_tokens decides it) is no
+    evidence for p95-budget advice by default; a written slo.latency makes it one."""
+    target_state = _state({"model_transaction_policy": {"decoupled": True}})
+    for config, expected in ((_config(), None), (_config(latency={"threshold": "1s"}), 0.2)):
+        target = config.targets[0]
+        window = advisor_input_for(
+            config,
+            target,
+            target.models[0],
+            target_state,
+            snapshot=_snapshot(0.2),
+            samples=[],
+            stream=_stream(0.05, 0.01),
+        )
+        assert window.streaming
+        assert window.p95_seconds == expected
+    plain = _config()
+    target = plain.targets[0]
+    window = advisor_input_for(
+        plain, target, target.models[0], _state({}), snapshot=_snapshot(0.2), samples=[]
+    )
+    assert window.p95_seconds == 0.2

@@ -181,7 +181,8 @@ targets:
 
 def test_ttft_and_itl_slos_come_from_the_global_and_the_model_section() -> None:
     """Breaks if a set slo.ttft/itl (global or per model) gives no TTFT/ITL spec, or an
-    unset one gives one, or the model's fields do not merge onto the global ones."""
+    unset one gives one (none of these models is known to stream), or the model's fields
+    do not merge onto the global ones."""
     specs = {(s.model, s.kind): s for s in slo_specs(parse_config(STREAMING, "inline.yaml"))}
     kinds = {model: {k for m, k in specs if m == model} for model in ("llm", "chat", "plain")}
     assert kinds == {
@@ -194,7 +195,8 @@ def test_ttft_and_itl_slos_come_from_the_global_and_the_model_section() -> None:
         specs[("chat", SLOKind.TTFT)],
         specs[("chat", SLOKind.ITL)],
     )
-    assert (llm_ttft.threshold_seconds, llm_ttft.objective) == (0.5, 0.95)
+    # A field left unwritten comes from the TTFT SLO's own defaults (99 %), not latency's.
+    assert (llm_ttft.threshold_seconds, llm_ttft.objective) == (0.5, 0.99)
     assert (chat_ttft.threshold_seconds, chat_ttft.objective) == (0.5, 0.99)
     assert (chat_itl.threshold_seconds, chat_itl.objective) == (0.05, 0.9)
     assert chat_itl.period_seconds == 30 * 86400.0

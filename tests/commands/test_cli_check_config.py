@@ -118,7 +118,7 @@ def test_check_config_counts_and_prints_ttft_and_itl_slos(tmp_path: Path) -> Non
     assert lines[2:] == [
         "  model gen: canary http, 1/s",
         "    SLO latency: 95% under 50ms; availability: 99.9%; period 28d",
-        "    SLO TTFT: 95% under 500ms; ITL: 90% under 50ms",
+        "    SLO TTFT: 99% under 500ms; ITL: 90% under 50ms",  # 99 %: the TTFT default
         "  model plain: canary http, 1/s",
         "    SLO latency: 95% under 50ms; availability: 99.9%; period 28d",
     ]
@@ -149,3 +149,41 @@ def test_every_example_config_is_valid(example: Path) -> None:
     result = _check(str(example))
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"ok: {example}: ")
+
+
+def test_check_config_shows_a_streams_slos_and_warns_of_a_latency_shorter_than_it(
+    tmp_path: Path,
+) -> None:
+    """Breaks if a model that surely streams is shown with the whole-request latency SLO
+    it does not get, without its default TTFT/ITL SLOs, or if a written latency shorter
+    than max_tokens × the ITL threshold passes without a warning (or fails the check)."""
+    config = tmp_path / "llm.yaml"
+    config.write_text(
+        "targets:\n"
+        "  - name: a\n"
+        "    url: http://127.0.0.1:1\n"
+        "    models:\n"
+        "      - {name: llm, canary: {stream: {mode: on}}}\n"
+        "      - {name: gen, canary: {stream: {mode: on}}, slo: {latency: {threshold: 1s}}}\n"
+        "      - name: short\n"
+        "        canary: {stream: {mode: on, max_tokens: 4}}\n"
+        "        slo: {latency: {threshold: 1s}}\n"
+    )
+    result = _check(str(config))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        f"warning: {config}: targets[0].models[1].slo.latency.threshold: is shorter than a "
+        "stream the canary asks for: 16 tokens (canary.stream.max_tokens) × the 200ms ITL "
+        "threshold = 3200ms, so streams whose every gap meets the ITL SLO still miss it; "
+        "raise it, lower max_tokens, or leave slo.latency out (TTFT and ITL judge a "
+        "stream), got: '1s'\n"
+    )  # short: 4 tokens × 200 ms = 800 ms fit in its 1 s
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"ok: {config}: 1 target, 3 models, 11 SLOs"
+    assert lines[2:6] == [
+        "  model llm: canary http, 1/s",
+        "    SLO availability: 99.9%; period 28d",
+        "    SLO TTFT: 99% under 2s; ITL: 99% under 200ms",
+        "  model gen: canary http, 1/s",
+    ]
+    assert lines[6] == "    SLO latency: 95% under 1s; availability: 99.9%; period 28d"

@@ -147,3 +147,21 @@ def test_without_a_streaming_model_the_view_has_no_ttft_column() -> None:
     plain = StatusSnapshot([ModelStatus("demo", "simple", "http", True, 0.05, {"p95": 0.003},
                                         {"success": 120})])  # fmt: skip
     assert "TTFT" not in "\n".join(status_lines(plain, width=400))
+
+
+def test_a_pipeline_row_shows_its_steps_and_the_slow_one() -> None:
+    """The demo's pipeline reads as its steps (core's queue named), not as its own
+    stages, where the steps' queue would be anonymous ``other`` time."""
+    pipeline = ModelStatus(
+        "demo", "pipeline", "http", True, 0.05, {"p95": 0.031}, {"success": 50},
+        breakdown={"queue": 0.0, "compute_infer": 0.0099, "server_other": 0.0201},
+        bottleneck="queue-bound",
+        steps="prep 3.4 ms · core 25.4 ms (queue 20.1) · post 1.5 ms",
+    )  # fmt: skip
+    plain = ModelStatus("demo", "simple", "http", True, 0.05, {"p95": 0.003}, {"success": 9},
+                        breakdown={"queue": 0.001})  # fmt: skip
+    lines = status_lines(StatusSnapshot([pipeline, plain]), width=400)
+    row = next(line for line in lines if "demo/pipeline" in line)
+    assert "core 25.4 ms (queue 20.1)" in row and "[queue-bound]" in row
+    assert "other=20.1" not in row
+    assert "queue=1.0" in next(line for line in lines if "demo/simple" in line)

@@ -18,7 +18,13 @@ from rich.console import Console
 
 from sim_process import SimProcess
 from support import TRITONWATCH, fixtures_dir, wait_until
-from tritonwatch.commands.demo import DEMO_SCENARIOS, demo_config, demo_model_set
+from tritonwatch.commands.demo import (
+    DEMO_CACHE_BYTES,
+    DEMO_MODELS,
+    DEMO_SCENARIOS,
+    demo_config,
+    demo_model_set,
+)
 from tritonwatch.commands.demo_view import demo_screen, status_lines
 from tritonwatch.commands.tune.candidates import Change
 from tritonwatch.commands.tune.cli import history_lines
@@ -218,7 +224,10 @@ def test_rules_summary_fits_the_terminal_and_counts_what_it_wrote(tmp_path: Path
 def demo_snapshot() -> Iterator[StatusSnapshot]:
     """The demo's daemon and simulator, as `tritonwatch demo` runs them, once every model
     has canary quantiles and Triton's breakdown, and the streamed one its TTFT and ITL."""
-    with Simulator(demo_model_set(), seed=0) as sim, tempfile.TemporaryDirectory() as folder:
+    with (
+        Simulator(demo_model_set(), seed=0, response_cache_bytes=DEMO_CACHE_BYTES) as sim,
+        tempfile.TemporaryDirectory() as folder,
+    ):
         for model, scenario in DEMO_SCENARIOS.items():
             sim.set_scenario(scenario, model)
         path = demo_config(sim, Path(folder), "127.0.0.1:0")
@@ -235,7 +244,7 @@ def demo_snapshot() -> Iterator[StatusSnapshot]:
                     if m.stream is not None
                     for measure in ("ttft", "itl")
                 )
-                return snapshot if ready and len(snapshot.models) == len(DEMO_SCENARIOS) else None
+                return snapshot if ready and len(snapshot.models) == len(DEMO_MODELS) else None
 
             yield wait_until(complete, 40, "quantiles and breakdown for all demo models", 0.5)
         finally:

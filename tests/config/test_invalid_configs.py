@@ -131,6 +131,14 @@ EXPECTED = {
         "targets[0].models[0].slo.latency.threshold: must be shorter than the stream timeout "
         "(10s), got: '20s'"
     ),
+    "input_data_missing.yaml": (
+        "targets[0].models[0].canary.input_data: /nonexistent/tritonwatch-input.json: "
+        "cannot read the file: No such file or directory"
+    ),
+    "input_data_bad_value.yaml": (
+        "canary.input_data: input_data_bad_value.json, sample 1, input 'TOKENS': each element "
+        "must be a number, true/false or a string, got: null"
+    ),
     "web_config_unreadable.yaml": (
         "exporter.web_config_file: /nonexistent/web-config.yml: cannot read the file: "
         "No such file or directory"
@@ -155,6 +163,7 @@ def test_invalid_config_message_names_file_field_and_value(
 ) -> None:
     """The one mistake in ``name`` yields exactly the expected single-line message."""
     monkeypatch.delenv("TRITONWATCH_TEST_UNSET_SECRET", raising=False)
+    monkeypatch.chdir(INVALID)  # relative file names in them (input_data) are beside them
     path = INVALID / name
     with pytest.raises(ConfigError) as caught:
         load_config(path)

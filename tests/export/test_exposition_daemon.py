@@ -94,7 +94,7 @@ def test_the_gpu_memory_total_is_the_h200s_in_go_float_text(daemon_families: lis
     assert {sample.value for sample in family.samples} == {float(H200_MEMORY_BYTES)}
     body = Renderer().render(daemon_families, openmetrics=True).decode()
     lines = [line for line in body.splitlines() if line.startswith(family.name + "{")]
-    assert len(lines) == 6  # NVML's two GPUs and the four Triton reports (the simulator's H200s)
+    assert len(lines) == 7  # NVML's two GPUs and the five Triton reports (the simulator's H200s)
     assert all(line.endswith(" 1.50754820096e+11") for line in lines)
 
 

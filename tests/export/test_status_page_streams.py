@@ -30,7 +30,7 @@ targets:
     models:
       - name: plain
       - name: llm
-        slo: {{ttft: {{threshold: {ttft}}}, itl: {{threshold: {itl}}}}}
+        slo: {{ttft: {{threshold: {ttft}, objective: 0.95}}, itl: {{threshold: {itl}, objective: 0.95}}}}
 """
 NOW = 20.0
 PLAIN = SeriesSnapshot("t", "plain", "http", {"success": 9}, (), 0.0, 9, {"5m": {0.95: 0.004}})

@@ -279,8 +279,8 @@ def test_the_http_canary_imports_neither_tritonclient_nor_numpy_nor_aiohttp() ->
         "from tritonwatch.probe.payload import TensorSpec, build_inputs\n"
         "client = HttpInferenceClient('http://127.0.0.1:9')\n"
         "tensors = build_inputs('m', [TensorSpec('x', 'BF16', (1, 2))], {})\n"
-        "client._encode('m', '', tensors, True)\n"
-        "client._encode('m', '', tensors, False)\n"
+        "client.encode_infer('m', '', tensors, binary=True)\n"
+        "client.encode_infer('m', '', tensors, binary=False)\n"
         'body = b\'{"outputs": [{"name": "y", "datatype": "FP16", "shape": [1],'
         ' "data": [1.5]}]}\'\n'
         "check_outputs(decode_http_infer_response(body), ['y'])\n"

@@ -108,14 +108,16 @@ def test_complete_response_is_a_success() -> None:
 @pytest.mark.parametrize("status", ["400", "415", "422", "500"])
 def test_an_http_error_never_switches_the_tensor_format(status: str) -> None:
     """Breaks if error codes are read as "binary refused" again: the format comes from
-    GET /v2, and MLServer's 500 to a binary body looks like any failing model's."""
+    GET /v2, and MLServer's 500 to a binary body looks like any failing model's. (A 400
+    is the request refused: ``rejected``, probe/canary/refusals.py.)"""
     ok = _Result({"y": np.zeros((1, 2))})
     client = ScriptedClient([InferenceServerException("boom", status=status), ok])
     stats, canary = _run_once(client, calls=2)
     assert client.binary_flags == [True, True]
     assert canary.tensor_format == "binary"
     snap = stats.snapshot(0)[0]
-    assert (snap.outcomes[Outcome.HTTP_ERROR], snap.outcomes[Outcome.SUCCESS]) == (1, 1)
+    failed = Outcome.REJECTED if status == "400" else Outcome.HTTP_ERROR
+    assert (snap.outcomes[failed], snap.outcomes[Outcome.SUCCESS]) == (1, 1)
     assert snap.latency_count == 1  # an error is no latency sample
 
 

@@ -81,6 +81,17 @@ def test_bad_flags_are_usage_errors(argv: list[str], capsys: pytest.CaptureFixtu
     assert "simulate" in capsys.readouterr().err
 
 
+def test_cache_config_is_triton_s_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """--cache-config local,size=N gives the server a response cache; another cache or
+    no size is a usage error (status 2) before anything starts."""
+    assert parser().parse_args(["simulate"]).cache_config is None
+    args = parser().parse_args(["simulate", "--cache-config", "local,size=2048"])
+    assert args.cache_config == "local,size=2048"
+    bad = parser().parse_args(["simulate", "--cache-config", "redis,host=x"])
+    assert cli.run(bad) == 2
+    assert "only the local cache is simulated" in capsys.readouterr().err
+
+
 def _start(*flags: str) -> subprocess.Popen[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("TRITONWATCH_")}
     return subprocess.Popen(

@@ -1,11 +1,14 @@
 """Differential: the simulator against real Triton 2.51 — same model configs, same requests.
 
 The simulator and our client were written by the same hands and agreed with each other
-while real Triton disagreed. Here one real ``tritonserver`` serves three test models
-(``tests/triton_models/{batching,needs_two,text}``) and one simulator serves their twins
-(``real_triton_models.yaml``); every request goes to both and a test compares what a
-client sees: HTTP status, content type and body, gRPC status and message, the config,
-statistics and repository JSON, ``/metrics`` families, and response compression.
+while real Triton disagreed. Here one real ``tritonserver`` serves test models of
+``tests/triton_models`` — three plain ones (``batching``, ``needs_two``, ``text``), the
+ensemble ``pipeline`` with its steps ``prep``, ``core`` and ``post``, the stateful
+``seq`` and the cache-enabled ``cached``, with the server's response cache on — and one
+simulator serves their twins (``real_triton_models.yaml``); every request goes to both
+and a test compares what a client sees: HTTP status, content type and body, gRPC status
+and message, the config, statistics and repository JSON, ``/metrics`` families and the
+counts that move, and response compression.
 
 Where the real server's answer is a fixed string a client may depend on, the string is
 recorded here (from tritonserver 2.51.0) and both servers must give it: if Triton ever
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import gzip
+import itertools
 import json
 import shutil
 import urllib.error
@@ -37,15 +41,19 @@ from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from real_triton import CACHE_SIZE_BYTES, RealTriton
 from real_triton import MODELS as TRITON_MODELS
-from real_triton import RealTriton
 from support import wait_until
+from tritonwatch.sim.models import ModelSet, load_model_set, parse_model_set
 from tritonwatch.sim.server import Simulator
 
 # One worker runs the whole module under xdist, so its private servers start once.
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("differential_real_triton")]
 
-MODELS = ("batching", "needs_two", "text")
+MODELS = ("batching", "cached", "core", "needs_two", "pipeline", "post", "prep", "seq", "text")
+"""By name, as Triton lists its repository."""
+RESTRICTED_MODELS = ("batching", "cached", "needs_two", "text")
+"""What the servers outside explicit model control load (all of their repository)."""
 MODEL_SET = Path(__file__).with_name("real_triton_models.yaml")
 SETTLE_TIMEOUT_S = 30.0
 JSON = "application/json"
@@ -65,8 +73,8 @@ INTENDED_DIFFERENCES: dict[str, str] = {
     "(tests compare the settled state)",
     "never-loaded": "the simulator loads every model of its model set at start, so the "
     "name-only index entry Triton shows for a repository folder it never loaded cannot occur",
-    "unserved-extensions": "shared memory, trace, logging, classification and sequence are "
-    "listed (Triton's static list) but not simulated: their endpoints answer 404 Not Found",
+    "unserved-extensions": "shared memory, trace, logging and classification are listed "
+    "(Triton's static list) but not simulated: their endpoints answer 404 Not Found",
     "implicit-instance-group": "the simulator always has an instance group, so a config.pbtxt "
     "without one is written with Triton's implicit group (named after the model)",
     "default-model-filename": "filled in for the python and onnxruntime backends only",
@@ -86,6 +94,13 @@ INTENDED_DIFFERENCES: dict[str, str] = {
     "first-response-histogram": "nv_inference_first_response_histogram_ms (24.11+) can be "
     "turned on although the simulator reports 2.51.0",
     "token-text": "tokens are token0, token1, …; prompt tokens are words × prompt_tokens_per_word",
+    "ensemble-queue": "an ensemble's own queue time is exactly 0 (Triton's: a few µs)",
+    "cache-costs": "cache lookups and insertions cost modelled microseconds; nv_cache_util "
+    "counts 80 bytes per entry beyond its outputs",
+    "control-inputs": "a stateful model's control inputs are printed in its config but never "
+    "reach its compute",
+    "sequence-slots": "slots are max_batch_size per instance; oldest batches with the dynamic "
+    "batcher's rule",
 }
 
 GPU_FAMILIES = {
@@ -103,6 +118,8 @@ COUNTED = (
     "nv_inference_count",
     "nv_inference_exec_count",
     "nv_inference_pending_request_count",
+    "nv_cache_num_hits_per_model",
+    "nv_cache_num_misses_per_model",
 )
 """Per-model series whose values the same sequential traffic fixes exactly."""
 
@@ -199,37 +216,55 @@ def settled(base: str, model: str) -> bool:
     return all(entry.get("state") != "UNLOADING" for entry in index if entry["name"] == model)
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    """A real Triton with only the three models in its repository, and their simulator.
-
-    Private: whole-server answers (the repository index, all-model statistics, /metrics)
-    must list exactly the simulator's three models, which the session's server cannot."""
-    root = tmp_path_factory.mktemp("differential")
-    repository = root / "models"
-    for model in MODELS:  # copies (model.py links resolved): a repository of just these
+def copy_models(models: tuple[str, ...], repository: Path) -> None:
+    """Copies test models (model.py links resolved) into a repository of just these."""
+    for model in models:
         shutil.copytree(
             TRITON_MODELS / model,
             repository / model,
             ignore=shutil.ignore_patterns("__pycache__"),
         )
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    """A real Triton with only these models in its repository (every test server has a
+    response cache: real_triton.py), and their simulator with a cache of the same size.
+
+    Private: whole-server answers (the repository index, all-model statistics, /metrics)
+    must list exactly the simulator's models, which the session's server cannot."""
+    root = tmp_path_factory.mktemp("differential")
+    repository = root / "models"
+    copy_models(MODELS, repository)
     real = RealTriton(MODELS, repository=repository, log_path=root / "tritonserver.log")
     real.start()
     try:
-        with Simulator(MODEL_SET) as sim:
+        with Simulator(MODEL_SET, response_cache_bytes=CACHE_SIZE_BYTES) as sim:
             yield Pair(real, sim)
     finally:
         real.stop()
 
 
-def infer_body(model: str, rows: int = 1, **extra: Any) -> dict[str, Any]:
+def restricted_model_set() -> ModelSet:
+    """The twins of ``RESTRICTED_MODELS`` only."""
+    whole = load_model_set(MODEL_SET)
+    models = [m.model_dump() for m in whole.models if m.name in RESTRICTED_MODELS]
+    gpus = [gpu.model_dump() for gpu in whole.gpus]
+    return parse_model_set({"gpus": gpus, "models": models}, source="<restricted twins>")
+
+
+FP32_ROWS = {"batching", "cached", "core", "pipeline", "post", "prep", "seq"}
+"""The models whose input is INPUT0 FP32 [-1, 16]."""
+
+
+def infer_body(model: str, rows: int = 1, value: float = 0.5, **extra: Any) -> dict[str, Any]:
     """A valid JSON inference request for ``model`` (``rows`` rows where it batches)."""
-    if model == "batching":
+    if model in FP32_ROWS:
         tensor = {
             "name": "INPUT0",
             "datatype": "FP32",
             "shape": [rows, 16],
-            "data": [0.5] * 16 * rows,
+            "data": [value] * 16 * rows,
         }
     elif model == "needs_two":
         tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [0.25] * 4}
@@ -244,16 +279,61 @@ def traffic(pair: Pair) -> None:
     send_traffic(pair)
 
 
-TRAFFIC_BATCHING_INFERENCES = 5  # 1 + 1 + 3 rows below
+_ROUNDS = itertools.count(1)
+"""Numbers each round of traffic: the cached model's first request of a round is new."""
+SEQUENCE_ID = 1001
+SEQUENCE_REFUSALS = {
+    "no correlation id": (
+        {},
+        1,
+        "inference request to model 'seq' must specify a non-zero or non-empty correlation ID",
+    ),
+    "no START": (
+        {"sequence_id": 999_999},
+        1,
+        "inference request for sequence 999999 to model 'seq' must specify the START flag "
+        "on the first request of the sequence",
+    ),
+    "batch of 2": (
+        {"sequence_id": SEQUENCE_ID, "sequence_start": True},
+        2,
+        "inference request to model 'seq' must specify batch-size 1 due to requirements of "
+        "sequence batcher",
+    ),
+}
+"""Requests real tritonserver 2.51's sequence batcher refuses (HTTP 400), with its text:
+(parameters, rows, error)."""
 
 
 def send_traffic(pair: Pair) -> None:
-    """The requests of :func:`traffic`; answers checked to match."""
-    for model, rows in (("batching", 1), ("batching", 1), ("batching", 3), ("needs_two", 1),
-                        ("needs_two", 1), ("text", 1), ("text", 2)):  # fmt: skip
-        real, sim = pair.both("POST", f"/v2/models/{model}/infer", infer_body(model, rows))
-        assert (real.status, sim.status) == (200, 200), (real, sim)
+    """The requests of :func:`traffic`; answers checked to match: plain models, two
+    ensemble requests, a new and a repeated request to the cached model (a miss, then a
+    hit), one sequence of three requests and the sequence batcher's refusals."""
+    unique = float(next(_ROUNDS))
+    plain = [
+        ("batching", 1),
+        ("batching", 1),
+        ("batching", 3),
+        ("needs_two", 1),
+        ("needs_two", 1),
+        ("text", 1),
+        ("text", 2),
+        ("pipeline", 1),
+        ("pipeline", 2),
+    ]
+    requests = [(model, infer_body(model, rows)) for model, rows in plain]
+    requests += [("cached", infer_body("cached", value=unique))] * 2
+    for flags in ({"sequence_start": True}, {}, {"sequence_end": True}):
+        parameters = {"sequence_id": SEQUENCE_ID, **flags}
+        requests.append(("seq", infer_body("seq", parameters=parameters)))
+    for model, body in requests:
+        real, sim = pair.both("POST", f"/v2/models/{model}/infer", body)
+        assert (real.status, sim.status) == (200, 200), (model, body, real, sim)
         assert real.json() == sim.json()
+    for parameters, rows, error in SEQUENCE_REFUSALS.values():
+        body = infer_body("seq", rows, parameters=parameters)
+        for answer in pair.both("POST", "/v2/models/seq/infer", body):
+            assert (answer.status, answer.json()) == (400, {"error": error})
     wrong_shape = {
         "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 8], "data": [0.5] * 8}]
     }
@@ -447,8 +527,19 @@ def _counts(stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-TRAFFIC_SUCCESSES = {"batching": 3, "needs_two": 2, "text": 2}
-"""Requests of :func:`send_traffic` each model answers (the refused ones count nowhere)."""
+TRAFFIC_SUCCESSES = {
+    "batching": 3,
+    "needs_two": 2,
+    "text": 2,
+    "pipeline": 2,
+    "prep": 2,
+    "core": 2,
+    "post": 2,
+    "cached": 2,
+    "seq": 3,
+}
+"""Requests of :func:`send_traffic` each model answers (the refused ones count nowhere;
+an ensemble's steps count its requests)."""
 
 
 def _increase(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
@@ -571,6 +662,18 @@ def batching_inferences(metrics_text: str) -> float:
     return sum(value for (_, labels), value in series.items() if ("model", "batching") in labels)
 
 
+def successes(metrics_text: str) -> dict[str, float]:
+    """``nv_inference_request_success`` by model."""
+    series = families(metrics_text)["nv_inference_request_success"].series
+    return {dict(labels)["model"]: value for (_, labels), value in series.items()}
+
+
+def traffic_counted(metrics_text: str, before: dict[str, float]) -> bool:
+    """Whether every model has counted its :data:`TRAFFIC_SUCCESSES` since ``before``."""
+    now = successes(metrics_text)
+    return all(now[m] >= before.get(m, 0) + n for m, n in TRAFFIC_SUCCESSES.items())
+
+
 @pytest.mark.usefixtures("traffic")
 def test_metrics_families_match(pair: Pair) -> None:
     """/metrics around the same traffic: same families, types, HELP, labels and counted
@@ -578,11 +681,9 @@ def test_metrics_families_match(pair: Pair) -> None:
     before = pair.metrics()
     send_traffic(pair)
     # Triton counts a request a moment after its answer has gone out.
+    counted = successes(before[0])
     wait_until(
-        lambda: (
-            batching_inferences(pair.metrics()[0])
-            >= batching_inferences(before[0]) + TRAFFIC_BATCHING_INFERENCES
-        ),
+        lambda: traffic_counted(pair.metrics()[0], counted),
         SETTLE_TIMEOUT_S,
         "real Triton to count the traffic",
     )
@@ -593,11 +694,13 @@ def test_metrics_families_match(pair: Pair) -> None:
 def restricted(
     pair: Pair, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, RealTriton]]:
-    """Real Tritons outside explicit model control, by mode, over the pair's repository.
+    """Real Tritons outside explicit model control, by mode, over a repository of
+    ``RESTRICTED_MODELS`` (they load all of it).
 
     Private: the model-control mode and ``--metrics-config`` are server flags. The
     ``poll`` one also exports the summary families, so one server serves both tests."""
     root = tmp_path_factory.mktemp("restricted")
+    copy_models(RESTRICTED_MODELS, root / "models")
     started: dict[str, RealTriton] = {}
     try:
         for mode in ("none", "poll"):
@@ -606,7 +709,7 @@ def restricted(
                 extra.append("--metrics-config=summary_latencies=true")
             started[mode] = RealTriton(
                 (),
-                repository=pair.real.repository,
+                repository=root / "models",
                 extra_args=extra,
                 log_path=root / f"tritonserver-{mode}.log",
             ).start()
@@ -617,27 +720,41 @@ def restricted(
 
 
 def test_summary_families_match(start_sim: Any, restricted: dict[str, RealTriton]) -> None:
-    """With summary latencies on, the five summary families match too (type, HELP, labels)."""
+    """With summary latencies on, the five summary families match too (type, HELP, labels),
+    and so do a cache-enabled model's: its cache hit and miss summaries, and no request
+    summary for it."""
     real = restricted["poll"]
-    sim = start_sim(models=MODEL_SET, summary_latencies=True, model_control_mode="poll")
+    sim = start_sim(
+        models=restricted_model_set(),
+        summary_latencies=True,
+        model_control_mode="poll",
+        response_cache_bytes=CACHE_SIZE_BYTES,
+    )
     before = (
         http_call(real.metrics_url, "GET", "").body.decode(),
         http_call(sim.metrics_url, "GET", "").body.decode(),
     )
     for base in (real.http_url, sim.http_url):
-        answer = http_call(base, "POST", "/v2/models/batching/infer", infer_body("batching"))
-        assert answer.status == 200
+        for model in ("batching", "cached"):
+            answer = http_call(base, "POST", f"/v2/models/{model}/infer", infer_body(model))
+            assert answer.status == 200
     wait_until(
         lambda: (
             batching_inferences(http_call(real.metrics_url, "GET", "").body.decode())
             >= batching_inferences(before[0]) + 1
+            and successes(http_call(real.metrics_url, "GET", "").body.decode())["cached"]
+            >= successes(before[0])["cached"] + 1
         ),
         SETTLE_TIMEOUT_S,
-        "real Triton to count the request",
+        "real Triton to count the requests",
     )
     real_text = http_call(real.metrics_url, "GET", "").body.decode()
     sim_text = http_call(sim.metrics_url, "GET", "").body.decode()
-    assert "nv_inference_compute_infer_summary_us" in families(real_text)
+    real_families = families(real_text)
+    assert "nv_inference_compute_infer_summary_us" in real_families
+    assert "nv_cache_hit_summary_per_model" in real_families
+    request_summary = real_families["nv_inference_request_summary_us"].series
+    assert not any(("model", "cached") in labels for _, labels in request_summary)
     compare_families(real_text, sim_text, baselines=before)
 
 
@@ -688,7 +805,7 @@ def test_model_control_refusal_matches(
 ) -> None:
     """Outside explicit model control, load and unload are refused with Triton's 503."""
     real = restricted[mode]
-    sim = start_sim(models=MODEL_SET, model_control_mode=mode)
+    sim = start_sim(models=restricted_model_set(), model_control_mode=mode)
     for action in ("load", "unload"):
         path = f"/v2/repository/models/batching/{action}"
         answers = [http_call(base, "POST", path, {}) for base in (real.http_url, sim.http_url)]
@@ -1102,6 +1219,43 @@ GRPC_INFER_ERRORS: dict[str, tuple[Any, grpclib.StatusCode, str]] = {
     "missing input": (service_pb2.ModelInferRequest(model_name="batching"), INVALID, f"{LABEL}expected 1 inputs but got 0 inputs for model 'batching'. Got input(s) [], but missing required input(s) ['INPUT0']. Please provide all required input(s)."),
     "unknown output": (_raw(outputs=[service_pb2.ModelInferRequest.InferRequestedOutputTensor(name="NOPE")]), INVALID, "unexpected inference output 'NOPE' for model 'batching'"),
 }  # fmt: skip
+Parameter = service_pb2.InferParameter
+GRPC_INFER_ERRORS |= {
+    f"sequence: {case}": (
+        _raw(
+            "seq",
+            shape=(rows, 16),
+            size=64 * rows,
+            parameters={
+                key: Parameter(bool_param=value)
+                if isinstance(value, bool)
+                else Parameter(int64_param=value)
+                for key, value in parameters.items()
+            },
+        ),
+        INVALID,
+        error,
+    )
+    for case, (parameters, rows, error) in SEQUENCE_REFUSALS.items()
+}
+GRPC_INFER_ERRORS |= {
+    "sequence: an unsigned id": (
+        _raw("seq", parameters={"sequence_id": Parameter(uint64_param=5)}),
+        INVALID,
+        "invalid value type for 'sequence_id' parameter, expected int64_param or string_param.",
+    ),
+    "sequence: a flag that is no bool": (
+        _raw(
+            "seq",
+            parameters={
+                "sequence_id": Parameter(int64_param=5),
+                "sequence_start": Parameter(int64_param=1),
+            },
+        ),
+        INVALID,
+        "invalid value type for 'sequence_start' parameter, expected bool_param.",
+    ),
+}
 
 
 @pytest.fixture(scope="module")
@@ -1167,3 +1321,121 @@ def test_grpc_call_errors_match(pair: Pair, case: str) -> None:
         finally:
             client.close()
         assert outcome == (code, message), side
+
+
+# -- ensembles, stateful and cached models ------------------------------------------------------
+
+
+def _settled_stats(pair: Pair, models: tuple[str, ...], successes_before: dict[str, int]) -> None:
+    """Waits until real Triton has counted one more success on each of ``models``."""
+    wait_until(
+        lambda: all(
+            _model_stats(pair.real.http_url, m)["inference_stats"]["success"]["count"]
+            > successes_before[m]
+            for m in models
+        ),
+        SETTLE_TIMEOUT_S,
+        "real Triton to count the requests",
+    )
+
+
+def _stats_of(base: str, models: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    return {model: _model_stats(base, model) for model in models}
+
+
+def _stage_ns(after: dict[str, Any], before: dict[str, Any], stage: str) -> int:
+    ns: int = after["inference_stats"][stage]["ns"] - before["inference_stats"][stage]["ns"]
+    return ns
+
+
+def test_ensemble_statistics_match(pair: Pair) -> None:
+    """One ensemble request: the ensemble and each step count one request on both
+    servers; the ensemble's compute is the exact sum of its steps' and its queue holds
+    none of the steps' (core's batcher waits 20 ms)."""
+    steps = ("prep", "core", "post")
+    models = ("pipeline", *steps)
+    sides = {"real": pair.real.http_url, "sim": pair.sim.http_url}
+    before = {side: _stats_of(base, models) for side, base in sides.items()}
+    real, sim = pair.both("POST", "/v2/models/pipeline/infer", infer_body("pipeline"))
+    assert (real.status, sim.status) == (200, 200)
+    assert real.json() == sim.json()
+    counted = {m: before["real"][m]["inference_stats"]["success"]["count"] for m in models}
+    _settled_stats(pair, models, counted)
+    after = {side: _stats_of(base, models) for side, base in sides.items()}
+    increases = {
+        side: {m: _increase(after[side][m], before[side][m]) for m in models} for side in sides
+    }
+    assert increases["sim"] == increases["real"]
+    for side in sides:
+        ensemble = increases[side]["pipeline"]
+        assert (ensemble["execution_count"], ensemble["counts"]["success"]) == (1, 1), side
+        for stage in ("compute_input", "compute_infer", "compute_output"):
+            total = _stage_ns(after[side]["pipeline"], before[side]["pipeline"], stage)
+            parts = [_stage_ns(after[side][m], before[side][m], stage) for m in steps]
+            assert total == sum(parts), (side, stage)
+        queued = _stage_ns(after[side]["pipeline"], before[side]["pipeline"], "queue")
+        assert queued < _stage_ns(after[side]["core"], before[side]["core"], "queue"), side
+
+
+def test_cache_hit_counts_match(pair: Pair) -> None:
+    """A new request and its repeat to the cached model: one miss that executes, one hit
+    that does not; both are successes, neither is pending, on both servers."""
+    sides = {"real": pair.real.http_url, "sim": pair.sim.http_url}
+    before = {side: _model_stats(base, "cached") for side, base in sides.items()}
+    body = infer_body("cached", value=4242.0)  # bytes no other request sends
+    for _ in range(2):
+        real, sim = pair.both("POST", "/v2/models/cached/infer", body)
+        assert (real.status, sim.status) == (200, 200)
+        assert real.json() == sim.json()
+    wait_until(
+        lambda: (
+            _model_stats(pair.real.http_url, "cached")["inference_stats"]["cache_miss"]["count"]
+            > before["real"]["inference_stats"]["cache_miss"]["count"]
+        ),
+        SETTLE_TIMEOUT_S,
+        "real Triton to count the miss",
+    )
+    increases = {
+        side: _increase(_model_stats(base, "cached"), before[side]) for side, base in sides.items()
+    }
+    assert increases["sim"] == increases["real"]
+    counts = increases["real"]["counts"]
+    assert (counts["success"], counts["queue"], counts["cache_hit"], counts["cache_miss"]) == (
+        2,
+        2,
+        1,
+        1,
+    )
+    assert (counts["compute_infer"], increases["real"]["execution_count"]) == (1, 1)
+    assert increases["real"]["inference_count"] == 1  # a hit is no inference
+
+
+def test_grpc_ensemble_reply_matches(stubs: dict[str, Any]) -> None:
+    """Over gRPC an ensemble's reply carries the request's sequence parameters, as over HTTP."""
+    request = _raw(
+        "pipeline",
+        parameters={
+            "sequence_id": Parameter(int64_param=7),
+            "sequence_start": Parameter(bool_param=True),
+        },
+    )
+    replies = {side: stub.ModelInfer(request, timeout=30) for side, stub in stubs.items()}
+    documents = {side: json_format.MessageToDict(reply) for side, reply in replies.items()}
+    assert documents["sim"] == documents["real"]
+    assert documents["real"]["parameters"] == {
+        "sequence_id": {"int64Param": "7"},
+        "sequence_start": {"boolParam": True},
+        "sequence_end": {"boolParam": False},
+    }
+
+
+@pytest.mark.parametrize("model", ["pipeline", "seq"])
+def test_kind_config_loads_back_match(pair: Pair, model: str) -> None:
+    """An ensemble's and a stateful model's printed config loads back (repository load
+    with it as the override) and prints the same on both servers (an unchanged config:
+    nothing to put back)."""
+    original = pair.both("GET", f"/v2/models/{model}/config")[0].json()
+    answers = _load(pair, model, original)
+    assert [(a.status, a.body) for a in answers] == [(200, b"")] * 2, answers
+    real, sim = pair.both("GET", f"/v2/models/{model}/config")
+    assert sim.json() == real.json() == original

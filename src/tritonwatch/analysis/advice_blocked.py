@@ -40,6 +40,11 @@ class BlockedReason(StrEnum):
     shortens it; gRPC, shared memory or a client nearer the server would."""
     NO_READINGS = "no_readings"
     """What the change would be judged on is not measured (no GPU or CPU utilisation)."""
+    PROFILE_PYTHON = "declare_composing_models_or_profile_python"
+    """A Python-backend model's own compute dominates: no quantisation or TensorRT
+    applies to Python. If it calls other models (BLS), declare them as its
+    ``composing_models`` so their queue and compute are split out and advised on; else
+    profile the Python (or move the work into a model a backend can optimise)."""
 
 
 def blocked_reason(
@@ -59,6 +64,7 @@ def blocked_reason(
         (host_cpu_saturated(m, t), BlockedReason.HOST_CPU_SATURATED),
         (gpu is not None and gpu >= t.gpu_busy_threshold, BlockedReason.GPU_SATURATED),
         (m.instance_count is None, BlockedReason.NO_CONFIG_API),
+        (m.python_backend and bottleneck == "compute-bound", BlockedReason.PROFILE_PYTHON),
         (bottleneck in ("compute-bound", "io-bound"), BlockedReason.NEEDS_MODEL_CHANGE),
         (bottleneck == "network-bound", BlockedReason.NEEDS_CLIENT_CHANGE),
         (_unmeasured(m), BlockedReason.NO_READINGS),

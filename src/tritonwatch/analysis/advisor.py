@@ -10,9 +10,11 @@ when a recommendation appears, changes or clears, is the wiring's
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from types import MappingProxyType
 
 from tritonwatch.analysis.advisor_records import (
+    Action,
     AdvisorInput,
     AdvisorThresholds,
     Recommendation,
@@ -22,17 +24,32 @@ from tritonwatch.common.logs import get_logger
 
 _log = get_logger("advisor")
 
+WITHOUT_EXECUTIONS: frozenset[Action] = frozenset({Action.TUNE_QUEUE_POLICY})
+"""The only advice a window in which the model never executed can give (every request a
+response-cache hit): refused requests. Every other rule reads the model's own stages."""
+
 
 def advise(
-    model: AdvisorInput, thresholds: AdvisorThresholds | None = None
+    model: AdvisorInput,
+    thresholds: AdvisorThresholds | None = None,
+    *,
+    only: Collection[Action] | None = None,
 ) -> list[Recommendation]:
     """The recommendations for one model: its top configuration change first (if any),
-    then every piece of advice that needs no configuration change, in priority order."""
+    then every piece of advice that needs no configuration change, in priority order.
+
+    ``only`` limits the rules to those actions (a pipeline's step, an ensemble's own). A
+    window in which requests completed but none executed (all response-cache hits) gives
+    only :data:`WITHOUT_EXECUTIONS` advice."""
     limits = thresholds or AdvisorThresholds()
     chosen: list[Recommendation] = []
     change_taken = False
     for rule in RULES:
         if rule.config_change and change_taken:
+            continue
+        if only is not None and rule.action not in only:
+            continue
+        if model.never_executed and rule.action not in WITHOUT_EXECUTIONS:
             continue
         finding = rule.check(model, limits)
         if finding is None:

@@ -63,6 +63,8 @@ def advisor_input_for(
         if (s.spec.target, s.spec.model) == (target.name, model.name) and s.firing is not None
     }
     protocol = config.canary_for(target, model).protocol
+    streaming = stream is not None or protocol == "openai" or _decoupled(model_state)
+    judged = slo.judged(streaming)  # a stream's TTFT/ITL SLOs: their defaults where unset
     groups = cfg.instance_groups if cfg else ()
     kinds = {group.kind for group in groups}
     kind = kinds.pop() if len(kinds) == 1 else None
@@ -72,8 +74,10 @@ def advisor_input_for(
     return AdvisorInput(
         target=target.name,
         model=model.name,
-        latency_budget_seconds=config.slo_for(model).latency.threshold,
-        p95_seconds=p95,
+        latency_budget_seconds=slo.latency.threshold,
+        # A stream's whole length is the canary's choice (max_tokens): judged only where
+        # the user wrote slo.latency, so no p95-budget advice follows from it otherwise.
+        p95_seconds=p95 if judged.latency is not None else None,
         client_mean_seconds=sum(samples) / len(samples) if samples else None,
         max_batch_size=cfg.max_batch_size if cfg else None,
         dynamic_batching=None if cfg is None else cfg.dynamic_batching is not None,
@@ -86,15 +90,16 @@ def advisor_input_for(
         gpu_memory_used_bytes=_mean([g.memory_used_bytes for g in gpus]),
         gpu_memory_total_bytes=_mean([g.memory_total_bytes for g in gpus]),
         protocol=protocol,
-        streaming=stream is not None or protocol == "openai" or _decoupled(model_state),
+        streaming=streaming,
         ttft_p95_seconds=_stream_p95(stream, TTFT_KIND),
         itl_p95_seconds=_stream_p95(stream, ITL_KIND),
-        ttft_budget_seconds=slo.ttft.threshold if slo.ttft else None,
-        itl_budget_seconds=slo.itl.threshold if slo.itl else None,
+        ttft_budget_seconds=judged.ttft.threshold if judged.ttft else None,
+        itl_budget_seconds=judged.itl.threshold if judged.itl else None,
         ttft_burning=TTFT_KIND in burning,
         itl_burning=ITL_KIND in burning,
         instance_kind=kind,
         host_cpu_utilization=state.server.get(HOST_CPU),
+        python_backend=cfg is not None and cfg.traits.python_backend,
     )  # fmt: skip
 
 

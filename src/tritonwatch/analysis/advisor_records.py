@@ -94,12 +94,24 @@ class AdvisorInput:
     """``KIND_CPU`` or ``KIND_GPU`` when every instance group has that kind, else None."""
     host_cpu_utilization: float | None = None
     """Triton's ``nv_cpu_utilization`` (0–1, the whole host) at the last scrape."""
+    python_backend: bool = False
+    """``backend: "python"``: its compute is Python code and whatever it calls, which no
+    quantisation, TensorRT or fusion shortens (``optimize_model`` never applies)."""
+    executions_per_second: float | None = None
+    """Model executions per second over the window (``nv_inference_exec_count``). 0 while
+    requests completed means every one was a response-cache hit: the window says nothing
+    about the model's own stages, and no advice reads them."""
 
     def share(self, seconds: float | None) -> float | None:
         """``seconds`` as a fraction of Triton's request time."""
         if seconds is None or not self.request_seconds:
             return None
         return seconds / self.request_seconds
+
+    @property
+    def never_executed(self) -> bool:
+        """Requests completed in the window and none executed (all cache hits)."""
+        return self.executions_per_second == 0 and bool(self.requests_per_second)
 
     @property
     def gpu_memory_used_ratio(self) -> float | None:
@@ -214,10 +226,19 @@ class Recommendation:
     expected_effect: str
     config_change: bool
     """True when applying it means changing the model's configuration (one at a time)."""
+    pipeline: str = ""
+    """The watched pipeline (an ensemble, a BLS model) whose latency SLO this serves when
+    ``model`` is one of its steps; "" for the model's own advice
+    (:mod:`~tritonwatch.analysis.pipeline_advice`)."""
 
     @property
     def proposed_change(self) -> str:
         return f"{self.parameter}: {self.current} → {self.proposed}"
+
+    @property
+    def source(self) -> str:
+        """The watched model whose evaluation made it: the pipeline, else the model."""
+        return self.pipeline or self.model
 
 
 def _weighted(pairs: Iterable[tuple[float | None, float]]) -> float | None:
@@ -246,6 +267,9 @@ def with_server_window(model: AdvisorInput, rates: Sequence[ModelRates]) -> Advi
         model,
         requests_per_second=_weighted(
             (r.requests_per_second, s) for r, s in zip(rates, spans, strict=True)
+        ),
+        executions_per_second=_weighted(
+            (r.executions_per_second, s) for r, s in zip(rates, spans, strict=True)
         ),
         request_seconds=per_request(lambda r: r.request_seconds_average),
         queue_seconds=per_request(lambda r: r.queue_seconds_average),

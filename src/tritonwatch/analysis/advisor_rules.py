@@ -302,6 +302,8 @@ def raise_queue_delay(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
 def optimize_model(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
     """Over budget and the time goes to the model itself on a busy GPU."""
     share, p95 = m.share(m.compute_infer_seconds), m.p95_seconds
+    if m.python_backend:  # Python code: profile it (advice_blocked says so), no TensorRT
+        return None
     if share is None or p95 is None or p95 <= m.latency_budget_seconds:
         return None
     if share < t.dominant_share:
@@ -349,6 +351,8 @@ def reduce_io(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
 def reduce_network_overhead(m: AdvisorInput, t: AdvisorThresholds) -> Finding | None:
     """Clients wait much longer than the server works: network and serialisation."""
     client, server = m.client_mean_seconds, m.request_seconds
+    if m.streaming:  # a stream outlasts Triton's request time by the model's own streaming
+        return None
     if client is None or server is None or client <= 0:
         return None
     gap = client - server

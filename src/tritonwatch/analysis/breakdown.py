@@ -21,7 +21,16 @@ Stages, in seconds per request (averages over the window):
   (its thread woke after the intended time) is not in it: the canary's latency starts
   when its thread took the request up, and the lateness is exported apart
   (``tritonwatch_canary_send_lateness_seconds``), so a busy client host never reads as
-  a slow network.
+  a slow network. Always None for a **decoupled** model: Triton's request time ends when
+  ``execute()`` hands its responses to the stream, while the client's time runs to the
+  last response, so end to end minus server is the model's own streaming — time to first
+  response, the responses sent after, the gaps between them — not network. What shows it
+  instead is the streaming canary's time to first token and gaps
+  (``tritonwatch_stream_*``) and Triton's first-response histogram.
+
+A pipeline (an ensemble, or a BLS model with ``composing_models``) also gets its step
+breakdown, and its bottleneck is judged over its steps
+(:mod:`~tritonwatch.analysis.pipeline_breakdown`): its own numbers hide its steps' queues.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from tritonwatch.analysis.pipeline_breakdown import with_step_breakdowns
 from tritonwatch.config.schema import Config, TargetConfig
 from tritonwatch.records.observations import ModelRates
 from tritonwatch.records.target_state import (
@@ -54,7 +64,7 @@ BOTTLENECK_GROUPS: dict[BottleneckKind, tuple[str, ...]] = {
 
 
 def latency_breakdown(
-    rates: ModelRates, canary_mean_seconds: float | None = None
+    rates: ModelRates, canary_mean_seconds: float | None = None, *, decoupled: bool = False
 ) -> LatencyBreakdown | None:
     """The breakdown of one model's window, or None when no request completed in it.
 
@@ -62,6 +72,8 @@ def latency_breakdown(
         rates: the model's rates between two scrapes.
         canary_mean_seconds: the canary's mean end-to-end latency over the same window,
             or None when the canary sent nothing (or is off).
+        decoupled: the model streams its responses (``network_client`` is then None: see
+            the module docstring).
     """
     request = rates.request_seconds_average
     if request is None:
@@ -74,6 +86,8 @@ def latency_breakdown(
     compute_output = rates.compute_output_seconds_average or 0.0
     inside = queue + compute_input + compute_infer + compute_output
     network = None if canary_mean_seconds is None else max(0.0, canary_mean_seconds - request)
+    if decoupled:
+        network = None
     return LatencyBreakdown(
         queue=queue,
         compute_input=compute_input,
@@ -192,8 +206,9 @@ def bottleneck_thresholds(config: Config, target: TargetConfig) -> dict[str, Bot
 
 def judge_model(state: ModelState, thresholds: BottleneckThresholds | None = None) -> ModelState:
     """``state`` with its breakdown and bottleneck: both None when no request completed."""
+    decoupled = state.config is not None and state.config.traits.decoupled
     breakdown = (
-        latency_breakdown(state.rates, state.canary_mean_seconds)
+        latency_breakdown(state.rates, state.canary_mean_seconds, decoupled=decoupled)
         if state.rates is not None
         else None
     )
@@ -205,7 +220,9 @@ def judge_target(
     state: TargetState, thresholds: Mapping[str, BottleneckThresholds] | None = None
 ) -> TargetState:
     """Every model of a scraped target with its breakdown and bottleneck (by model name;
-    default thresholds for a model not in ``thresholds``)."""
+    default thresholds for a model not in ``thresholds``), and every pipeline with its
+    step breakdown and a bottleneck judged over its steps."""
     limits = thresholds or {}
     models = {name: judge_model(model, limits.get(name)) for name, model in state.models.items()}
-    return replace(state, models=models)
+    steps = {name: (t.dominant_share, t.min_stage_seconds) for name, t in limits.items()}
+    return with_step_breakdowns(replace(state, models=models), steps)

@@ -21,16 +21,12 @@ at 95 %), while a window that holds its normal traffic is not affected at all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from tritonwatch.config.schema import (
-    DEFAULT_ALERT_MIN_BAD_EVENTS,
-    Config,
-    LatencySLO,
-    SLOConfig,
-)
+from tritonwatch.config.schema import Config
+from tritonwatch.config.slo_schema import DEFAULT_ALERT_MIN_BAD_EVENTS, LatencySLO, SLOConfig
 
 
 class SLOKind(StrEnum):
@@ -145,6 +141,10 @@ class SLOSpec:
     min_bad_events: float = DEFAULT_ALERT_MIN_BAD_EVENTS
     """``slo.alert_min_bad_events``: how many failures alone never raise a burn alert
     (:meth:`BurnCondition.min_events`); 0 turns the gate off."""
+    off_if_streaming: bool = False
+    """A latency SLO by default only, of a model whose canary may stream
+    (``canary.stream.mode: auto``): it goes once the canary finds the model streams, and
+    the generated rules leave out its SLI for a model with a TTFT series."""
 
     @property
     def error_budget(self) -> float:
@@ -161,15 +161,28 @@ def _threshold_spec(
     )  # fmt: skip
 
 
-def slo_specs(config: Config) -> list[SLOSpec]:
-    """Every model's SLOs in config order: latency and availability always, TTFT and ITL
-    where ``slo.ttft`` / ``slo.itl`` is set (globally or for the model)."""
+def slo_specs(config: Config, streaming: Collection[tuple[str, str]] = ()) -> list[SLOSpec]:
+    """Every model's SLOs in config order: latency, availability, TTFT, ITL, each where it
+    judges the model (:meth:`~tritonwatch.config.slo_schema.SLOConfig.judged`).
+
+    A model streams when its canary surely does (``stream.mode: on``, protocol
+    ``openai``) or when ``(target, model)`` is in ``streaming`` (the canary found it
+    ``decoupled`` at run time): then TTFT and ITL are on, their defaults where unset, and
+    latency only where written. Availability always.
+    """
     specs = []
     for target in config.targets:
         for model in target.models:
             slo = config.slo_for(model)
+            canary = config.canary_for(target, model)
+            streams = canary.streams_surely or (target.name, model.name) in streaming
+            judged = slo.judged(streams)
             name = (target.name, model.name)
-            specs.append(_threshold_spec(*name, SLOKind.LATENCY, slo.latency, slo))
+            if judged.latency is not None:
+                latency = _threshold_spec(*name, SLOKind.LATENCY, judged.latency, slo)
+                if not streams and not slo.latency_set and canary.stream.mode == "auto":
+                    latency = replace(latency, off_if_streaming=True)
+                specs.append(latency)
             specs.append(
                 SLOSpec(
                     *name,
@@ -179,9 +192,9 @@ def slo_specs(config: Config) -> list[SLOSpec]:
                     min_bad_events=slo.alert_min_bad_events,
                 )
             )
-            for kind, streaming in ((SLOKind.TTFT, slo.ttft), (SLOKind.ITL, slo.itl)):
-                if streaming is not None:
-                    specs.append(_threshold_spec(*name, kind, streaming, slo))
+            for kind, streaming_slo in ((SLOKind.TTFT, judged.ttft), (SLOKind.ITL, judged.itl)):
+                if streaming_slo is not None:
+                    specs.append(_threshold_spec(*name, kind, streaming_slo, slo))
     return specs
 
 

@@ -34,7 +34,7 @@ CORE_COMMANDS = ("run", "check-config", "demo")
 
 def _summary(source: str, config: Config) -> str:
     models = sum(len(target.models) for target in config.targets)
-    slos = len(slo_specs(config))  # latency and availability, TTFT and ITL where set
+    slos = len(slo_specs(config))  # those that judge each model as far as the file tells
     discovering = sum(target.selection is not None for target in config.targets)
 
     def plural(count: int, noun: str) -> str:
@@ -59,9 +59,12 @@ def _check_config(args: argparse.Namespace) -> int:
         print(error, file=sys.stderr)
         return EXIT_CONFIG_ERROR
     from tritonwatch.commands.watch_plan import describe  # noqa: PLC0415 - only this command
+    from tritonwatch.config.checks import config_warnings  # noqa: PLC0415 - only this command
 
     print(_summary(args.file, config))
     print("\n".join(describe(config)))
+    for warning in config_warnings(config):
+        print(f"warning: {warning.render(str(args.file))}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -4,8 +4,11 @@ Four models in four states — ``simple`` healthy, ``resnet50`` with a queue del
 that breaks a 50 ms budget, ``text_identity`` on an underused GPU, and ``llm``, a
 vLLM-flavoured decoupled model whose streaming canary times TTFT and ITL against their
 SLOs while the vLLM metric families feed the LLM readings — so that every part of
-tritonwatch has something to show. The simulator runs in this process (the built-in
-model set plus ``llm``, which stays out of the built-in set so that ``tritonwatch
+tritonwatch has something to show. Beside them, the simulator's built-in kinds: the
+ensemble ``pipeline`` (``prep`` → ``core`` → ``post``, whose middle step waits on its
+batcher), the stateful ``seq`` and the cache-enabled ``cached`` (the demo server has a
+response cache). The simulator runs in this process (the built-in model set plus
+``llm`` and the kinds, which stay out of the built-in set so that ``tritonwatch
 simulate`` and the tests keep their three plain models); the daemon is the same
 :class:`Daemon` that ``tritonwatch run`` starts.
 """
@@ -24,7 +27,7 @@ from tritonwatch.commands.demo_view import demo_screen
 from tritonwatch.common.logs import configure_logging, get_logger
 from tritonwatch.config import load_config
 from tritonwatch.runtime.daemon import Daemon
-from tritonwatch.sim.builtin import BUILTIN_MODEL_SET
+from tritonwatch.sim.builtin import BUILTIN_MODEL_SET, with_kind_models
 from tritonwatch.sim.models import ModelSet, parse_model_set
 from tritonwatch.sim.server import Simulator
 
@@ -45,11 +48,21 @@ DEMO_LLM = {
 DEMO_LLM_GPU = {"uuid": "GPU-51a7c0de-0000-4000-8000-000000000003"}
 
 
+DEMO_MODELS = ("simple", "resnet50", "text_identity", "llm", "pipeline", "seq", "cached")
+"""Every model the demo's config watches, in its order (the steps of ``pipeline`` are
+read through it, not watched)."""
+DEMO_CACHE_BYTES = 64 * 2**20
+"""The demo server's response cache (``cached`` answers repeated requests from it)."""
+
+
 def demo_model_set() -> ModelSet:
-    """The built-in three models and :data:`DEMO_LLM` on a fourth GPU."""
+    """The built-in three models, :data:`DEMO_LLM` on a fourth GPU, and the built-in
+    kinds (the ensemble ``pipeline`` of ``prep``/``core``/``post``, the stateful ``seq``
+    and the cache-enabled ``cached``) on a fifth."""
     gpus = [*BUILTIN_MODEL_SET["gpus"], DEMO_LLM_GPU]
     models = [*BUILTIN_MODEL_SET["models"], DEMO_LLM]
-    return parse_model_set({"gpus": gpus, "models": models}, source="<demo model set>")
+    data = with_kind_models({"gpus": gpus, "models": models})
+    return parse_model_set(data, source="<demo model set>")
 
 
 def demo_config(sim: Simulator, folder: Path, listen: str) -> Path:
@@ -76,6 +89,9 @@ targets:
           latency: {{threshold: 1s}}
           ttft: {{threshold: 200ms, objective: 0.95}}
           itl: {{threshold: 50ms, objective: 0.95}}
+      - name: pipeline
+      - name: seq
+      - name: cached
 slo: {{latency: {{threshold: 50ms, objective: 0.95}}}}
 canary: {{rate: 5/s}}
 scrape: {{interval: 5s, timeout: 2s}}
@@ -96,7 +112,7 @@ def run_demo(listen: str, live: bool) -> int:
     signal.signal(signal.SIGTERM, lambda *_: commands.put("stop"))
     signal.signal(signal.SIGINT, lambda *_: commands.put("stop"))
     with (
-        Simulator(demo_model_set(), seed=0) as sim,
+        Simulator(demo_model_set(), seed=0, response_cache_bytes=DEMO_CACHE_BYTES) as sim,
         tempfile.TemporaryDirectory(prefix="tritonwatch-demo-") as tmp,
     ):
         for model, scenario in DEMO_SCENARIOS.items():

@@ -78,12 +78,15 @@ goes under the row when the terminal is too narrow for them."""
 
 def _state(model: ModelStatus) -> str:
     p95 = model.quantiles.get("p95")
-    return "no data" if p95 is None else ("ok" if p95 <= model.budget_seconds else "BREACH")
+    budget = model.budget_seconds  # None: a stream, judged by TTFT and ITL alone
+    return "no data" if p95 is None else ("ok" if budget is None or p95 <= budget else "BREACH")
 
 
 def _row(model: ModelStatus) -> tuple[str, ...]:
     stages = (model.breakdown or {}).items()
     breakdown = " ".join(f"{_SHORT[s]}={v * 1e3:.1f}" for s, v in stages if s in _SHORT) or "–"
+    if model.steps:  # a pipeline: where its time goes is its steps, not its own stages
+        breakdown = model.steps
     if model.bottleneck:
         breakdown += f" [{model.bottleneck}]"
     burns = ", ".join(

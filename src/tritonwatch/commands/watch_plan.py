@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tritonwatch.config.schema import Config, LatencySLO, TargetConfig, WatchedModel
+from tritonwatch.config.schema import Config, TargetConfig, WatchedModel
+from tritonwatch.config.slo_schema import LatencySLO
 from tritonwatch.config.units import format_duration
 from tritonwatch.probe.payload import PayloadError, input_specs
 from tritonwatch.runtime.model_discovery import (
@@ -43,20 +44,23 @@ def _selection_line(target: TargetConfig) -> str | None:
 
 
 def model_lines(config: Config, target: TargetConfig, model: WatchedModel) -> list[str]:
-    """One model: protocol, canary rate and its SLOs (TTFT and ITL only where set)."""
+    """One model: protocol, canary rate and the SLOs that judge it as far as the file
+    tells (a model that surely streams: TTFT and ITL, latency only where written)."""
     canary = config.canary_for(target, model)
     slo = config.slo_for(model)
+    judged = slo.judged(canary.streams_surely)
     version = f" (version {model.version})" if model.version else ""
     state = f"{canary.protocol}, {canary.rate:g}/s" if canary.enabled else "off"
+    latency = "" if judged.latency is None else f"latency: {_under(judged.latency)}; "
     lines = [
         f"  model {model.name}{version}: canary {state}",
-        f"    SLO latency: {_under(slo.latency)}; availability: "
+        f"    SLO {latency}availability: "
         f"{_percent(slo.availability.objective)}; period {format_duration(slo.period)}",
     ]
     streaming = [
-        f"{name}: {_under(latency)}"
-        for name, latency in (("TTFT", slo.ttft), ("ITL", slo.itl))
-        if latency is not None
+        f"{name}: {_under(stream_slo)}"
+        for name, stream_slo in (("TTFT", judged.ttft), ("ITL", judged.itl))
+        if stream_slo is not None
     ]
     if streaming:
         lines.append(f"    SLO {'; '.join(streaming)}")

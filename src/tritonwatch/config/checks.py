@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterator
 from tritonwatch.common.client_tls import is_secure
 from tritonwatch.common.listen import ListenAddressError, parse_listen_address
 from tritonwatch.config.errors import ConfigError, Problem
-from tritonwatch.config.schema import SWEEP_CONCURRENCY_CAP, Config, LatencySLO, WatchedModel
+from tritonwatch.config.input_data import InputDataError, read_input_data
+from tritonwatch.config.schema import SWEEP_CONCURRENCY_CAP, Config, WatchedModel
 from tritonwatch.config.section import Section
+from tritonwatch.config.slo_schema import stream_latency_warning
 from tritonwatch.config.units import format_duration
 from tritonwatch.config.web_config import load_web_config
 
@@ -97,7 +99,8 @@ def _exporter_web_config(config: Config) -> Iterator[Problem]:
 def _thresholds_observable(config: Config) -> Iterator[Problem]:
     """The canary gives up on a request at its timeout, so it can never observe an SLO
     threshold at or beyond that timeout: latency against the timeout its requests have
-    (the stream's when it surely streams), TTFT and ITL against the stream's."""
+    (the stream's when it surely streams), TTFT and ITL against the stream's. Only SLOs
+    that judge the model as far as the file tells, the stream SLOs where written."""
     for kind in ("latency", "ttft", "itl"):
         yield from _threshold_problems(config, kind)
 
@@ -105,10 +108,11 @@ def _thresholds_observable(config: Config) -> Iterator[Problem]:
 def _threshold_problems(config: Config, kind: str) -> Iterator[Problem]:
     for t, target in enumerate(config.targets):
         for m, model in enumerate(target.models):
-            slo: LatencySLO | None = getattr(config.slo_for(model), kind)
-            if slo is None:
-                continue
             canary = config.canary_for(target, model)
+            slos = config.slo_for(model)
+            slo = slos.judged(canary.streams_surely).by_kind().get(kind)
+            if slo is None or (kind != "latency" and kind not in slos.model_fields_set):
+                continue
             streamed = kind != "latency" or canary.streams_surely
             timeout = canary.stream.timeout if streamed else canary.timeout
             if slo.threshold < timeout:
@@ -208,6 +212,25 @@ def _target_tls(config: Config) -> Iterator[Problem]:
             yield Problem(where, "is set but none of the target's URLs is https:// or grpcs://")
 
 
+def _input_data_files(config: Config) -> Iterator[Problem]:
+    """Every ``canary.input_data`` file must read as perf_analyzer's input-data JSON
+    (config/input_data.py): a bad one is named with its sample, input and value now,
+    not found by the canary at run time. The global setting is named once."""
+    sections = [("canary", config.canary.input_data)] + [
+        (f"targets[{t}].{target.models_path}[{m}].canary", model.canary.input_data)
+        for t, target in enumerate(config.targets)
+        for m, model in enumerate(target.models)
+        if model.canary is not None and _model_sets(model, "input_data")
+    ]
+    for path, file in sections:
+        if file is None:
+            continue
+        try:
+            read_input_data(file)
+        except InputDataError as error:
+            yield Problem(f"{path}.input_data", str(error))
+
+
 CHECKS: tuple[Check, ...] = (
     _some_target,
     _scrape_timeout_below_interval,
@@ -218,9 +241,42 @@ CHECKS: tuple[Check, ...] = (
     _sweep_levels_within_caps,
     _exporter_web_config,
     _target_tls,
+    _input_data_files,
 )
 
 
 def cross_field_problems(config: Config) -> list[Problem]:
     """Every problem the cross-field checks find, in a stable order."""
     return [problem for check in CHECKS for problem in check(config)]
+
+
+def _latency_shorter_than_stream(config: Config) -> Iterator[Problem]:
+    """A written ``slo.latency`` judges a streamed model's whole stream: warn when it is
+    shorter than a stream the canary asks for takes with every gap within the ITL SLO
+    (``max_tokens`` × the ITL threshold). Only for models the file says stream
+    (``stream.mode: on``, protocol ``openai``); the daemon warns about ``auto`` ones once
+    it finds them streaming. A global setting is named once."""
+    seen: set[str] = set()
+    for t, target in enumerate(config.targets):
+        for m, model in enumerate(target.models):
+            canary = config.canary_for(target, model)
+            slo = config.slo_for(model)
+            if not (canary.enabled and canary.streams_surely and slo.latency_set):
+                continue
+            message = stream_latency_warning(slo, canary.stream.max_tokens)
+            own = model.slo is not None and model.slo.latency_set
+            path = f"targets[{t}].{target.models_path}[{m}].slo" if own else "slo"
+            if message is not None and path not in seen:
+                seen.add(path)
+                yield Problem(
+                    f"{path}.latency.threshold", message, format_duration(slo.latency.threshold)
+                )
+
+
+WARNINGS: tuple[Check, ...] = (_latency_shorter_than_stream,)
+"""Checks whose findings are worth a warning, not a refusal: the config works as written."""
+
+
+def config_warnings(config: Config) -> list[Problem]:
+    """Every warning about a config that loaded (``check-config`` prints them)."""
+    return [problem for check in WARNINGS for problem in check(config)]

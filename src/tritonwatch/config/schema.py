@@ -27,11 +27,11 @@ from tritonwatch.config.canary_schema import (
     CanaryConfig,
 )
 from tritonwatch.config.section import Section, TargetProtocol
+from tritonwatch.config.slo_schema import SLOConfig
 from tritonwatch.config.types import (
     AutoBool,
     Duration,
     Name,
-    Objective,
     PositiveInt,
     Ratio,
     Regex,
@@ -43,47 +43,6 @@ TRITON_HTTP_PORT = 8000
 TRITON_GRPC_PORT = 8001
 TRITON_METRICS_PORT = 8002
 DEFAULT_EXPORTER_LISTEN = "127.0.0.1:9849"
-
-
-class LatencySLO(Section):
-    """A fraction ``objective`` of requests must finish faster than ``threshold``."""
-
-    threshold: Duration = 0.050
-    """The duration an event must stay within to be good: a canary request's end-to-end
-    latency (for ``ttft``, the wait for the first token; for ``itl``, each gap between tokens)."""
-    objective: Objective = 0.95
-    """The fraction of events that must be good, strictly between 0 and 1 (``0.95``: 95 %)."""
-
-
-class AvailabilitySLO(Section):
-    """A fraction ``objective`` of requests must succeed."""
-
-    objective: Objective = 0.999
-    """The fraction of requests that must succeed, strictly between 0 and 1 (``0.999``),
-    judged on the canary's outcomes and on Triton's own success and failure counters."""
-
-
-DEFAULT_ALERT_MIN_BAD_EVENTS = 10.0
-"""A Triton restart of about 12 s costs a 1 request/s canary 5 to 10 failures before its
-circuit breaker holds back: that many must never raise a burn alert on their own."""
-
-
-class SLOConfig(Section):
-    latency: LatencySLO = LatencySLO()
-    availability: AvailabilitySLO = AvailabilitySLO()
-    period: Duration = 28 * 86400.0
-    """The rolling span the error budget is counted over (``28d``): the budget left is
-    1 − the burn rate over it. The burn-rate alert windows do not depend on it."""
-    ttft: LatencySLO | None = None
-    """Streaming models: a fraction ``objective`` of first tokens must come faster than
-    ``threshold`` (time to first token, docs/design.md §5). Off unless set."""
-    itl: LatencySLO | None = None
-    """Streaming models: a fraction ``objective`` of the gaps between tokens must be
-    shorter than ``threshold`` (inter-token latency, one event per gap). Off unless set."""
-    alert_min_bad_events: Annotated[float, Field(ge=0.0)] = DEFAULT_ALERT_MIN_BAD_EVENTS
-    """A burn-rate alert needs its long window to hold at least ``alert_min_bad_events /
-    (factor × (1 − objective))`` events, so that this many failures alone never raise
-    it (a restart seen by a young window); 0 turns the gate off (docs/design.md §6)."""
 
 
 SWEEP_CONCURRENCY_CAP = 1024

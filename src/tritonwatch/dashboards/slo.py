@@ -200,8 +200,8 @@ def _streaming_row() -> Row:
                 "TTFT and ITL burn rate (1h and 5m)",
                 "Burn rate of the TTFT SLO (one event per successful stream: good when the "
                 "first token came within the threshold) and of the ITL SLO (one event per gap "
-                "between tokens), over the page's windows. Empty for models without "
-                "slo.ttft / slo.itl.",
+                "between tokens), over the page's windows. On by default for streamed models; "
+                "empty for the others unless slo.ttft / slo.itl is set.",
                 Query(
                     "tritonwatch_slo_burn_rate" + sel(STREAMING, PAGE_WINDOWS),
                     "{{model}} {{slo}} {{window}}",

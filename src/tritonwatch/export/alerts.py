@@ -207,6 +207,12 @@ def recommendation_alert(
     name = GPU_UNDERUSED if recommendation.action == Action.ADD_INSTANCE else TUNING_RECOMMENDATION
     r = recommendation
     kind = "change" if r.config_change else "advice"
+    # A pipeline's step: the labels stay the step's (one alert per model and action,
+    # whichever evaluation found it); the annotations name the pipeline it serves.
+    serves = {"pipeline": r.pipeline} if r.pipeline else {}
+    summary = f"{r.model} on {r.target}: {r.action} ({kind})"
+    if r.pipeline:
+        summary += f" for {r.pipeline}'s latency SLO"
     return AlertSpec(
         _frozen(
             {
@@ -219,9 +225,10 @@ def recommendation_alert(
         ),
         _frozen(
             {
-                "summary": f"{r.model} on {r.target}: {r.action} ({kind})",
+                "summary": summary,
                 "description": f"{r.reason}. Evidence: {_evidence_text(r.evidence)}. "
                 f"Expected effect: {r.expected_effect}.",
+                **serves,
                 "proposed_change": r.proposed_change,
                 "current_value": str(r.current),
                 "proposed_value": str(r.proposed),
@@ -239,12 +246,20 @@ def slo_burn_alert(
 ) -> AlertSpec | None:
     """The alert of an SLO whose burn condition holds (labels as the generated rule's);
     ``recommendations`` are the model's, and its configuration change, if any, is
-    named as the proposed change."""
+    named as the proposed change (prefixed with the step's name when it is a pipeline's
+    step's)."""
     condition = status.firing
     if condition is None:
         return None
     spec, rates = status.spec, status.burn_rates
-    change = next((r.proposed_change for r in recommendations if r.config_change), "none")
+    change = next(
+        (
+            r.proposed_change if r.model == spec.model else f"{r.model}: {r.proposed_change}"
+            for r in recommendations
+            if r.config_change
+        ),
+        "none",
+    )
     remaining = status.error_budget_remaining
     budget_text = "unknown" if remaining is None else f"{remaining:.1%}"
     long_rate, short_rate = rates.get(condition.long_window), rates.get(condition.short_window)
@@ -340,6 +355,10 @@ def active_alerts(
         by_model.setdefault((recommendation.target, recommendation.model), []).append(
             recommendation
         )
+        if recommendation.pipeline:  # the pipeline's burn names its step's change too
+            by_model.setdefault((recommendation.target, recommendation.pipeline), []).append(
+                recommendation
+            )
         specs.append(recommendation_alert(recommendation, runbook_base))
     burns = [
         slo_burn_alert(s, by_model.get((s.spec.target, s.spec.model), ()), runbook_base)

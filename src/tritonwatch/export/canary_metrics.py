@@ -1,5 +1,6 @@
 """Canary metrics: request outcomes, client errors (our own faults), the end-to-end
-latency histogram, window quantiles, open circuit breakers and skipped canaries."""
+latency histogram, window quantiles, open circuit breakers, skipped canaries and
+canaries whose input the model refuses."""
 
 from __future__ import annotations
 
@@ -151,6 +152,17 @@ class CanaryCollector(Collector):
         )
         for (target, model, protocol), reason in sorted(self._stats.skipped().items()):
             skipped.add_metric([target, model, protocol, reason], 1.0)
+        refused = GaugeMetricFamily(
+            "tritonwatch_canary_input_refused",
+            "1 while the model refuses the canary's input (HTTP 400 / INVALID_ARGUMENT, "
+            "the outcome rejected, several in a row) and its canary sends one request a "
+            "minute: give canary.input_data. The status page shows Triton's error.",
+            labels=["target", "model", "protocol"],
+        )
+        refusing = self._stats.input_refused()
+        for snap in snapshots:
+            key = (snap.target, snap.model, snap.protocol)
+            refused.add_metric(list(key), 1.0 if key in refusing else 0.0)
         yield requests
         yield client_errors
         yield latency
@@ -158,3 +170,4 @@ class CanaryCollector(Collector):
         yield quantiles
         yield circuit
         yield skipped
+        yield refused

@@ -58,13 +58,13 @@ def span_text(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
-def p95_sparkline(points: Sequence[P95Point], budget_seconds: float) -> str:
-    """The p95 points (oldest first) against the budget; the x axis spans from the
+def p95_sparkline(points: Sequence[P95Point], budget_seconds: float | None) -> str:
+    """The p95 points (oldest first) against the budget (None: no latency SLO judges the
+    model, as a stream judged by TTFT and ITL: no budget line); the x axis spans from the
     oldest point to now, so the first minutes after start fill the width too."""
     highest = max((p.p95_seconds for p in points), default=0.0)
-    y_max = max(budget_seconds, highest) * SPARK_HEADROOM or 1.0
+    y_max = max(budget_seconds or 0.0, highest) * SPARK_HEADROOM or 1.0
     span = max((p.age_seconds for p in points), default=0.0) if len(points) > 1 else 0.0
-    budget_y = _f(spark_y(budget_seconds, y_max))
     coords = [(spark_x(p.age_seconds, span), spark_y(p.p95_seconds, y_max)) for p in points]
     polyline = " ".join(f"{_f(x)},{_f(y)}" for x, y in coords)
     lone = (
@@ -76,23 +76,30 @@ def p95_sparkline(points: Sequence[P95Point], budget_seconds: float) -> str:
     over = "".join(
         f'<circle class="over" cx="{_f(x)}" cy="{_f(y)}" r="2.5" fill="{OVER_COLOUR}"/>'
         for (x, y), p in zip(coords, points, strict=True)
-        if p.p95_seconds > budget_seconds
+        if budget_seconds is not None and p.p95_seconds > budget_seconds
     )
-    title = (
-        f"canary p95 over the last {span_text(span)} against the "
-        f"{budget_seconds * 1e3:.1f} ms budget"
+    title = f"canary p95 over the last {span_text(span)}" + (
+        " (no latency budget)"
+        if budget_seconds is None
+        else f" against the {budget_seconds * 1e3:.1f} ms budget"
     )
+    budget = ""
+    if budget_seconds is not None:
+        budget_y = _f(spark_y(budget_seconds, y_max))
+        budget = (
+            f'<line class="budget" x1="{SPARK_LEFT:g}" x2="{SPARK_WIDTH - SPARK_RIGHT:g}"'
+            f' y1="{budget_y}" y2="{budget_y}" stroke="{BUDGET_COLOUR}" stroke-width="2"'
+            f' stroke-dasharray="6 4" shape-rendering="crispEdges"/>'
+        )
+    budget_data = "" if budget_seconds is None else f' data-budget-seconds="{budget_seconds!r}"'
     return (
         f'<svg class="sparkline" role="img"'
         f' width="{SPARK_WIDTH:g}" height="{SPARK_HEIGHT:g}"'
         f' viewBox="0 0 {SPARK_WIDTH:g} {SPARK_HEIGHT:g}"'
         f' data-y-max-seconds="{y_max!r}" data-span-seconds="{span!r}"'
-        f' data-budget-seconds="{budget_seconds!r}"><title>{escape(title)}</title>'
+        f"{budget_data}><title>{escape(title)}</title>"
         f'<rect x="0.5" y="0.5" width="{SPARK_WIDTH - 1:g}" height="{SPARK_HEIGHT - 1:g}"'
-        f' fill="#ffffff" stroke="{FRAME_COLOUR}"/>'
-        f'<line class="budget" x1="{SPARK_LEFT:g}" x2="{SPARK_WIDTH - SPARK_RIGHT:g}"'
-        f' y1="{budget_y}" y2="{budget_y}" stroke="{BUDGET_COLOUR}" stroke-width="2"'
-        f' stroke-dasharray="6 4" shape-rendering="crispEdges"/>'
+        f' fill="#ffffff" stroke="{FRAME_COLOUR}"/>{budget}'
         f'<polyline class="p95" points="{polyline}" fill="none" stroke="{P95_COLOUR}"'
         f' stroke-width="2.5" stroke-linejoin="round" stroke-linecap="round"/>'
         f"{lone}{over}</svg>"

@@ -84,9 +84,11 @@ class AdviceLine:
 
     @classmethod
     def of(cls, recommendation: Recommendation) -> AdviceLine:
+        """A pipeline's step's advice names the step: ``core: max_queue_delay_microseconds``."""
         r = recommendation
+        parameter = f"{r.model}: {r.parameter}" if r.pipeline else r.parameter
         return cls(
-            str(r.action), r.parameter, str(r.current), str(r.proposed), r.reason,
+            str(r.action), parameter, str(r.current), str(r.proposed), r.reason,
             str(r.severity), dict(r.evidence), r.expected_effect,
         )  # fmt: skip
 
@@ -167,7 +169,9 @@ class ModelStatus:
     model: str
     protocol: str
     up: bool | None
-    budget_seconds: float
+    budget_seconds: float | None
+    """The latency SLO's threshold; None when no latency SLO judges the model (a stream,
+    judged by TTFT and ITL, unless ``slo.latency`` is written)."""
     quantiles: dict[str, float]
     """``p50``/``p95``/``p99`` over the canary's 5-minute window (seconds)."""
     outcomes: dict[str, int]
@@ -190,6 +194,13 @@ class ModelStatus:
     not_serving: NotServing | None = None
     """Set while the server reads ready and every canary request of the model fails
     (``TritonModelNotServing``)."""
+    input_refused: str | None = None
+    """Triton's error text while the model refuses the canary's input (its canary backs
+    off: probe/canary/refusals.py); None otherwise."""
+    steps: str | None = None
+    """A pipeline's steps per request (:func:`~tritonwatch.export.pipeline_view.steps_line`)."""
+    cache: str | None = None
+    """The response cache's hit ratio and times (:func:`~tritonwatch.export.pipeline_view.cache_line`)."""
 
     def stream_slo(self, measure: str) -> SloLine | None:
         """The SLO that judges a stream measure (``ttft``/``itl``), when one is set."""
@@ -211,7 +222,7 @@ class ModelStatus:
         if self.not_serving is not None:
             reasons.append(f"not serving: the last {self.not_serving.failed} requests failed")
         p95 = self.quantiles.get("p95")
-        if p95 is not None and p95 > self.budget_seconds:
+        if p95 is not None and self.budget_seconds is not None and p95 > self.budget_seconds:
             reasons.append(f"p95 {_ms(p95)} over the {_ms(self.budget_seconds)} budget")
         for measure in STREAM_MEASURES if self.stream is not None else ():
             threshold, p95 = self._stream_threshold(measure), self._stream_p95(measure)
@@ -375,11 +386,12 @@ def _p95_history(status: ModelStatus) -> str:
     if not points:
         return '<p class="p95-history muted">no p95 history yet</p>'
     span = span_text(points[0].age_seconds)
+    budget = status.budget_seconds
+    dashed = "" if budget is None else f"; dashed: the {_ms(budget)} budget"
     return (
-        f'<figure class="p95-history">{p95_sparkline(points, status.budget_seconds)}'
+        f'<figure class="p95-history">{p95_sparkline(points, budget)}'
         f"<figcaption>canary p95, last {span}: now {_ms(points[-1].p95_seconds)}, highest "
-        f"{_ms(max(p.p95_seconds for p in points))}; dashed: the "
-        f"{_ms(status.budget_seconds)} budget</figcaption></figure>"
+        f"{_ms(max(p.p95_seconds for p in points))}{dashed}</figcaption></figure>"
     )
 
 
@@ -452,14 +464,20 @@ def _stream_table(status: ModelStatus, stream: StreamStatus) -> str:
 
 def _model_section(status: ModelStatus) -> str:
     p95 = status.quantiles.get("p95")
-    state = "no data" if p95 is None else ("ok" if p95 <= status.budget_seconds else "breach")
+    budget = status.budget_seconds
+    state = "no data" if p95 is None else ("ok" if budget is None or p95 <= budget else "breach")
+    against = (
+        "the whole stream, no latency SLO (TTFT and ITL judge a stream)"
+        if budget is None
+        else f"against a budget of {_ms(budget)}"
+    )
     up = {True: "up", False: "DOWN", None: "unknown"}[status.up]
     parts = [
         f'<section class="model" data-target="{escape(status.target)}" data-model="{escape(status.model)}">',
         f"<h2>{escape(status.target)} / {escape(status.model)} "
         f'<span class="badge">{escape(status.protocol)}</span> <span class="muted">server {up}</span></h2>',
         f'<p>canary p95 <span class="{"breach" if state == "breach" else "ok"}">{_ms(p95)}</span>'
-        f" against a budget of {_ms(status.budget_seconds)} — <b>{state}</b>; "
+        f" {against} — <b>{state}</b>; "
         f"p50 {_ms(status.quantiles.get('p50'))}, p99 {_ms(status.quantiles.get('p99'))}; "
         + ", ".join(f"{escape(k)} {v}" for k, v in sorted(status.outcomes.items()) if v)
         + "</p>",
@@ -468,6 +486,12 @@ def _model_section(status: ModelStatus) -> str:
     ]
     if status.not_serving is not None:
         parts.append(_not_serving(status.not_serving))
+    if status.input_refused is not None:
+        parts.append(
+            '<p class="input-refused">the model refuses the canary\'s input: give '
+            f'<code>canary.input_data</code> — <code class="error">{escape(status.input_refused)}'
+            "</code></p>"
+        )
     if status.last_error is not None:
         parts.append(_last_error(status.last_error))
     parts.append(_client_share(status.client_share))
@@ -479,6 +503,10 @@ def _model_section(status: ModelStatus) -> str:
         parts.append(
             f'<table class="breakdown"><caption>latency breakdown{neck}</caption><tr>{cells}</tr></table>'
         )
+    if status.steps:
+        parts.append(f'<p class="steps">steps per request: {escape(status.steps)}</p>')
+    if status.cache:
+        parts.append(f'<p class="cache">{escape(status.cache)}</p>')
     slos = status.slos
     if status.stream is not None:
         parts.append(_stream_table(status, status.stream))

@@ -17,8 +17,9 @@ from tritonwatch.analysis.advisor_records import Recommendation
 from tritonwatch.analysis.experiments import Experiment
 from tritonwatch.analysis.serving import NotServing
 from tritonwatch.analysis.slo import SLOStatus
-from tritonwatch.config.schema import Config
+from tritonwatch.config.schema import Config, WatchedModel
 from tritonwatch.export.p95_history import P95Point
+from tritonwatch.export.pipeline_view import cache_line, steps_line
 from tritonwatch.export.status_page import (
     AdviceLine,
     ClientShare,
@@ -97,7 +98,7 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
                 model=series.model,
                 protocol=series.protocol,
                 up=observation.ready if observation else None,
-                budget_seconds=config.slo_for(watched).latency.threshold,
+                budget_seconds=_latency_budget(config, series, watched, streams),
                 quantiles=_named(series.window_quantiles.get(WINDOW, {})),
                 outcomes=series.outcomes,
                 sweep_svg=render_svg(sweep[0]) if sweep else None,
@@ -112,9 +113,28 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
                 p95_history=inputs.p95_history((series.target, series.model, series.protocol)),
                 stream=_stream_status(streams.get((series.target, series.model, series.protocol))),
                 not_serving=not_serving.get(key),
+                input_refused=series.input_refused,
+                steps=steps_line(model_state),
+                cache=cache_line(model_state),
             )
         )
     return StatusSnapshot(rows, inputs.healthy)
+
+
+def _latency_budget(
+    config: Config,
+    series: SeriesSnapshot,
+    model: WatchedModel,
+    streams: Mapping[tuple[str, str, str], StreamSnapshot],
+) -> float | None:
+    """The latency SLO's threshold, or None where none judges the model: a streamed one
+    (its series on the stream board, or a canary that surely streams) without a written
+    ``slo.latency``, as :func:`~tritonwatch.analysis.slo.slo_specs` has it."""
+    target = next(t for t in config.targets if t.name == series.target)
+    streamed = (series.target, series.model, series.protocol) in streams
+    streams_surely = config.canary_for(target, model).streams_surely
+    latency = config.slo_for(model).judged(streamed or streams_surely).latency
+    return None if latency is None else latency.threshold
 
 
 def _bottleneck_kind(state: ModelState | None) -> str | None:

@@ -15,6 +15,9 @@ Two families belong to other collectors and are fed from here instead:
 * the ``tritonwatch_gpu_*`` families come from
   :class:`~tritonwatch.export.gpu_metrics.GpuMetricsCollector`, fed by
   :meth:`~tritonwatch.scrape.triton_scrapers.TritonScrapers.triton_gpus`.
+
+A pipeline's step breakdown and each model's response cache are rendered here too, from
+the families :mod:`~tritonwatch.export.step_metrics` defines.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from prometheus_client.registry import Collector
 
 # label_float: quantiles as the canary collector writes them, so both sources share labels.
 from tritonwatch.export.canary_metrics import QUANTILE_FAMILY, label_float
+from tritonwatch.export.step_metrics import CACHE_GAUGES, cache_value, step_families
 from tritonwatch.records.target_state import BOTTLENECK_KINDS, ModelState, TargetState
 
 SERVER_QUANTILE_WINDOW = "1m"
@@ -103,6 +107,7 @@ _MODEL_GAUGES: tuple[_ModelGauge, ...] = (
         "The dynamic batcher's max_queue_delay_microseconds, in seconds.",
         _max_queue_delay_seconds,
     ),
+    *(_ModelGauge(name, text, cache_value(read)) for name, text, read in CACHE_GAUGES),
 )
 
 
@@ -256,6 +261,7 @@ class TritonModelCollector(Collector):
                 for label, value in split.read(model):
                     family.add_metric([target, model.model, label], value)
             yield family
+        yield from step_families(models)
         yield from _server_gauges(states)
         yield from _scrape_health(states)
 

@@ -12,14 +12,19 @@ is imported to make it. The canary and the sweep's load generator both send this
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tritonwatch.probe.payload import Tensor
+from tritonwatch.wire.kserve_protobuf import Scalar
 
 
-def binary_request_body(tensors: Sequence[Tensor]) -> tuple[bytes, dict[str, str]]:
+def binary_request_body(
+    tensors: Sequence[Tensor], parameters: Mapping[str, Scalar] | None = None
+) -> tuple[bytes, dict[str, str]]:
     """The body and the headers (``Inference-Header-Content-Length`` among them) of an
-    infer request carrying ``tensors`` as binary data and asking for binary outputs."""
+    infer request carrying ``tensors`` as binary data and asking for binary outputs;
+    ``parameters`` (a sequence's flags) come first in the request's parameters, as
+    ``tritonclient.http`` writes them."""
     header = {
         "inputs": [
             {
@@ -30,7 +35,7 @@ def binary_request_body(tensors: Sequence[Tensor]) -> tuple[bytes, dict[str, str
             }
             for tensor in tensors
         ],
-        "parameters": {"binary_data_output": True},
+        "parameters": {**(parameters or {}), "binary_data_output": True},
     }
     head = json.dumps(header, separators=(",", ":")).encode()
     headers = {

@@ -13,14 +13,14 @@ removed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from tritonwatch.common.kserve import model_path
 from tritonwatch.probe.binary_tensors import binary_request_body
 from tritonwatch.probe.payload import Tensor
-from tritonwatch.wire.kserve_protobuf import encode_infer_request
+from tritonwatch.wire.kserve_protobuf import Scalar, encode_infer_request
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +52,20 @@ def encode_http_infer(
     return EncodedHttpInfer(host, port, head + body)
 
 
-def grpc_infer_request(model: str, version: str, tensors: Sequence[Tensor]) -> bytes:
+def grpc_infer_request(
+    model: str,
+    version: str,
+    tensors: Sequence[Tensor],
+    parameters: Mapping[str, Scalar] | None = None,
+) -> bytes:
     """The serialized ``ModelInferRequest`` ``tritonclient.grpc`` would send for ``tensors``.
 
     What its ``infer`` sends when given no request id, outputs, sequence, priority,
     timeout or parameters: the model's name and version, and each input's name,
     datatype and shape with its elements as raw contents (``Tensor.raw`` is exactly the
     bytes ``InferInput.set_data_from_numpy`` would put there, BYTES' length prefixes
-    included), written in field number order as protobuf writes them.
+    included), written in field number order as protobuf writes them. ``parameters``:
+    the request's own (a sequence's ``sequence_id``, ``sequence_start``, ``sequence_end``,
+    as ``tritonclient`` sets them from its ``sequence_*`` arguments).
     """
-    return encode_infer_request(model, version, tensors)
+    return encode_infer_request(model, version, tensors, parameters=parameters)

@@ -13,6 +13,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import NamedTuple
 
+from tritonwatch.records.model_traits import ModelTraits
+
 
 class Outcome(StrEnum):
     """How one request to a server ended; exported as the ``outcome`` label."""
@@ -104,8 +106,8 @@ class StreamResult:
 
     def as_canary_result(self) -> CanaryResult:
         """The plain request record (latency = the whole stream), so request counters,
-        the availability and latency SLOs and the circuit breaker count a streamed
-        request exactly as any other."""
+        the availability SLO (and a latency SLO, where one is written for a stream) and
+        the circuit breaker count a streamed request exactly as any other."""
         return CanaryResult(
             self.target,
             self.model,
@@ -205,6 +207,27 @@ class TritonScrape:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheRates:
+    """What Triton's response cache did for one model between two scrapes
+    (``nv_cache_num_{hits,misses}_per_model``, ``nv_cache_{hit,miss}_duration_per_model``).
+
+    ``hit_ratio`` is hits / (hits + misses), None when nothing was looked up.
+    ``hit_seconds_average`` is the mean time a hit spent in the cache (Triton's "cache
+    hit duration"), ``miss_seconds_average`` the mean of a miss (its lookup plus inserting
+    the new response); None without hits (misses) in the window or without the duration
+    families.
+    A hit's request never executes: its time is in ``request`` and ``queue`` averages
+    only, which is why the compute averages divide by executed requests.
+    """
+
+    hits_per_second: float
+    misses_per_second: float
+    hit_ratio: float | None
+    hit_seconds_average: float | None
+    miss_seconds_average: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRates:
     """What one model did between two scrapes of the same server (docs/design.md §4).
 
@@ -230,6 +253,9 @@ class ModelRates:
     compute_infer_seconds_average: float | None
     compute_output_seconds_average: float | None
     pending_requests: float | None
+    cache: CacheRates | None = None
+    """The response cache's numbers; None for a model whose page prints no per-model
+    hit *and* miss counters (cache off, or a server older than 23.03)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,6 +411,10 @@ class ModelConfigSnapshot:
     dynamic_batching: DynamicBatching | None
     instance_groups: tuple[InstanceGroup, ...]
     raw: Mapping[str, object]
+    traits: ModelTraits = field(default_factory=ModelTraits)
+    """What kind of model the config describes (ensemble steps, Python backend, sequence
+    batching, response cache, decoupled): :func:`~tritonwatch.records.model_traits.model_traits`
+    of ``raw``."""
 
 
 @dataclass(frozen=True, slots=True)

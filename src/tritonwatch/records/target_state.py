@@ -77,6 +77,76 @@ class Bottleneck:
     kind: BottleneckKind
     shares: Mapping[str, float]
     reason: str
+    step: str = ""
+    """The composing model the bottleneck is in (an ensemble's step, a BLS model's child),
+    "" when it is the model's own. For a pipeline the kind and reason come from its
+    :class:`StepBreakdown`, ``shares`` stay its own breakdown's."""
+
+
+PipelineKind = Literal["ensemble", "bls"]
+
+STEP_STAGES = ("queue", "compute_input", "compute_infer", "compute_output", "other")
+"""The ``stage`` values of a step in ``tritonwatch_model_step_latency_seconds``; the
+pipeline's own remainder is the stage ``own`` (and its own queue ``queue``) of the step
+named as the pipeline itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    """One composing model's time per request of the pipeline (seconds).
+
+    Each stage is the step's own per-request average (over every caller of the step:
+    Triton cannot tell callers apart) times ``calls``, the step's requests per pipeline
+    request. ``other`` is the step's request time outside its four stage timers.
+    """
+
+    step: str
+    calls: float
+    calls_estimated: bool
+    """``calls`` is inferred from request rates with other callers of the step about
+    (see :mod:`tritonwatch.analysis.pipeline_shape`), not known from a config."""
+    queue: float
+    compute_input: float
+    compute_infer: float
+    compute_output: float
+    other: float
+
+    @property
+    def compute(self) -> float:
+        return self.compute_input + self.compute_infer + self.compute_output
+
+    @property
+    def total(self) -> float:
+        return self.queue + self.compute + self.other
+
+    def stages(self) -> dict[str, float]:
+        """Stage → seconds, in :data:`STEP_STAGES` order."""
+        return {stage: getattr(self, stage) for stage in STEP_STAGES}
+
+
+@dataclass(frozen=True, slots=True)
+class StepBreakdown:
+    """Where a pipeline's request time goes, step by step
+    (:func:`~tritonwatch.analysis.pipeline_breakdown.step_breakdown`).
+
+    ``request_seconds`` is the pipeline's own mean request time; ``queue`` its own queue
+    (about 0 for an ensemble); ``own`` what is left of the request after its queue and
+    its steps (an ensemble's hand-offs, a BLS model's own Python), clamped at 0.
+    ``parallel`` says the steps add up to more than the request: branches ran side by
+    side, so the steps' times must not be summed. ``missing`` names the steps without
+    readings in the window (no request completed there, or the page lacks them).
+    """
+
+    kind: PipelineKind
+    steps: tuple[StepTime, ...]
+    request_seconds: float
+    queue: float
+    own: float
+    parallel: bool
+    missing: tuple[str, ...] = ()
+
+    def step(self, name: str) -> StepTime | None:
+        return next((s for s in self.steps if s.step == name), None)
 
 
 class FetchStatus(StrEnum):
@@ -161,6 +231,16 @@ class ModelState:
     canary_mean_seconds: float | None = None
     llm_readings: LlmReadings | None = None
     llm: LlmRates | None = None
+    composing_models: tuple[str, ...] = ()
+    """The models a BLS model calls, from its config entry
+    (:attr:`~tritonwatch.config.schema.WatchedModel.composing_models`); an ensemble's
+    steps are in its ``config.traits``."""
+    canary_requests_per_second: float | None = None
+    """The canary's own requests per second on the model over the same window as
+    ``rates``: a caller the scrape knows of, when the model is also a pipeline's step."""
+    steps: StepBreakdown | None = None
+    """The judgement's, like ``breakdown``: filled for an ensemble or a BLS model with
+    composing models by :func:`~tritonwatch.analysis.breakdown.judge_target`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +259,14 @@ class TargetState:
     gpus: Mapping[str, TritonGpuRates]
     server: Mapping[str, float]
     failures: Mapping[tuple[ScrapeSource, FetchStatus], int] = field(default_factory=dict)
+    composing: Mapping[str, ModelState] = field(default_factory=dict)
+    """The readings (rates, config) of the models the watched ones compose — ensemble
+    steps, recursively, and BLS ``composing_models`` — that are not watched themselves:
+    read for the step breakdown, never exported as watched models."""
+
+    def model_state(self, name: str) -> ModelState | None:
+        """A watched or a composing model's state, by name."""
+        return self.models.get(name) or self.composing.get(name)
 
 
 GpuT = TypeVar("GpuT")

@@ -510,9 +510,14 @@ def _slo_buckets(config: Config) -> tuple[float, ...]:
 
 
 def _stream_buckets(config: Config) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """TTFT and ITL histogram buckets with every configured TTFT / ITL threshold among
-    them, so each streaming SLI is a bucket ratio with no interpolation."""
-    slos = [config.slo_for(model) for target in config.targets for model in target.models]
+    """TTFT and ITL histogram buckets with every TTFT / ITL threshold among them — those
+    written and those a model gets once it streams (their defaults) — so each streaming
+    SLI is a bucket ratio with no interpolation."""
+    slos = [
+        config.slo_for(model).judged(streams=True)
+        for target in config.targets
+        for model in target.models
+    ]
     ttft = latency_buckets((s.ttft.threshold for s in slos if s.ttft), TTFT_DEFAULT_BUCKETS)
     itl = latency_buckets((s.itl.threshold for s in slos if s.itl), ITL_DEFAULT_BUCKETS)
     return ttft, itl

@@ -20,19 +20,20 @@ from collections.abc import Callable, Mapping
 from prometheus_client.registry import CollectorRegistry
 
 from tritonwatch.analysis.advice_blocked import blocked_reason
-from tritonwatch.analysis.advisor import advise
 from tritonwatch.analysis.advisor_evidence import KvPressureLog, LlmWindows, advisor_input_for
 from tritonwatch.analysis.advisor_records import (
     AdvisorThresholds,
     with_llm_window,
     with_server_window,
 )
-from tritonwatch.analysis.breakdown import bottleneck_thresholds, judge_model
+from tritonwatch.analysis.breakdown import bottleneck_thresholds, judge_target
 from tritonwatch.analysis.experiments import Experiment, experiment_span, judge_experiment
+from tritonwatch.analysis.pipeline_advice import advise_pipeline
 from tritonwatch.analysis.serving import NotServing, down_since, not_serving, servers_down
 from tritonwatch.analysis.slo import SLOStatus, slo_specs
 from tritonwatch.common.logs import get_logger
 from tritonwatch.config.schema import Config, TargetConfig
+from tritonwatch.config.slo_schema import stream_latency_warning
 from tritonwatch.export.alerts import (
     AlertBoard,
     AlertSpec,
@@ -69,11 +70,11 @@ EXPERIMENT_HISTORY = 50
 def _bottleneck(
     config: Config, target: TargetConfig, state: TargetState, model: str
 ) -> BottleneckKind | None:
-    """The model's bottleneck at the last scrape, judged as the exporter judges it."""
-    model_state = state.models.get(model)
-    if model_state is None:
+    """The model's bottleneck at the last scrape, judged as the exporter judges it (a
+    pipeline's over its steps)."""
+    if model not in state.models:
         return None
-    judged = judge_model(model_state, bottleneck_thresholds(config, target).get(model))
+    judged = judge_target(state, bottleneck_thresholds(config, target)).models[model]
     return judged.bottleneck.kind if judged.bottleneck is not None else None
 
 
@@ -98,6 +99,13 @@ class Evaluator:
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._config = config
+        self._effective = config
+        """The config whose models the SLOs cover (the effective one, once applied)."""
+        self._streaming: frozenset[TargetModel] = frozenset()
+        """The models whose canary streams: they are judged by TTFT and ITL."""
+        self._remembered: frozenset[TargetModel] = frozenset()
+        """Models that streamed before a restart (state file) and have not yet been seen
+        answering plain canary requests."""
         self._readiness = readiness
         """The readiness board's latest observation per target (its clock is ``clock``)."""
         self._down_since: dict[str, float] = {}
@@ -141,6 +149,8 @@ class Evaluator:
 
     def start(self, generator_url: str) -> None:
         self._alerts.generator_url = generator_url
+        self._remembered = self.slo.saved_streams()
+        self._judge_streams(self._remembered)  # declared before load: their events stay
         self.slo.load()
         for notifier in self._notifiers:
             notifier.start()
@@ -154,7 +164,8 @@ class Evaluator:
         """A new config: SLO specs and models to keep; receivers if alerting changed."""
         with self._lock:
             old, self._config = self._config, config
-        self.slo.set_specs(slo_specs(effective))
+            self._effective = effective
+        self.slo.set_specs(slo_specs(effective, self._streaming))
         models = [(t.name, m.name) for t in effective.targets for m in t.models]
         self.recommendations.retain(models)
         self._alerts.evaluation_interval = config.alerting.evaluation_interval
@@ -197,10 +208,12 @@ class Evaluator:
     def evaluate(self) -> None:
         """SLOs, the advisor, experiment verdicts, then the alerts due now."""
         now = self._clock()
+        # Streams first: a stream in the canary's counts was declared on the board before.
+        streams = self._stream.snapshot(now) if self._stream is not None else []
         snapshots = self._canary.snapshot(now)
+        self._follow_streams(streams, snapshots)
         self.p95_history.observe(snapshots, now)
         self.slo.observe_canary(snapshots, self._canary.buckets)
-        streams = self._stream.snapshot(now) if self._stream is not None else []
         if self._stream is not None:
             stream = self._stream
             self.slo.observe_stream(streams, stream.ttft_buckets, stream.itl_buckets)
@@ -217,6 +230,39 @@ class Evaluator:
         due = self._alerts.update(specs)
         for notifier in self._notifiers:
             notifier.notify(due)
+
+    def _follow_streams(
+        self, streams: list[StreamSnapshot], snapshots: list[SeriesSnapshot]
+    ) -> None:
+        """Judges the models the canary streams from by TTFT and ITL: a model on the stream
+        board streams; one remembered from the state file streams until its canary
+        answers plain requests while off the board."""
+        board = {(s.target, s.model) for s in streams}
+        sent = {(s.target, s.model) for s in snapshots if any(s.outcomes.values())}
+        self._remembered -= sent - board
+        streaming = frozenset(board) | self._remembered
+        if streaming != self._streaming:
+            self._judge_streams(streaming)
+
+    def _judge_streams(self, streaming: frozenset[TargetModel]) -> None:
+        """Puts the SLOs of ``streaming`` models in force; logs each model that starts
+        streaming, and warns where a written latency SLO is shorter than its streams."""
+        with self._lock:
+            config, new = self._effective, streaming - self._streaming
+            self._streaming = streaming
+        self.slo.set_specs(slo_specs(config, streaming))
+        for target in config.targets:
+            for model in target.models:
+                if (target.name, model.name) not in new:
+                    continue
+                slo, canary = config.slo_for(model), config.canary_for(target, model)
+                judged = slo.judged(streams=True).by_kind()
+                where = {"target": target.name, "model": model.name}
+                _log.info("slo_stream_judged", **where, slos=list(judged))
+                warning = stream_latency_warning(slo, canary.stream.max_tokens)
+                if warning is not None:
+                    problem = f"slo.latency.threshold {warning}"
+                    _log.warning("slo_latency_shorter_than_stream", **where, problem=problem)
 
     def _serving_alerts(
         self, snapshots: list[SeriesSnapshot], now: float, runbook: str
@@ -245,6 +291,7 @@ class Evaluator:
         streams = {(s.target, s.model): s for s in stream_snapshots}
         for target in config.targets:
             state = states.get(target.name)
+            windows = self._target_windows(target.name)  # a pipeline's steps' too
             for model in target.models:
                 key = (target.name, model.name)
                 with self._lock:
@@ -261,7 +308,7 @@ class Evaluator:
                 llm = self._llm_windows.observe(key, state.models.get(model.name), now, span)
                 judged = with_llm_window(with_server_window(advisor_input, window), llm)
                 self._kv_pressure.update(judged, thresholds)
-                advice = advise(judged, thresholds)
+                advice = advise_pipeline(judged, thresholds, state=state, windows=windows)
                 bottleneck = _bottleneck(config, target, state, model.name)
                 burning = any(
                     (s.spec.target, s.spec.model) == key and s.firing is not None for s in statuses
@@ -269,6 +316,16 @@ class Evaluator:
                 blocked = blocked_reason(judged, thresholds, bottleneck=bottleneck,
                                          burning=burning, recommendations=advice)  # fmt: skip
                 self.recommendations.update(target.name, model.name, advice, blocked)
+
+    def _target_windows(self, target: str) -> dict[str, list[ModelRates]]:
+        """Every model's rates over the advisor window on ``target``: the watched ones
+        and the models they compose (the scrape reads both)."""
+        with self._lock:
+            return {
+                model: [rates for _, rates in window]
+                for (name, model), window in self._windows.items()
+                if name == target
+            }
 
     def _close_experiments(self, config: Config, now: float) -> None:
         span = experiment_span(config.advisor.experiment_window)

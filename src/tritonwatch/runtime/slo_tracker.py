@@ -22,6 +22,7 @@ changed, is taken to have restarted from zero, as Prometheus' ``rate()`` does
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -299,6 +300,23 @@ class SLOTracker:
             self.store.save(self._state_file, self._clock())
         except OSError as error:
             _log.error("slo_state_save_failed", path=str(self._state_file), error=str(error))
+
+    def saved_streams(self) -> frozenset[tuple[str, str]]:
+        """``(target, model)`` of every TTFT or ITL series the state file holds: models
+        that streamed before a restart. Their stream SLOs must be declared before
+        :meth:`load` keeps their events (the canary finds them streaming again only once it
+        has read their config). Empty when there is no readable file."""
+        if self._state_file is None or not self._state_file.exists():
+            return frozenset()
+        try:
+            document = json.loads(self._state_file.read_text(encoding="utf-8"))
+            return frozenset(
+                (entry["target"], entry["model"])
+                for entry in document["series"]
+                if entry["slo"] in (SLOKind.TTFT, SLOKind.ITL)
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return frozenset()  # load() says why, when it fails too
 
     def load(self) -> None:
         """Reads the events saved by a previous run; a missing or bad file starts empty."""

@@ -13,6 +13,10 @@ scrape interval:
    typed snapshot; a difference from the last one is logged (``model_config_changed``,
    with every changed field old → new) and queued for consumers
    (:meth:`drain_config_changes`).
+5. The composing models of the watched ones — ensemble steps from their configs,
+   recursively, and BLS ``composing_models`` from the target's config — get their rates
+   (step 1) and configs (step 4) read too, published apart from the watched models
+   (:mod:`~tritonwatch.scrape.composing_models`).
 
 The statistics and config APIs are asked in the protocol the target is configured by
 (:mod:`~tritonwatch.scrape.model_apis`): over gRPC for a ``grpc(s)://`` ``url`` without
@@ -82,6 +86,7 @@ from tritonwatch.records.target_state import (
     TargetState,
 )
 from tritonwatch.scrape.api_switches import AllModelsStatistics, OptionalApi, is_cycle_failure
+from tritonwatch.scrape.composing_models import composing_key, composing_names, composing_states
 from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, FetchResult, fetch
 from tritonwatch.scrape.interfaces import ApiAnswer, ModelApis
 from tritonwatch.scrape.llm_deltas import llm_rates
@@ -115,6 +120,19 @@ request names its model (``"all models: Connection refused"``)."""
 
 def _parse_statistics(document: Any, key: ModelKey, at: float) -> ModelStatistics:
     return parse_model_statistics(document, key.model, key.version, at)
+
+
+def _parse_config(document: Any, key: ModelKey, at: float) -> ModelConfigSnapshot:
+    return parse_model_config(document, key.model, at)
+
+
+def _merged(first: SourceOutcome | None, second: SourceOutcome | None) -> SourceOutcome | None:
+    """Two outcomes of one source in one cycle as one: the first failure, the total time."""
+    if first is None or second is None:
+        return first or second
+    failed = first if not first.ok else second
+    duration = first.duration_seconds + second.duration_seconds
+    return SourceOutcome(first.source, failed.status, duration, failed.error)
 
 
 def _combined(
@@ -170,6 +188,8 @@ class TargetScraper:
         self._config_every = config_every
         self._max_bytes = max_bytes
         self._keys = {model.name: ModelKey(model.name, model.version) for model in target.models}
+        self._declared = {model.name: model.composing_models for model in target.models}
+        self._composing: tuple[str, ...] = ()
         self._model_apis: ModelApis = model_apis_for(target, self._session, clock, max_bytes)
         # Cycle state: only the thread running a cycle touches it, under _cycle_lock.
         self._cycle_lock = threading.Lock()
@@ -230,7 +250,7 @@ class TargetScraper:
             self._cycle += 1
             deadline = self._clock() + self._timeout
             metrics, scrape, rates = self._scrape_metrics(deadline)
-            canary_means = self._canary_means() if metrics.ok else {}
+            canary = self._canary_means() if metrics.ok else {}
             llm = self._read_llm(scrape) if scrape is not None else {}
             attempted = {ScrapeSource.METRICS: metrics}
             batches, stats = self._read_statistics(deadline)
@@ -247,11 +267,13 @@ class TargetScraper:
                     scrape=scrape,
                     rates=rates,
                     batches=batches,
-                    canary_means=canary_means,
+                    canary=canary,
                     llm=llm.get(key, (None, None)),
                 )
                 for name, key in self._keys.items()
             }
+            found = rates.models if rates else {}
+            composing = composing_states(self._composing, found, self._configs)
             state = TargetState(
                 self.target.name,
                 dict(self._last),
@@ -260,6 +282,7 @@ class TargetScraper:
                 rates.gpus if rates is not None else {},
                 scrape.server if scrape is not None else {},
                 dict(self._failures),
+                composing,
             )
             with self._lock:
                 self._state = state
@@ -294,7 +317,8 @@ class TargetScraper:
         if page.bad_lines and not self._previous_bad_lines:
             _log.warning("scrape_bad_lines", target=self.target.name, bad_lines=page.bad_lines)
         self._previous_bad_lines = page.bad_lines
-        selected = select_models(page, self._keys.values())
+        wanted = [*self._keys.values(), *(composing_key(n) for n in self._composing)]
+        selected = select_models(page, wanted)
         previous, self._previous_scrape = self._previous_scrape, selected
         rates = None
         if previous is not None and selected.at > previous.at:
@@ -325,8 +349,9 @@ class TargetScraper:
             found[key] = (readings, rates)
         return found
 
-    def _canary_means(self) -> dict[str, float]:
-        """Each model's canary mean since the previous good scrape (the rates' window)."""
+    def _canary_means(self) -> dict[str, tuple[float, int]]:
+        """Each model's canary mean and request count since the previous good scrape
+        (the rates' window)."""
         if self._canary_totals is None:
             return {}
         totals = self._canary_totals()
@@ -343,7 +368,7 @@ class TargetScraper:
             count = counter_increase(previous[1], current[1], reset)
             seconds = counter_increase(previous[0], current[0], reset)
             if count and seconds is not None:
-                means[name] = seconds / count
+                means[name] = (seconds / count, int(count))
         return means
 
     def _ask_each(
@@ -362,7 +387,7 @@ class TargetScraper:
         parsed: dict[str, _T] = {}
         answers: list[tuple[str, ApiAnswer]] = []
         for name in names:
-            key = self._keys[name]
+            key = self._keys.get(name) or composing_key(name)
             answer = self._model_apis.read(source, key, deadline)
             if answer.missing_api is not None:
                 self._apis[source].switch_off(self._cycle, answer.missing_api)
@@ -479,12 +504,7 @@ class TargetScraper:
     def _poll_configs(self, deadline: float) -> SourceOutcome | None:
         due = (self._cycle - 1) % self._config_every == 0
         names = [name for name in self._keys if due or name not in self._configs]
-        snapshots, outcome = self._read_models(
-            ScrapeSource.CONFIG,
-            names,
-            deadline,
-            lambda doc, key, at: parse_model_config(doc, key.model, at),
-        )
+        snapshots, outcome = self._read_models(ScrapeSource.CONFIG, names, deadline, _parse_config)
         for name, current in snapshots.items():
             previous, self._configs[name] = self._configs.get(name), current
             if previous is None:
@@ -495,6 +515,28 @@ class TargetScraper:
                     self.target.name, name, current.at, previous, current, changes
                 )
                 self._record_change(change)
+        return self._poll_composing(due, deadline, outcome)
+
+    def _poll_composing(
+        self, due: bool, deadline: float, outcome: SourceOutcome | None
+    ) -> SourceOutcome | None:
+        """Reads the composing models' configs, level by level through nested ensembles
+        (a step's steps are known once its config is read); forgets models that left.
+        Their changes are not queued: an experiment is a watched model's."""
+        asked: set[str] = set()
+        for _ in range(8):  # ensembles nested deeper than 8 levels wait for later polls
+            self._composing = composing_names(self._declared, self._configs)
+            names = [
+                n for n in self._composing if n not in asked and (due or n not in self._configs)
+            ]
+            if not names:
+                break
+            asked.update(names)
+            snapshots, more = self._read_models(ScrapeSource.CONFIG, names, deadline, _parse_config)
+            self._configs.update(snapshots)
+            outcome = _merged(outcome, more)
+        keep = {*self._keys, *self._composing}
+        self._configs = {n: c for n, c in self._configs.items() if n in keep}
         return outcome
 
     def _record_change(self, change: ModelConfigChange) -> None:
@@ -515,20 +557,24 @@ class TargetScraper:
         scrape: TritonScrape | None,
         rates: TritonRates | None,
         batches: Mapping[str, BatchStatisticsRates],
-        canary_means: Mapping[str, float],
+        canary: Mapping[str, tuple[float, int]],
         llm: tuple[LlmReadings | None, LlmRates | None],
     ) -> ModelState:
         model_rates = rates.models.get(key) if rates is not None else None
         counters = scrape.models.get(key) if scrape is not None else None
+        mean, count = canary.get(name, (None, 0))
+        span = model_rates.interval_seconds if model_rates is not None else 0.0
         return ModelState(
             model=name,
             rates=model_rates,
             server_summary=counters.summaries.get(REQUEST_SUMMARY_US) if counters else None,
             batches=batches.get(name),
             config=self._configs.get(name),
-            canary_mean_seconds=canary_means.get(name),
+            canary_mean_seconds=mean,
             llm_readings=llm[0],
             llm=llm[1],
+            composing_models=self._declared.get(name, ()),
+            canary_requests_per_second=count / span if mean is not None and span else None,
         )
 
     def _note_outcome(self, source: ScrapeSource, outcome: SourceOutcome) -> None:

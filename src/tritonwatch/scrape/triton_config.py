@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from tritonwatch.records.model_traits import model_traits
 from tritonwatch.records.observations import (
     DynamicBatching,
     InstanceGroup,
@@ -78,7 +79,8 @@ def _instance_groups(value: Any) -> tuple[InstanceGroup, ...]:
 
 
 def parse_model_config(document: Any, model: str, at: float) -> ModelConfigSnapshot:
-    """The typed snapshot of one config response.
+    """The typed snapshot of one config response, with the model's traits (ensemble
+    steps, Python backend, sequence batching, response cache, decoupled).
 
     Raises:
         ValueError: the document is not a model configuration (names the field).
@@ -92,6 +94,7 @@ def parse_model_config(document: Any, model: str, at: float) -> ModelConfigSnaps
         dynamic_batching=_dynamic_batching(document.get("dynamic_batching")),
         instance_groups=_instance_groups(document.get("instance_group")),
         raw=MappingProxyType(dict(document)),
+        traits=model_traits(document),
     )
 
 

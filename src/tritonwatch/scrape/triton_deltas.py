@@ -3,7 +3,8 @@
 Pure functions of two :class:`~tritonwatch.records.observations.TritonScrape` records
 (docs/design.md §4): requests/s from ``Δnv_inference_request_success``, average batch size
 ``Δnv_inference_count / Δnv_inference_exec_count``, and the average time per request
-in each stage ``Δduration_us / Δrequests / 1e6`` seconds.
+in each stage ``Δduration_us / Δrequests / 1e6`` seconds; for a model with a response
+cache, its hit ratio and the mean time of a hit and of a miss (:func:`cache_rates`).
 
 Counter resets. Triton restarts (and model reloads) start counters from zero. As in
 Prometheus' ``rate()``, a counter that went down is taken to have restarted, so its
@@ -16,11 +17,12 @@ the old one) cannot be seen by anyone, Prometheus included.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from tritonwatch.records.counters import counter_increase
 from tritonwatch.records.observations import (
+    CacheRates,
     ModelCounters,
     ModelRates,
     TritonGpuRates,
@@ -104,6 +106,31 @@ def model_rates(
         compute_infer_seconds_average=_seconds(averages["compute_infer"]),
         compute_output_seconds_average=_seconds(averages["compute_output"]),
         pending_requests=current.gauges.get(families.PENDING_REQUESTS),
+        cache=cache_rates(increase, interval_seconds),
+    )
+
+
+def cache_rates(
+    increase: Callable[[str], float | None], interval_seconds: float
+) -> CacheRates | None:
+    """The response cache's hits, misses and their mean durations over the interval.
+
+    ``increase`` gives a counter family's increase (None when the page lacks it). None
+    unless the page prints both the hit and the miss counter of the model: Triton 23.03+
+    prints them for models with ``response_cache { enable: true }`` on a server with a
+    cache; servers before 23.03 printed ``nv_cache_num_hits_per_model`` (0) for every
+    model and no miss counter (tests/fixtures/triton_metrics sample_05/06), which says
+    nothing about a cache.
+    """
+    hits, misses = increase(families.CACHE_HITS), increase(families.CACHE_MISSES)
+    if hits is None or misses is None:
+        return None
+    return CacheRates(
+        hits_per_second=hits / interval_seconds,
+        misses_per_second=misses / interval_seconds,
+        hit_ratio=_ratio(hits, hits + misses),
+        hit_seconds_average=_seconds(_ratio(increase(families.CACHE_HIT_DURATION_US), hits)),
+        miss_seconds_average=_seconds(_ratio(increase(families.CACHE_MISS_DURATION_US), misses)),
     )
 
 

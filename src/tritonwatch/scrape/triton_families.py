@@ -59,6 +59,8 @@ COMPUTE_INFER_DURATION_US = "nv_inference_compute_infer_duration_us"
 COMPUTE_OUTPUT_DURATION_US = "nv_inference_compute_output_duration_us"
 CACHE_HITS = "nv_cache_num_hits_per_model"
 CACHE_MISSES = "nv_cache_num_misses_per_model"
+CACHE_HIT_DURATION_US = "nv_cache_hit_duration_per_model"
+CACHE_MISS_DURATION_US = "nv_cache_miss_duration_per_model"
 # Per-model gauges.
 PENDING_REQUESTS = "nv_inference_pending_request_count"
 MODEL_LOAD_SECONDS = "nv_model_load_duration_secs"
@@ -155,13 +157,13 @@ FAMILIES: tuple[TritonFamily, ...] = (
     _model(CACHE_HITS, _C, "Number of cache hits per model"),
     _model(CACHE_MISSES, _C, "Number of cache misses per model"),
     _model(
-        "nv_cache_hit_duration_per_model",
+        CACHE_HIT_DURATION_US,
         _C,
         "Total cache hit duration per model, in microseconds",
         "23.03",
     ),
     _model(
-        "nv_cache_miss_duration_per_model",
+        CACHE_MISS_DURATION_US,
         _C,
         "Total cache miss (insert+lookup) duration per model, in microseconds",
         "23.03",

@@ -31,6 +31,7 @@ from tritonwatch.sim.gpu import GpuScheduler
 from tritonwatch.sim.llm_engine import LlmEngine
 from tritonwatch.sim.llm_engine import Sequence as LlmSequence
 from tritonwatch.sim.models import DynamicBatchingSpec, ModelSpec
+from tritonwatch.sim.sequences import SequenceBook
 from tritonwatch.sim.stats import Ledger, ModelSeries, RequestTimes
 from tritonwatch.sim.tensors import Array, compute_outputs
 
@@ -106,6 +107,8 @@ class QueuedRequest:
     future: asyncio.Future[dict[str, Array]]
     doomed: bool = False
     """A backend error is drawn for it: it executes, then fails with reason BACKEND."""
+    times: RequestTimes | None = None
+    """Its durations, set when it succeeds (an ensemble sums its steps' compute)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -138,6 +141,8 @@ class ModelRuntime:
     ) -> None:
         self.spec = spec
         self.stats = Ledger()
+        self.clock = loop.time
+        """The loop's clock (what every duration here is measured on)."""
         self._loop = loop
         self._series = series
         self._faults = faults
@@ -150,7 +155,11 @@ class ModelRuntime:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self.sequences: SequenceBook | None = None
+        """The open sequences of a stateful model (``sequence_batching``)."""
         self.set_instance_count(spec.instance_group.count)
+        if spec.sequence_batching is not None:
+            self.sequences = SequenceBook(spec, loop.time, spec.instance_group.count)
         self._batcher = loop.create_task(self._run_batcher(), name=f"batcher-{spec.name}")
         self.llm: LlmEngine | None = None
         """The continuous-batching engine of an LLM model (its requests bypass the
@@ -206,6 +215,8 @@ class ModelRuntime:
             if instance in self._free:
                 self._free.remove(instance)
         self._placement.instances = [i for i in self._placement.instances if not i.retired]
+        if self.sequences is not None:
+            self.sequences.resize(count)
         self._wake.set()
 
     # -- requests ---------------------------------------------------------------------
@@ -216,7 +227,8 @@ class ModelRuntime:
         for an LLM model, the sequences waiting for admission."""
         if self.llm is not None:
             return len(self.llm.waiting)
-        return len(self._queue)
+        waiting = 0 if self.sequences is None else self.sequences.waiting
+        return len(self._queue) + waiting
 
     async def _llm_step(self, seconds: float) -> None:
         """One engine step on the model's GPU, under the hang and latency faults."""
@@ -252,19 +264,45 @@ class ModelRuntime:
 
     def submit(
         self, inputs: Mapping[str, Array], batch_size: int, arrival: float, *, doomed: bool
-    ) -> asyncio.Future[dict[str, Array]]:
-        """Queues a checked request; the future resolves with its outputs."""
+    ) -> QueuedRequest:
+        """Queues a checked request; its ``future`` resolves with its outputs (and its
+        ``times`` are set by then)."""
         future: asyncio.Future[dict[str, Array]] = self._loop.create_future()
-        self._queue.append(QueuedRequest(inputs, batch_size, arrival, future, doomed))
+        request = QueuedRequest(inputs, batch_size, arrival, future, doomed)
+        self._queue.append(request)
         self._idle.clear()
         self._wake.set()
-        return future
+        return request
 
     def record_failure(self, reason: str, duration_s: float) -> None:
         """Counts a failed request in both the statistics and the metrics ledgers."""
         duration_ns = int(duration_s * _NS)
         self.stats.record_failure(reason, duration_ns)
         self._series.ledger.record_failure(reason, duration_ns)
+
+    def record_cache_hit(self, now: float, arrival: float, lookup_ns: int) -> None:
+        """Counts a request answered from the response cache at ``now`` (its lookup
+        took ``lookup_ns``): a success without execution, in both ledgers."""
+        queue_ns = int((now - arrival) * _NS)
+        request_ns = queue_ns + lookup_ns
+        self.stats.record_cache_hit(request_ns, queue_ns, lookup_ns)
+        self._series.record_cache_hit(
+            now, request_ns, queue_ns, lookup_ns, with_summaries=self._summaries
+        )
+
+    def record_cache_miss(self, now: float, miss_ns: int) -> None:
+        """Counts a miss's lookup and insertion once its request has succeeded."""
+        self.stats.record_cache_miss(miss_ns)
+        self._series.record_cache_miss(now, miss_ns, with_summaries=self._summaries)
+
+    def record_composed(self, now: float, times: RequestTimes, batch_size: int) -> None:
+        """Counts a request this model did not execute itself (an ensemble's): one
+        success and one execution of ``batch_size`` with the compute of ``times``."""
+        self.stats.record_success(times)
+        self._series.record_success(now, times, with_summaries=self._summaries)
+        stages = (times.compute_input_ns, times.compute_infer_ns, times.compute_output_ns)
+        self.stats.record_execution(batch_size, *stages)
+        self._series.ledger.record_execution(batch_size, *stages)
 
     async def _run_batcher(self) -> None:
         queue, loop = self._queue, self._loop
@@ -277,7 +315,7 @@ class ModelRuntime:
                 (request.batch_size for request in queue),
                 loop.time() - queue[0].arrival,
                 max_batch_size=self.spec.max_batch_size,
-                batching=self.spec.dynamic_batching if self.spec.max_batch_size > 0 else None,
+                batching=self.spec.batch_rule,
             )
             if decision.take:
                 batch = [queue.popleft() for _ in range(decision.take)]
@@ -363,8 +401,11 @@ class ModelRuntime:
                 compute_output_ns=output_ns,
             )
             self.stats.record_success(times)
-            self._series.record_success(done, times, with_summaries=self._summaries)
+            self._series.record_success(
+                done, times, with_summaries=self._summaries, cached=self.spec.response_cache
+            )
             succeeded += request.batch_size
+            request.times = times
             request.future.set_result(result)
         if succeeded:
             self.stats.record_execution(succeeded, input_ns, infer_ns, output_ns)

@@ -10,6 +10,19 @@ three models in three scenarios) never leaks into another model's GPU readings:
 * ``text_identity`` — a BYTES (``TYPE_STRING``) model that echoes its input.
 
 It is written as the same data a YAML file holds, so it doubles as the reference example.
+
+``KIND_MODELS`` adds the three special kinds, on a GPU of their own (``KIND_GPUS``), for
+the demo (``tritonwatch demo``) and for tests that need them; they stay out of the
+default set so that ``tritonwatch simulate`` keeps its three plain models:
+
+* ``pipeline`` — an ensemble ``prep`` (1 ms, CPU) → ``core`` (4 ms on the GPU, behind a
+  batcher that waits up to 20 ms for a batch of 8: light traffic queues there) →
+  ``post`` (0.5 ms, CPU), the shape of tests/triton_models/pipeline;
+* ``seq`` — a stateful model (direct sequence batching, START/END/CORRID controls),
+  2 ms per execution;
+* ``cached`` — a 15 ms model with its response cache on: with the server's cache
+  (``response_cache_bytes`` / ``--cache-config local,size=N``) a repeated request is
+  answered in microseconds.
 """
 
 from __future__ import annotations
@@ -27,6 +40,9 @@ BUILTIN_MODEL_SET: dict[str, Any] = {
     "models": [
         {
             "name": "simple",
+            # Not the Python default: a GPU model that quantisation or TensorRT can help
+            # (the advisor never proposes that for backend "python").
+            "backend": "onnxruntime",
             "max_batch_size": 8,
             "dynamic_batching": {"max_queue_delay_microseconds": 100},
             "instance_group": {"count": 1, "kind": "KIND_GPU", "gpus": [0]},
@@ -82,6 +98,84 @@ BUILTIN_MODEL_SET: dict[str, Any] = {
         },
     ],
 }
+
+
+_CPU_TIMING = {
+    "compute_input": 0,
+    "compute_input_per_item": 0,
+    "compute_output": 0,
+    "compute_output_per_item": 0,
+    "noise_sigma": 0.05,
+}
+_FP32 = {
+    "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [16]}],
+    "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [16]}],
+    "compute": "identity",
+    "max_batch_size": 8,
+}
+KIND_GPUS: list[dict[str, Any]] = [{"uuid": "GPU-51a7c0de-0000-4000-8000-000000000005"}]
+"""The GPU the kind models' GPU instances share (index 0 of this list)."""
+KIND_MODELS: list[dict[str, Any]] = [
+    {
+        "name": "prep",
+        **_FP32,
+        "instance_group": {"count": 1, "kind": "KIND_CPU"},
+        "timing": {**_CPU_TIMING, "compute_infer": "1ms", "compute_infer_per_item": "20us"},
+    },
+    {
+        "name": "core",
+        **_FP32,
+        "dynamic_batching": {"preferred_batch_size": [8], "max_queue_delay_microseconds": 20000},
+        "instance_group": {"count": 1, "kind": "KIND_GPU", "gpus": [0]},
+        "timing": {"compute_infer": "4ms", "compute_infer_per_item": "100us"},
+        "memory_per_instance": "1GiB",
+    },
+    {
+        "name": "post",
+        **_FP32,
+        "instance_group": {"count": 1, "kind": "KIND_CPU"},
+        "timing": {**_CPU_TIMING, "compute_infer": "500us", "compute_infer_per_item": "10us"},
+    },
+    {"name": "pipeline", **_FP32, "ensemble": ["prep", "core", "post"]},
+    {
+        "name": "seq",
+        **_FP32,
+        "instance_group": {"count": 1, "kind": "KIND_GPU", "gpus": [0]},
+        "sequence_batching": {
+            "direct": {},
+            "control_input": [
+                {"name": "START", "kind": "CONTROL_SEQUENCE_START", "int32_false_true": [0, 1]},
+                {"name": "END", "kind": "CONTROL_SEQUENCE_END", "int32_false_true": [0, 1]},
+                {"name": "CORRID", "kind": "CONTROL_SEQUENCE_CORRID", "data_type": "TYPE_UINT64"},
+            ],
+        },
+        "timing": {"compute_infer": "2ms", "compute_infer_per_item": "50us"},
+        "memory_per_instance": "512MiB",
+    },
+    {
+        "name": "cached",
+        **_FP32,
+        "instance_group": {"count": 1, "kind": "KIND_GPU", "gpus": [0]},
+        "response_cache": True,
+        "timing": {"compute_infer": "15ms", "compute_infer_per_item": "200us"},
+        "memory_per_instance": "768MiB",
+    },
+]
+"""An ensemble with its three steps, a stateful model and a cache-enabled model (see the
+module docstring); their ``gpus`` index ``KIND_GPUS``."""
+
+
+def with_kind_models(data: dict[str, Any]) -> dict[str, Any]:
+    """Model-set data with ``KIND_MODELS`` added on one more GPU (after ``data``'s)."""
+    gpu = len(data["gpus"])
+    models = []
+    for model in KIND_MODELS:
+        group = model.get("instance_group", {})
+        placed = (
+            {"instance_group": {**group, "gpus": [gpu]}} if group.get("kind") == "KIND_GPU" else {}
+        )
+        models.append({**model, **placed})
+    return {"gpus": [*data["gpus"], *KIND_GPUS], "models": [*data["models"], *models]}
 
 
 def builtin_model_set() -> ModelSet:

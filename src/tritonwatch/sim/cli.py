@@ -18,6 +18,7 @@ import structlog
 
 from tritonwatch.common import precise_loop
 from tritonwatch.common.cli_flags import add_flag
+from tritonwatch.sim.cache import parse_cache_config
 from tritonwatch.sim.core import DEFAULT_METRICS_INTERVAL_S
 from tritonwatch.sim.models import ModelSetError
 from tritonwatch.sim.scenarios import SCENARIOS
@@ -89,6 +90,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="explicit",
         help="Triton's --model-control-mode: only explicit accepts repository load/unload",
     )
+    add_flag(
+        parser,
+        "--cache-config",
+        default=None,
+        help="give the server a response cache, as Triton's: local,size=<bytes> "
+        "(models with response_cache then answer repeated requests from it)",
+    )
     add_flag(parser, "--grpc-use-ssl", action="store_true", help="serve gRPC over TLS")
     add_flag(parser, "--grpc-use-ssl-mutual", action="store_true",
              help="serve gRPC over TLS and require client certificates")  # fmt: skip
@@ -131,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         model_set = resolve_model_set(args.models)
         grpc_tls = _grpc_tls(args)
+        cache_bytes = None if args.cache_config is None else parse_cache_config(args.cache_config)
     except (ModelSetError, ValueError) as error:
         print(f"tritonwatch simulate: {error}", file=sys.stderr)  # noqa: T201
         return EXIT_USAGE
@@ -146,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_interval_s=args.metrics_interval_ms / 1000,
         model_control_mode=args.model_control_mode,
         grpc_tls=grpc_tls,
+        response_cache_bytes=cache_bytes,
     )
     service = SimulatorService(model_set, options)
     try:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from tritonwatch.sim.cache import CacheReading, ResponseCache
 from tritonwatch.sim.faults import Fault, FaultBook
 from tritonwatch.sim.gpu import GpuScheduler, SharedGpu
 from tritonwatch.sim.metrics import HostCpu, MetricsRenderer
@@ -41,6 +42,7 @@ class SimCore:
         histogram_latencies: bool = False,
         metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S,
         model_control_mode: str = "explicit",
+        response_cache_bytes: int | None = None,
     ) -> None:
         get_scenario(scenario)
         self.loop = loop
@@ -54,6 +56,10 @@ class SimCore:
         self.gpus = [SharedGpu(spec, now) for spec in model_set.gpus]
         self.schedulers = [GpuScheduler(gpu, loop) for gpu in self.gpus]
         self.faults = FaultBook(rng)
+        self.cache = None if response_cache_bytes is None else ResponseCache(response_cache_bytes)
+        """The server's response cache (Triton's ``--cache-config local,size=N``)."""
+        self.cache_reading: CacheReading | None = None
+        """The ``nv_cache_*`` gauges as of the last metrics poll (None without a cache)."""
         self.repository = ModelRepository(
             model_set,
             loop=loop,
@@ -61,6 +67,7 @@ class SimCore:
             faults=self.faults,
             rng=rng,
             summaries=summary_latencies,
+            cache=self.cache,
         )
         self.repository.add_models(scenario)
         self.repository.model_control_mode = model_control_mode
@@ -71,6 +78,7 @@ class SimCore:
             self.host,
             summaries=summary_latencies,
             histograms=histogram_latencies,
+            cache=lambda: self.cache_reading,
         )
         self.restarts = 0
         self._poller: asyncio.Task[None] | None = None
@@ -86,11 +94,14 @@ class SimCore:
             self.poll()
 
     def poll(self) -> None:
-        """Closes a metrics interval: GPU utilisation, power and energy; host CPU."""
+        """Closes a metrics interval: GPU utilisation, power and energy; host CPU; the
+        response cache's gauges."""
         now = self.loop.time()
         for gpu in self.gpus:
             gpu.sample(now)
         self.host.poll()
+        if self.cache is not None:
+            self.cache_reading = self.cache.reading()
 
     def render_metrics(self) -> str:
         """The ``/metrics`` body now."""
@@ -118,6 +129,9 @@ class SimCore:
         """Resets every counter to zero, as a Triton restart does; models stay loaded."""
         now = self.loop.time()
         self.repository.reset_counters()
+        if self.cache is not None:  # a new process starts with an empty cache
+            self.cache.reset()
+            self.cache_reading = self.cache.reading()
         for gpu in self.gpus:
             gpu.reset_counters(now)
         self.started_wall = time.time()

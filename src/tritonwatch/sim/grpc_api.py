@@ -29,6 +29,7 @@ from tritonwatch.sim.http_api import EXTENSIONS, SERVER_NAME, SERVER_VERSION
 from tritonwatch.sim.llm_stream import DECOUPLED_GRPC_INFER, StreamResponse, start_stream
 from tritonwatch.sim.models import LlmSpec, ModelSpec
 from tritonwatch.sim.repository import InferOutcome
+from tritonwatch.sim.sequence_params import grpc_sequence_flags, set_grpc_parameters
 from tritonwatch.sim.tensors import (
     BY_WIRE,
     RequestInput,
@@ -172,6 +173,7 @@ class TritonGrpcService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             inputs,
             outputs=names,
             request_id=request.id,
+            sequence=grpc_sequence_flags(request.parameters),
         )
         reply = _infer_reply(request, outcome, names)
         if outcome.network_delay_s > 0:
@@ -270,6 +272,8 @@ def _infer_reply(request: Any, outcome: InferOutcome, names: list[str]) -> Any:
         array = outcome.outputs[name]
         reply.outputs.add(name=name, datatype=datatype, shape=list(array.shape))
         reply.raw_output_contents.append(encode_binary(datatype, array))
+    if outcome.parameters is not None:
+        set_grpc_parameters(reply, outcome.parameters)
     return reply
 
 

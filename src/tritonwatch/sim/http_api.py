@@ -221,6 +221,7 @@ class TritonHttpApi:
             parsed.inputs,
             outputs=[output for output, _ in parsed.outputs],
             request_id=parsed.request_id,
+            sequence=parsed.sequence,
         )
         body, json_length = encode_response(parsed, outcome)
         headers = {"Content-Type": JSON if json_length is None else "application/octet-stream"}

@@ -16,6 +16,8 @@ from typing import Any
 
 from tritonwatch.sim.errors import ErrorCode, SimError
 from tritonwatch.sim.repository import InferOutcome
+from tritonwatch.sim.sequence_params import http_sequence_flags
+from tritonwatch.sim.sequences import NO_SEQUENCE, SequenceFlags
 from tritonwatch.sim.tensors import (
     RequestInput,
     datatype_info,
@@ -60,6 +62,8 @@ class InferRequest:
     outputs: list[tuple[str, bool]]
     """Requested outputs with their ``binary_data`` flag (empty: every output)."""
     binary_default: bool
+    sequence: SequenceFlags = NO_SEQUENCE
+    """The correlation id and START/END flags of the request's ``parameters``."""
 
 
 def split_body(body: bytes, header_length: str | None) -> tuple[bytes, memoryview]:
@@ -96,6 +100,7 @@ def parse_request(header: bytes, binary: memoryview, model: str) -> InferRequest
     binary_default = parameters.get("binary_data_output", False)
     if not isinstance(binary_default, bool):
         raise _not_a("binary_data_output", "boolean")
+    sequence = http_sequence_flags(parameters)
     if "inputs" not in document:
         raise _missing("inputs")
     tensors = document["inputs"]
@@ -112,6 +117,7 @@ def parse_request(header: bytes, binary: memoryview, model: str) -> InferRequest
         inputs,
         _parse_outputs(document.get("outputs"), binary_default),
         binary_default,
+        sequence,
     )
 
 
@@ -207,7 +213,10 @@ def encode_response(request: InferRequest, outcome: InferOutcome) -> tuple[bytes
     reply: dict[str, Any] = {}
     if request.has_id:
         reply["id"] = request.request_id
-    reply.update(model_name=spec.name, model_version=spec.version_label, outputs=outputs)
+    reply.update(model_name=spec.name, model_version=spec.version_label)
+    if outcome.parameters is not None:
+        reply["parameters"] = outcome.parameters
+    reply["outputs"] = outputs
     text = json.dumps(reply, separators=(",", ":")).encode()
     if not chunks:
         return text, None

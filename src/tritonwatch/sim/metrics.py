@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tritonwatch.sim.cache import CacheReading
 from tritonwatch.sim.gpu import GpuSample, SharedGpu
 from tritonwatch.sim.llm_metrics import render_first_response, render_trtllm, render_vllm
 from tritonwatch.sim.repository import ModelRepository, ModelSlot
@@ -89,6 +90,57 @@ _GPU_GAUGES: tuple[tuple[str, str, str, Callable[[SharedGpu, GpuSample], float]]
         "counter",
         "GPU energy consumption in joules since the Triton Server started",
         lambda g, s: s.energy_joules,
+    ),
+)
+# The per-model cache counters (µs for durations), printed for a model whose config
+# enables its response cache, whether or not the server has a cache (real 2.51).
+_CACHE_COUNTERS: tuple[tuple[str, str, Callable[[Ledger], int]], ...] = (
+    (
+        "nv_cache_num_hits_per_model",
+        "Number of cache hits per model",
+        lambda ledger: ledger.cache_hit.count,
+    ),
+    (
+        "nv_cache_hit_duration_per_model",
+        "Total cache hit duration per model, in microseconds",
+        lambda ledger: ledger.cache_microseconds[0],
+    ),
+    (
+        "nv_cache_num_misses_per_model",
+        "Number of cache misses per model",
+        lambda ledger: ledger.cache_miss.count,
+    ),
+    (
+        "nv_cache_miss_duration_per_model",
+        "Total cache miss (insert+lookup) duration per model, in microseconds",
+        lambda ledger: ledger.cache_microseconds[1],
+    ),
+)
+_CACHE_SUMMARIES = (
+    ("nv_cache_hit_summary_per_model", "cache_hit", "hit"),
+    ("nv_cache_miss_summary_per_model", "cache_miss", "miss"),
+)
+# The server-wide cache gauges (only with a server cache), read at the metrics poll.
+_CACHE_GAUGES: tuple[tuple[str, str, Callable[[CacheReading], float]], ...] = (
+    ("nv_cache_util", "Cache utilization [0.0 - 1.0]", lambda r: r.utilization),
+    ("nv_cache_num_entries", "Number of responses stored in response cache", lambda r: r.entries),
+    ("nv_cache_num_hits", "Number of cache hits in response cache", lambda r: r.hits),
+    ("nv_cache_num_misses", "Number of cache misses in response cache", lambda r: r.misses),
+    ("nv_cache_num_lookups", "Number of cache lookups in response cache", lambda r: r.lookups),
+    (
+        "nv_cache_num_evictions",
+        "Number of cache evictions in response cache",
+        lambda r: r.evictions,
+    ),
+    (
+        "nv_cache_lookup_duration",
+        "Total cache lookup duration (hit and miss), in microseconds",
+        lambda r: r.lookup_us,
+    ),
+    (
+        "nv_cache_insertion_duration",
+        "Total cache insertion duration, in microseconds",
+        lambda r: r.insertion_us,
     ),
 )
 PINNED_POOL_BYTES = 268_435_456
@@ -195,7 +247,9 @@ class MetricsRenderer:
         *,
         summaries: bool,
         histograms: bool = False,
+        cache: Callable[[], CacheReading | None] = lambda: None,
     ) -> None:
+        self._cache = cache
         self._repository = repository
         self._gpus = gpus
         self._host = host
@@ -220,6 +274,11 @@ class MetricsRenderer:
             out.family(name, "counter", _DURATION_HELP[stage])
             for slot, labels in rows:
                 out.sample(name, labels, slot.series.ledger.microseconds[stage_index])
+        cached = [(slot, labels) for slot, labels in rows if slot.spec.response_cache]
+        for name, help_text, read in _CACHE_COUNTERS if cached else ():
+            out.family(name, "counter", help_text)
+            for slot, labels in cached:
+                out.sample(name, labels, read(slot.series.ledger))
         name = "nv_inference_pending_request_count"
         out.family(
             name, "gauge", "Instantaneous number of pending requests awaiting execution per-model."
@@ -228,8 +287,15 @@ class MetricsRenderer:
             out.sample(name, labels, self._repository.pending(slot.spec.name))
         if self._summaries:
             self._summary_families(out, rows, now)
+            if cached:
+                self._summary_families(out, cached, now, _CACHE_SUMMARIES)
         self._llm_families(out, rows)
         self._host_and_gpus(out)
+        reading = self._cache()
+        for name, help_text, value in _CACHE_GAUGES if reading is not None else ():
+            assert reading is not None
+            out.family(name, "gauge", help_text)
+            out.sample(name, (), value(reading))
         return out.text()
 
     def _llm_families(self, out: _Exposition, rows: list[tuple[ModelSlot, ModelLabels]]) -> None:
@@ -254,13 +320,27 @@ class MetricsRenderer:
 
     @staticmethod
     def _summary_families(
-        out: _Exposition, rows: list[tuple[ModelSlot, ModelLabels]], now: float
+        out: _Exposition,
+        rows: list[tuple[ModelSlot, ModelLabels]],
+        now: float,
+        families: tuple[tuple[str, str, str], ...] | None = None,
     ) -> None:
-        for stage in STAGES:
-            name = f"nv_inference_{stage}_summary_us"
-            out.family(name, "summary", _SUMMARY_HELP[stage])
+        """The five request summaries, or ``families`` (name, window, what): the cache
+        ones."""
+        chosen = families or tuple(
+            (f"nv_inference_{stage}_summary_us", stage, "") for stage in STAGES
+        )
+        for name, window_name, what in chosen:
+            help_text = (
+                f"Summary of cache {what} counts/durations per model, in microseconds."
+                if what
+                else _SUMMARY_HELP[window_name]
+            )
+            out.family(name, "summary", help_text)
             for slot, labels in rows:
-                window = slot.series.summaries[stage]
+                if window_name == "request" and slot.spec.response_cache:
+                    continue  # Triton 2.51 observes no request summary for such a model
+                window = slot.series.summaries[window_name]
                 out.sample(f"{name}_count", labels, window.count)
                 out.sample(f"{name}_sum", labels, window.total)
                 for quantile, value in window.quantiles(now):

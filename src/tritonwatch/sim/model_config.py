@@ -23,14 +23,17 @@ from tritonclient.grpc import model_config_pb2
 
 from tritonwatch.common.grpc_json import INT64_TYPES
 from tritonwatch.sim.errors import ErrorCode, SimError
+from tritonwatch.sim.kind_config import add_kind_blocks, kind_fields, normalize_kinds
+from tritonwatch.sim.model_kinds import ResolvedStep
 from tritonwatch.sim.models import ModelSpec
 from tritonwatch.sim.tensors import wire_type
 
 ModelConfig = model_config_pb2.ModelConfig
 
 
-def build_config(spec: ModelSpec) -> Any:
-    """The configuration Triton would report for ``spec`` after auto-completion."""
+def build_config(spec: ModelSpec, steps: tuple[ResolvedStep, ...] | None = None) -> Any:
+    """The configuration Triton would report for ``spec`` after auto-completion (an
+    ensemble's ``steps`` resolved, when given: ``kind_config.add_kind_blocks``)."""
     config = ModelConfig(
         name=spec.name,
         platform=spec.platform,
@@ -47,12 +50,14 @@ def build_config(spec: ModelSpec) -> Any:
         batching.preferred_batch_size.extend(spec.dynamic_batching.preferred_batch_size)
         batching.max_queue_delay_microseconds = spec.dynamic_batching.max_queue_delay_microseconds
     group = spec.instance_group
-    config.instance_group.add(
-        name=group.name or f"{spec.name}_0",
-        kind=group.kind,
-        count=group.count,
-        gpus=list(group.gpus) if group.kind == "KIND_GPU" else [],
-    )
+    if not spec.is_ensemble:  # an ensemble has no instances of its own
+        config.instance_group.add(
+            name=group.name or f"{spec.name}_0",
+            kind=group.kind,
+            count=group.count,
+            gpus=list(group.gpus) if group.kind == "KIND_GPU" else [],
+        )
+    add_kind_blocks(config, spec, steps)
     for key, value in spec.parameters.items():
         config.parameters[key].string_value = value
     if spec.decoupled:  # printed only when set, as real Triton 2.51 prints it
@@ -72,11 +77,13 @@ def normalize(config: Any) -> Any:
     file, and instance-group names (``<model>_<index>``)."""
     if not config.HasField("version_policy"):
         config.version_policy.latest.num_versions = 1
-    optimization = config.optimization
-    if not optimization.HasField("input_pinned_memory"):
-        optimization.input_pinned_memory.enable = True
-    if not optimization.HasField("output_pinned_memory"):
-        optimization.output_pinned_memory.enable = True
+    if config.platform != "ensemble":  # an ensemble prints no optimization block
+        optimization = config.optimization
+        if not optimization.HasField("input_pinned_memory"):
+            optimization.input_pinned_memory.enable = True
+        if not optimization.HasField("output_pinned_memory"):
+            optimization.output_pinned_memory.enable = True
+    normalize_kinds(config)
     if (
         config.HasField("dynamic_batching")
         and not config.dynamic_batching.preferred_batch_size
@@ -98,6 +105,8 @@ def config_to_json(config: Any) -> dict[str, Any]:
         preserving_proto_field_name=True,
         always_print_fields_with_no_presence=True,
     )
+    if "ensemble_scheduling" in data:  # newer than 2.51's protobuf: it prints no such field
+        data["ensemble_scheduling"].pop("max_inflight_requests", None)
     return _in_declaration_order(config.DESCRIPTOR, data)
 
 
@@ -163,7 +172,7 @@ def parse_override(name: str, text: str) -> Any:
 def add_implicit_instance_group(config: Any, base: ModelSpec) -> None:
     """Gives a config without ``instance_group`` the one Triton adds: one instance named
     after the model, of the kind (and on the GPUs) the model's own set gives it."""
-    if config.instance_group:
+    if config.instance_group or config.platform == "ensemble":
         return
     group = base.instance_group
     config.instance_group.add(
@@ -183,9 +192,8 @@ def spec_from_config(base: ModelSpec, config: Any) -> ModelSpec:
     """
     if len(config.instance_group) > 1:
         raise load_failed(base.name, "the simulator runs one instance_group per model")
-    if config.HasField("sequence_batching") or config.HasField("ensemble_scheduling"):
-        raise load_failed(base.name, "the simulator supports only the dynamic batcher")
     update: dict[str, Any] = base.model_dump()
+    update.update(kind_fields(config))
     update["max_batch_size"] = config.max_batch_size
     update["platform"] = config.platform
     update["backend"] = config.backend

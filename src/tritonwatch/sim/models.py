@@ -18,6 +18,13 @@ from typing import Annotated, Literal, get_args
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from tritonwatch.sim.model_kinds import (
+    EnsembleSchedulingSpec,
+    SequenceBatchingSpec,
+    check_batch_sizes,
+    resolve_steps,
+)
+
 DataType = Literal[
     "TYPE_BOOL",
     "TYPE_UINT8",
@@ -194,11 +201,39 @@ class ModelSpec(_Frozen):
     parameters: dict[str, str] = Field(default_factory=dict)
     """The config's ``parameters`` (each a ``string_value``), shown in the configuration
     as Triton shows a backend's parameters; the simulator itself does not read them."""
+    ensemble_scheduling: EnsembleSchedulingSpec | None = None
+    """An ensemble (``platform: ensemble``): its steps run in order, each through its own
+    model's batcher (``sim/model_kinds.py``; ``ensemble: [a, b]`` is the short form)."""
+    sequence_batching: SequenceBatchingSpec | None = None
+    """A stateful model: requests carry a correlation id, START on a sequence's first."""
+    response_cache: bool = False
+    """Triton's ``response_cache {enable: true}`` (``{enable: true}`` is accepted too):
+    identical requests are answered from the server's cache when it has one."""
     llm: LlmSpec | None = None
     """A generative model: decoupled (``model_transaction_policy { decoupled: true }``),
     served token by token over generate_stream, OpenAI and ModelStreamInfer. Its inputs
     and outputs default to text_input/max_tokens/stream → text_output, its backend to
     ``llm.backend``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_kind_defaults(cls, data: object) -> object:
+        """The short forms: ``ensemble: [names]`` (platform ``ensemble``, no backend) and
+        ``response_cache: {enable: bool}``."""
+        if not isinstance(data, dict):
+            return data
+        filled = dict(data)
+        if "ensemble" in filled:
+            filled.setdefault("ensemble_scheduling", {"step": filled.pop("ensemble")})
+        if filled.get("ensemble_scheduling") is not None:
+            filled.setdefault("platform", "ensemble")
+            filled.setdefault("backend", "")
+            # no instances of its own: nothing of it lands on a GPU
+            filled.setdefault("instance_group", {"kind": "KIND_CPU"})
+        cache = filled.get("response_cache")
+        if isinstance(cache, dict) and set(cache) <= {"enable"}:
+            filled["response_cache"] = cache.get("enable", False)
+        return filled
 
     @model_validator(mode="before")
     @classmethod
@@ -218,6 +253,30 @@ class ModelSpec(_Frozen):
         """Whether the model answers with many responses (``model_transaction_policy``)."""
         return self.llm is not None
 
+    @property
+    def is_ensemble(self) -> bool:
+        """Whether the model is an ensemble of other models' steps."""
+        return self.ensemble_scheduling is not None
+
+    @property
+    def batch_rule(self) -> DynamicBatchingSpec | None:
+        """The batch-forming rule the model's batcher applies: ``dynamic_batching``, or a
+        sequence batcher's (direct: whatever slots are ready after its queue delay;
+        oldest: its preferred sizes and delay); None runs each request alone."""
+        if self.max_batch_size == 0:
+            return None
+        sequences = self.sequence_batching
+        if sequences is None:
+            return self.dynamic_batching
+        if sequences.oldest is not None:
+            return DynamicBatchingSpec(
+                preferred_batch_size=sequences.oldest.preferred_batch_size,
+                max_queue_delay_microseconds=sequences.oldest.max_queue_delay_microseconds,
+            )
+        direct = sequences.direct
+        delay = 0 if direct is None else direct.max_queue_delay_microseconds
+        return DynamicBatchingSpec(max_queue_delay_microseconds=delay)
+
     @model_validator(mode="after")
     def _check_consistency(self) -> ModelSpec:
         batching = self.dynamic_batching
@@ -233,6 +292,7 @@ class ModelSpec(_Frozen):
             if len(set(names)) != len(names):
                 raise ValueError(f"{kind} names must be unique, got: {names}")
         self._check_compute()
+        self._check_kinds()
         if self.llm is not None:
             for kind, tensors, name in (
                 ("input", self.input, self.llm.text_input),
@@ -242,7 +302,27 @@ class ModelSpec(_Frozen):
                     raise ValueError(f"an llm model needs the {kind} {name!r}")
         return self
 
+    def _check_kinds(self) -> None:
+        kinds = [
+            kind
+            for kind, present in (
+                ("ensemble_scheduling", self.ensemble_scheduling is not None),
+                ("sequence_batching", self.sequence_batching is not None),
+                ("dynamic_batching", self.dynamic_batching is not None),
+                ("llm", self.llm is not None),
+            )
+            if present
+        ]
+        if len(kinds) > 1:
+            raise ValueError(f"a model takes one of {kinds}, not several")
+        if self.ensemble_scheduling is not None and self.platform != "ensemble":
+            raise ValueError(f"an ensemble's platform is 'ensemble', got: {self.platform!r}")
+        if self.response_cache and (self.is_ensemble or self.decoupled):
+            raise ValueError("response_cache is simulated for plain (non-ensemble) models only")
+
     def _check_compute(self) -> None:
+        if self.is_ensemble:  # its outputs are its steps'
+            return
         if self.compute == "add_sub":
             shapes = {(t.data_type, t.dims) for t in (*self.input, *self.output)}
             if len(self.input) != 2 or len(self.output) != 2 or len(shapes) != 1:
@@ -317,7 +397,30 @@ class ModelSet(_Frozen):
                     f"model {model.name!r}: instance_group.gpus must index the "
                     f"{len(self.gpus)} gpus, got: {list(missing)}"
                 )
+        self._check_ensembles()
         return self
+
+    def _check_ensembles(self) -> None:
+        for model in self.models:
+            if model.ensemble_scheduling is None:
+                continue
+            try:
+                resolve_steps(model, self.model)
+                check_batch_sizes(model, self.model)
+            except ValueError as error:
+                raise ValueError(f"model {model.name!r}: ensemble_scheduling: {error}") from None
+            self._check_acyclic(model, (model.name,))
+
+    def _check_acyclic(self, ensemble: ModelSpec, path: tuple[str, ...]) -> None:
+        assert ensemble.ensemble_scheduling is not None
+        for step in ensemble.ensemble_scheduling.step:
+            inner = self.model(step.model_name)
+            if inner is None or inner.ensemble_scheduling is None:
+                continue
+            if inner.name in path:
+                cycle = " -> ".join((*path, inner.name))
+                raise ValueError(f"ensembles must not nest in a cycle: {cycle}")
+            self._check_acyclic(inner, (*path, inner.name))
 
     def model(self, name: str) -> ModelSpec | None:
         """Returns the model called ``name``, or None."""

@@ -23,6 +23,9 @@ import structlog
 
 from tritonwatch.sim import model_config
 from tritonwatch.sim.batcher import ModelRuntime
+from tritonwatch.sim.cache import ResponseCache
+from tritonwatch.sim.dispatch import run_request
+from tritonwatch.sim.ensemble import response_parameters
 from tritonwatch.sim.errors import (
     ErrorCode,
     SimError,
@@ -32,8 +35,10 @@ from tritonwatch.sim.errors import (
 )
 from tritonwatch.sim.faults import FaultBook
 from tritonwatch.sim.gpu import GpuScheduler, OutOfGpuMemoryError
+from tritonwatch.sim.model_kinds import ResolvedStep, check_batch_sizes, resolve_steps
 from tritonwatch.sim.models import ModelSet, ModelSpec
 from tritonwatch.sim.scenarios import ScenarioContext, ScenarioEffect, get_scenario
+from tritonwatch.sim.sequences import NO_SEQUENCE, SequenceFlags
 from tritonwatch.sim.stats import Ledger, ModelSeries
 from tritonwatch.sim.tensors import Array, RequestInput, prepare_inputs
 
@@ -66,6 +71,8 @@ class InferOutcome:
     spec: ModelSpec
     outputs: dict[str, Array]
     network_delay_s: float
+    parameters: dict[str, int | str | bool] | None = None
+    """Response parameters (an ensemble's sequence_id/sequence_start/sequence_end)."""
 
 
 class ModelRepository:
@@ -80,8 +87,11 @@ class ModelRepository:
         faults: FaultBook,
         rng: np.random.Generator,
         summaries: bool,
+        cache: ResponseCache | None = None,
     ) -> None:
         self._model_set = model_set
+        self.cache = cache
+        """The server's response cache (``--cache-config``), or None when it has none."""
         self._loop = loop
         self._gpus = gpus
         self._faults = faults
@@ -142,10 +152,10 @@ class ModelRepository:
             except SimError:
                 raise statistics_unavailable(name, version) from None
             return {"model_stats": [runtime.stats.stats_json(name, runtime.spec.version_label)]}
-        return {
+        return {  # by name, as Triton lists them
             "model_stats": [
                 slot.runtime.stats.stats_json(slot.spec.name, slot.spec.version_label)
-                for slot in self.loaded()
+                for slot in sorted(self.loaded(), key=lambda slot: slot.spec.name)
                 if slot.runtime is not None
             ]
         }
@@ -178,8 +188,10 @@ class ModelRepository:
         *,
         outputs: Sequence[str] = (),
         request_id: str = "",
+        sequence: SequenceFlags = NO_SEQUENCE,
     ) -> InferOutcome:
-        """Runs one request through the model's batcher.
+        """Runs one request: through the model's batcher, its ensemble steps, its
+        sequence, or the response cache.
 
         Args:
             name: model name.
@@ -187,19 +199,38 @@ class ModelRepository:
             inputs: the input tensors as the request states them.
             outputs: the output names the request asks for (checked like Triton).
             request_id: the request's ``id``, named in Triton's error messages.
+            sequence: the request's correlation id and START/END flags.
 
         Raises:
-            SimError: unknown model, invalid input, or an injected failure. As in Triton,
-                a request refused by validation is counted nowhere.
+            SimError: unknown model, invalid input, a refused sequence request, or an
+                injected failure. As in Triton, a request refused by validation is
+                counted nowhere.
         """
         arrival = self._loop.time()
         runtime = self.runtime(name, version)
         spec = runtime.spec
         batch_size, arrays = prepare_inputs(spec, inputs, outputs, request_id)
+        if runtime.sequences is not None:
+            runtime.sequences.check(sequence, batch_size)
         doomed = self.draw_failure(runtime, arrival)
-        future = runtime.submit(arrays, batch_size, arrival, doomed=doomed)
-        result = await future
-        return InferOutcome(spec, result, spec.timing.network_delay / 1e6)
+        result, _ = await run_request(
+            self, runtime, arrays, batch_size, arrival, doomed=doomed, sequence=sequence
+        )
+        parameters = response_parameters(sequence) if spec.is_ensemble else None
+        return InferOutcome(spec, result, spec.timing.network_delay / 1e6, parameters)
+
+    def steps(self, spec: ModelSpec) -> tuple[ResolvedStep, ...]:
+        """An ensemble's steps, resolved against the models as loaded now."""
+        try:
+            return resolve_steps(spec, self._spec_of)
+        except ValueError as error:
+            raise SimError(
+                ErrorCode.INTERNAL, f"ensemble '{spec.name}' cannot run: {error}"
+            ) from None
+
+    def _spec_of(self, name: str) -> ModelSpec | None:
+        slot = self._slots.get(name)
+        return None if slot is None else slot.spec
 
     def draw_failure(self, runtime: ModelRuntime, arrival: float) -> bool:
         """Draws the error-burst fault for a request that arrived at ``arrival``.
@@ -234,7 +265,9 @@ class ModelRepository:
     def _start_runtime(self, spec: ModelSpec, series: ModelSeries) -> ModelRuntime:
         group = spec.instance_group
         gpus: list[GpuScheduler | None] = (
-            [self._gpus[index] for index in group.gpus] if group.kind == "KIND_GPU" else [None]
+            [self._gpus[index] for index in group.gpus]
+            if group.kind == "KIND_GPU" and not spec.is_ensemble
+            else [None]
         )
         try:
             return ModelRuntime(
@@ -279,7 +312,8 @@ class ModelRepository:
     def _apply_scenario(self, slot: ModelSlot, scenario: str) -> None:
         effect = get_scenario(scenario).apply(slot.base, self._context(slot.base))
         slot.scenario, slot.effect = scenario, effect
-        self._install(slot, effect.spec, model_config.build_config(effect.spec))
+        steps = self.steps(effect.spec) if effect.spec.is_ensemble else None
+        self._install(slot, effect.spec, model_config.build_config(effect.spec, steps))
 
     def _install(self, slot: ModelSlot, spec: ModelSpec, config: Any) -> None:
         """Makes ``spec``/``config`` the loaded model, in place when only counts change."""
@@ -368,6 +402,12 @@ class ModelRepository:
         config = model_config.parse_override(name, config_text)
         model_config.add_implicit_instance_group(config, slot.effect.spec)
         spec = model_config.spec_from_config(slot.effect.spec, config)
+        if spec.is_ensemble:  # Triton refuses an ensemble whose steps do not fit
+            try:
+                resolve_steps(spec, self._spec_of)
+                check_batch_sizes(spec, self._spec_of)
+            except ValueError as error:
+                raise model_config.load_failed(name, f"invalid ensemble: {error}") from None
         self._install(slot, spec, config)
         self._refresh_background()
 

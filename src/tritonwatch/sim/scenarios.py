@@ -49,7 +49,15 @@ class Scenario:
 
 
 def _changed(spec: ModelSpec, **changes: Any) -> ModelSpec:
-    """A validated copy of ``spec`` with top-level fields replaced (nested dicts merge)."""
+    """A validated copy of ``spec`` with top-level fields replaced (nested dicts merge).
+
+    An ensemble keeps everything but its timing (it has no batcher, instances or GPU
+    work of its own: its steps do), and a stateful model keeps its sequence batcher
+    (no ``dynamic_batching`` beside it)."""
+    if spec.is_ensemble:
+        changes = {key: value for key, value in changes.items() if key == "timing"}
+    elif spec.sequence_batching is not None:
+        changes.pop("dynamic_batching", None)
     data = spec.model_dump()
     for key, value in changes.items():
         data[key] = {**data[key], **value} if isinstance(value, dict) and data[key] else value

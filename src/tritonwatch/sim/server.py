@@ -132,6 +132,7 @@ class SimulatorOptions:
     model_control_mode: str = "explicit"
     grpc_tls: GrpcTLS | None = None
     histogram_latencies: bool = False
+    response_cache_bytes: int | None = None
 
 
 class SimulatorService:
@@ -163,6 +164,7 @@ class SimulatorService:
             histogram_latencies=options.histogram_latencies,
             metrics_interval_s=options.metrics_interval_s,
             model_control_mode=options.model_control_mode,
+            response_cache_bytes=options.response_cache_bytes,
         )
         core.start()
         bound_http = await self._serve(build_api_app(core), options.http_port)
@@ -223,6 +225,9 @@ class Simulator:
         model_control_mode: ``explicit`` (load/unload allowed), ``none`` or ``poll``
             (both refused with Triton's error, as a production server may be run).
         grpc_tls: serve gRPC over TLS (optionally mutual), as Triton's SSL flags do.
+        response_cache_bytes: give the server a response cache of this many bytes, as
+            Triton's ``--cache-config local,size=N`` does (None: no cache; models with
+            ``response_cache`` then execute every request).
         clock: ``virtual`` runs every ``run_async`` (an in-process load) on virtual time
             (``virtual_loop``), so its queues, batches and GPU readings are exact on any
             host; network traffic always runs on real time.
@@ -244,6 +249,7 @@ class Simulator:
         grpc_tls: GrpcTLS | None = None,
         histogram_latencies: bool = False,
         clock: Clock = "real",
+        response_cache_bytes: int | None = None,
     ) -> None:
         if clock not in ("real", "virtual"):
             raise ValueError(f"clock must be 'real' or 'virtual', not {clock!r}")
@@ -260,6 +266,7 @@ class Simulator:
             model_control_mode,
             grpc_tls,
             histogram_latencies,
+            response_cache_bytes,
         )
         self._service = SimulatorService(resolve_model_set(models), options)
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -108,6 +108,9 @@ class SeriesSnapshot:
     failures_in_row: int = 0
     """How many server failures that run holds (outcomes in :data:`NOT_THE_SERVERS`
     neither extend nor end it)."""
+    input_refused: str | None = None
+    """While the model refuses the canary's input (its canary backed off after refusals
+    in a row, probe/canary/refusals.py): Triton's latest refusal text; else None."""
 
 
 class _Series:
@@ -157,6 +160,21 @@ class CanaryBoard:
         self._open_circuits: set[SeriesKey] = set()
         self._skipped: dict[SeriesKey, str] = {}
         self._unprepared: set[SeriesKey] = set()
+        self._refused: dict[SeriesKey, str] = {}
+
+    def set_input_refused(self, key: SeriesKey, error: str | None) -> None:
+        """Records that a canary's requests are refused (``error``: the server's text)
+        and it backs off, or (None) that one succeeded again."""
+        with self._lock:
+            if error is None:
+                self._refused.pop(key, None)
+            else:
+                self._refused[key] = error
+
+    def input_refused(self) -> dict[SeriesKey, str]:
+        """The canaries whose input the model refuses, with the server's latest text."""
+        with self._lock:
+            return dict(self._refused)
 
     def set_circuit_open(self, key: SeriesKey, *, open_: bool) -> None:
         """Records whether a canary's circuit breaker holds its load back."""
@@ -224,6 +242,7 @@ class CanaryBoard:
             self._series = {k: v for k, v in self._series.items() if k in wanted}
             self._skipped = {k: v for k, v in self._skipped.items() if k in wanted}
             self._unprepared &= wanted
+            self._refused = {k: v for k, v in self._refused.items() if k in wanted}
             for key in wanted - self._series.keys():
                 self._series[key] = _Series(len(self._buckets))
 
@@ -282,6 +301,7 @@ class CanaryBoard:
                         s.last_outcome_at,
                         s.failing_since,
                         s.failures_in_row,
+                        self._refused.get(key),
                     ),
                 )
                 for key, s in sorted(self._series.items())

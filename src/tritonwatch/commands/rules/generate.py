@@ -11,7 +11,11 @@ group with:
   1 − bucket / count; TTFT and ITL the same over
   ``tritonwatch_canary_time_to_first_token_seconds`` and
   ``tritonwatch_canary_inter_token_latency_seconds``), the same events the daemon
-  counts in process;
+  counts in process. A model the config says streams (``canary.stream.mode: on``,
+  protocol ``openai``) is judged by TTFT and ITL, its latency only where written
+  (:meth:`~tritonwatch.config.slo_schema.SLOConfig.judged`); one that may stream
+  (``auto``) keeps its default latency SLI ``unless`` it has a TTFT series, the canary's
+  sign that it streams, as the daemon drops that SLO at run time;
 * Sloth's metadata: objective, error budget, period, current and period burn rate and
   the error budget remaining over the period;
 * ``TritonSLOBurn`` with the SRE Workbook's page and ticket conditions, no ``for:``,
@@ -110,7 +114,11 @@ def sli_error_expr(spec: SLOSpec, window: str) -> str:
     histogram = HISTOGRAMS[spec.kind]
     good = f"{histogram}_bucket" + _selector({**model, "le": le_label(spec.threshold_seconds)})
     ratio = _ratio_of_rates(good, _events_series(spec), window)
-    return "1 - (\n" + _indent(ratio) + "\n)"
+    expr = "1 - (\n" + _indent(ratio) + "\n)"
+    if spec.off_if_streaming:  # the daemon drops it once the canary streams: so do the rules
+        streamed = f"{TTFT}_count" + _selector(model)
+        expr += f"\nunless on (target, model)\nsum by (target, model) ({streamed})"
+    return expr
 
 
 def _indent(text: str) -> str:

@@ -4,7 +4,8 @@ After :data:`BREAKER_FAILURES` consecutive failures without an answer (connectio
 errors, timeouts), the canary stops adding load to a server that is down or drowning and
 sends one probe per :data:`BREAKER_PROBE_SECONDS`; the first answer closes it again.
 An answer of any kind (a success, a bad response, a refused size, our own reader's
-fault) shows the server is there: it closes the breaker and never trips it.
+fault, a refused request) shows the server is there: it closes the breaker and never
+trips it.
 """
 
 from __future__ import annotations
@@ -61,5 +62,6 @@ class CircuitBreaker:
 
 
 _ANSWERED = frozenset({Outcome.SUCCESS, Outcome.BAD_RESPONSE, Outcome.CLIENT_ERROR,
-                       Outcome.TOO_LARGE})  # fmt: skip
-"""Outcomes of a server that answered: they close the breaker, never trip it."""
+                       Outcome.TOO_LARGE, Outcome.REJECTED})  # fmt: skip
+"""Outcomes of a server that answered: they close the breaker, never trip it (a model
+that refuses the canary's input has a back-off of its own: probe/canary/refusals.py)."""

@@ -15,12 +15,13 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from tritonwatch.common.client_tls import ClientTLS, tls_for
 from tritonwatch.common.kserve import GRPC_MODEL_INFER, model_path
 from tritonwatch.probe.binary_tensors import binary_request_body
+from tritonwatch.probe.canary.encoded_requests import EncodedRequests
 from tritonwatch.probe.canary.engine_channels import EngineCrashedError
 from tritonwatch.probe.canary.engine_http import ConnectionPool, encode_request
 from tritonwatch.probe.canary.engine_tls import TlsSettings
@@ -40,10 +41,12 @@ from tritonwatch.probe.infer_response import (
     http_status_error,
 )
 from tritonwatch.probe.interfaces import InferenceClient, ServerErrorLike
+from tritonwatch.probe.json_tensors import json_request_body
 from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.server_errors import ServerError, as_server_error
 from tritonwatch.records.observations import Outcome
 from tritonwatch.wire.http2 import MAX_REQUEST_DATA, GrpcReply, UnaryRequest, grpc_unary_request
+from tritonwatch.wire.kserve_protobuf import Scalar
 from tritonwatch.wire.limits import AnswerLimits, AnswerTooLargeError
 
 _UNSUPPORTED_HTTP = {"404", "400", "501"}
@@ -171,33 +174,6 @@ def is_unsupported(error: ServerErrorLike, protocol: str) -> bool:
     return status in _UNSUPPORTED_HTTP
 
 
-T = TypeVar("T")
-
-
-class EncodedRequests(Generic[T]):
-    """Requests encoded once per (model, version, form) and reused while the canary sends
-    the same tensors (it builds them once): encoding per request was counted in every
-    canary latency (benchmarks/RESULTS.md, §4b: the canary against perf_analyzer). The
-    tensors are compared by identity, so new tensors (a reload) are encoded afresh."""
-
-    def __init__(self) -> None:
-        self._entries: dict[tuple[str, str, bool], tuple[tuple[Tensor, ...], T]] = {}
-
-    def get(
-        self, key: tuple[str, str, bool], tensors: Sequence[Tensor], encode: Callable[[], T]
-    ) -> T:
-        entry = self._entries.get(key)
-        if entry is not None and _same(entry[0], tensors):
-            return entry[1]
-        encoded = encode()
-        self._entries[key] = (tuple(tensors), encoded)
-        return encoded
-
-
-def _same(cached: Sequence[Tensor], given: Sequence[Tensor]) -> bool:
-    return len(cached) == len(given) and all(a is b for a, b in zip(cached, given, strict=True))
-
-
 def _address(url: str) -> str:
     return url.partition("://")[2].rstrip("/")
 
@@ -289,6 +265,10 @@ class HttpInferenceClient:
         """One infer; the answer carries ``received_at``, the loop's time when its last
         byte was in (decoding, which is our CPU and no part of the latency, comes after)."""
         request = self.infer_request(model, version, tensors, binary=binary)
+        return await self.infer_bytes(request, timeout=timeout)
+
+    async def infer_bytes(self, request: bytes, *, timeout: float) -> Any:
+        """As :meth:`infer`, for a whole request already encoded (:meth:`encode_infer`)."""
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout):  # not wait_for: see ModelCanary.prepare
             status, headers, payload = await self._pool().exchange(request)
@@ -300,7 +280,9 @@ class HttpInferenceClient:
         """The whole HTTP/1.1 infer request for these tensors, encoded once and reused
         while they stay the same objects (the canary's engine sends these bytes too)."""
         return self._requests.get(
-            (model, version, binary), tensors, lambda: self._encode(model, version, tensors, binary)
+            (model, version, binary),
+            tensors,
+            lambda: self.encode_infer(model, version, tensors, binary=binary),
         )
 
     def close_idle_connections(self) -> None:
@@ -334,30 +316,24 @@ class HttpInferenceClient:
         host, port, _ = self.engine_endpoint
         return http_library_call(host, port, self._ssl, request, limits)
 
-    def _encode(self, model: str, version: str, tensors: Sequence[Tensor], binary: bool) -> bytes:
-        """The whole HTTP/1.1 request, once per model and tensor form."""
-        body, headers = binary_request_body(tensors) if binary else json_request_body(tensors)
+    def encode_infer(
+        self,
+        model: str,
+        version: str,
+        tensors: Sequence[Tensor],
+        *,
+        binary: bool,
+        parameters: Mapping[str, Scalar] | None = None,
+    ) -> bytes:
+        """The whole HTTP/1.1 infer request, with the request ``parameters`` given."""
+        encode = binary_request_body if binary else json_request_body
+        body, headers = encode(tensors, parameters)
         path = model_path(model, version) + "/infer"
         return encode_request("POST", self._host, path, body, headers)
 
     async def close(self) -> None:
         if self._pool_ is not None:
             self._pool_.close()
-
-
-def json_request_body(tensors: Sequence[Tensor]) -> tuple[bytes, dict[str, str]]:
-    """A plain KServe v2 JSON request: no Triton parameter (``tritonclient`` would add
-    ``binary_data_output``, an extension a server without it may refuse). FP16 and BF16
-    elements are written as the floats they are; BYTES elements as UTF-8 text."""
-    inputs = []
-    for tensor in tensors:
-        values = tensor.values()
-        data = [v.decode("utf-8") for v in values] if tensor.datatype == "BYTES" else values
-        shape = list(tensor.shape)
-        inputs.append(
-            {"name": tensor.name, "shape": shape, "datatype": tensor.datatype, "data": data}
-        )
-    return json.dumps({"inputs": inputs}).encode(), {"Content-Type": "application/json"}
 
 
 def http_infer_answer(
@@ -442,21 +418,23 @@ class GrpcInferenceClient:
         """The ``ModelInfer`` call the canary's engine sends over its own HTTP/2 (the
         message this client sends, its deadline in ``grpc-timeout``); None when the
         message is too large for a fresh connection's window (``grpc.aio`` sends it)."""
-        message = self._requests.get(
+        return self.unary_request(self.message(model, version, tensors), timeout)
+
+    def message(self, model: str, version: str, tensors: Sequence[Tensor]) -> bytes:
+        """The serialized ``ModelInferRequest`` of these tensors, made once while they stay."""
+        return self._requests.get(
             (model, version, False), tensors, lambda: grpc_infer_request(model, version, tensors)
         )
+
+    def unary_request(self, message: bytes, timeout: float) -> UnaryRequest | None:
+        """``message`` as the engine's ``ModelInfer`` call; None when too large for it."""
         if len(message) + 5 > MAX_REQUEST_DATA:
             return None
         return grpc_unary_request(self._authority, GRPC_MODEL_INFER, message, timeout)
 
-    def library_call(
-        self, model: str, version: str, tensors: Sequence[Tensor], limits: AnswerLimits
-    ) -> LibraryCall:
-        """The ``ModelInfer`` of these tensors (the message the engine sends) on a
-        ``grpcio`` channel of its own, read by ``tritonclient`` (probe/canary/library_path.py)."""
-        message = self._requests.get(
-            (model, version, False), tensors, lambda: grpc_infer_request(model, version, tensors)
-        )
+    def library_call(self, message: bytes, limits: AnswerLimits) -> LibraryCall:
+        """``message`` (the ``ModelInfer`` the engine sends) on a ``grpcio`` channel of its
+        own, read by ``tritonclient`` (probe/canary/library_path.py)."""
         return grpc_library_call(self._authority, self._tls, message, limits)
 
     async def extensions(self) -> frozenset[str]:
@@ -496,9 +474,10 @@ class GrpcInferenceClient:
         """One ``ModelInfer`` of the request serialized once, on ``tritonclient``'s
         channel; the answer's bytes are stamped ``received_at`` before they are decoded.
         Failures are ``InferenceServerException`` s, exactly as ``tritonclient`` raises."""
-        request = self._requests.get(
-            (model, version, False), tensors, lambda: grpc_infer_request(model, version, tensors)
-        )
+        return await self.infer_message(self.message(model, version, tensors), timeout=timeout)
+
+    async def infer_message(self, request: bytes, *, timeout: float) -> Any:
+        """As :meth:`infer`, for a ``ModelInferRequest`` already serialized."""
         aio = self._aio()
         loop = asyncio.get_running_loop()
         try:

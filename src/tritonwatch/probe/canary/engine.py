@@ -60,7 +60,7 @@ from tritonwatch.probe.canary.engine_channels import (
 )
 from tritonwatch.probe.canary.engine_stream import StreamRequests, StreamWire
 from tritonwatch.probe.canary.engine_tls import TlsSettings, TlsWire
-from tritonwatch.probe.canary.engine_wires import EngineCanary, RawAnswer
+from tritonwatch.probe.canary.engine_wires import EngineCanary, RawAnswer, VaryingRequests
 from tritonwatch.probe.canary.timer_slack import tighten_timer_slack
 from tritonwatch.wire.http1 import HttpProtocolError
 from tritonwatch.wire.http2 import Http2ClosedError, UnaryRequest
@@ -134,17 +134,18 @@ class CanaryEngine:
         canary: EngineCanary,
         host: str,
         port: int,
-        request: bytes | UnaryRequest | StreamRequests,
+        request: bytes | UnaryRequest | StreamRequests | VaryingRequests,
         *,
         timeout: float,
         max_in_flight: int,
         first_send: float,
         tls: TlsSettings | None = None,
     ) -> None:
-        """Sends ``request`` (HTTP/1.1 bytes, a gRPC call over HTTP/2, or a stream's
-        requests, probe/canary/engine_stream.py) to ``host:port`` on ``canary``'s schedule
-        until cancelled; a stream's timeout is ``timeout``, for the whole stream;
-        ``tls``: over TLS (probe/canary/engine_tls.py), else in clear.
+        """Sends ``request`` (HTTP/1.1 bytes, a gRPC call over HTTP/2, a stream's
+        requests, probe/canary/engine_stream.py, or requests made per send,
+        engine_wires.py) to ``host:port`` on ``canary``'s schedule until cancelled; a
+        stream's timeout is ``timeout``, for the whole stream; ``tls``: over TLS
+        (probe/canary/engine_tls.py), else in clear.
 
         Raises:
             OSError: ``host`` does not resolve (the caller falls back to the event loop,

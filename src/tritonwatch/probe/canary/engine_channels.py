@@ -21,7 +21,13 @@ from typing import Any
 from tritonwatch.common.logs import get_logger
 from tritonwatch.probe.canary.engine_stream import StreamRequests
 from tritonwatch.probe.canary.engine_tls import TlsSettings
-from tritonwatch.probe.canary.engine_wires import EngineCanary, GrpcWire, Http1Wire, Wire
+from tritonwatch.probe.canary.engine_wires import (
+    EngineCanary,
+    GrpcWire,
+    Http1Wire,
+    VaryingRequests,
+    Wire,
+)
 from tritonwatch.wire.http2 import UnaryRequest
 
 _log = get_logger("canary")
@@ -80,8 +86,9 @@ class Channel:
 
     canary: EngineCanary
     address: Address
-    request: bytes | UnaryRequest | StreamRequests
-    """HTTP/1.1 bytes, a unary gRPC call's frames, or a streaming canary's requests."""
+    request: bytes | UnaryRequest | StreamRequests | VaryingRequests
+    """HTTP/1.1 bytes, a unary gRPC call's frames, a streaming canary's requests, or
+    requests made per send."""
     timeout: float
     max_in_flight: int
     idle: list[tuple[socket.socket, Wire]] = field(default_factory=list)
@@ -111,7 +118,7 @@ class Channel:
         wire: Wire
         if isinstance(self.request, UnaryRequest):
             wire = GrpcWire(self.request)
-        elif isinstance(self.request, StreamRequests):
+        elif isinstance(self.request, StreamRequests | VaryingRequests):
             wire = self.request.new_wire()
         else:
             wire = Http1Wire(self.request)

@@ -11,6 +11,7 @@ to send and when an answer is whole. Each answer goes to the model's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -33,6 +34,15 @@ class GrpcAnswer:
 
 RawAnswer = HttpAnswer | GrpcAnswer | StreamAnswer
 """What the engine hands its canary for one answered request (or one stream)."""
+
+
+def answer_body(answer: RawAnswer) -> bytes:
+    """The body of an answer the engine read (the start of what could not be decoded)."""
+    if isinstance(answer, GrpcAnswer):
+        return answer.reply.payload
+    if isinstance(answer, tuple):
+        return answer[2]
+    return b""
 
 
 class EngineCanary(Protocol):
@@ -163,3 +173,53 @@ class GrpcWire:
         except (HttpProtocolError, Http2ClosedError):
             return False
         return not self._session.going_away
+
+
+class VaryingRequests:
+    """One model's requests made afresh for every send, on the engine's thread (a
+    stateful model's flags, a cached model's unique bytes, input-data samples in turn:
+    probe/canary/request_source.py). A plain model's canary sends one request built
+    once instead (:class:`Http1Wire`, :class:`GrpcWire`), which costs nothing per send.
+    """
+
+    def __init__(self, make: Callable[[], bytes | UnaryRequest], *, grpc: bool) -> None:
+        """``make``: the next request, a gRPC call when ``grpc``, else HTTP/1.1 bytes
+        (a ``LimitedRequest``, which carries the answer's limits)."""
+        self.make = make
+        self.grpc = grpc
+
+    def new_wire(self) -> Wire:
+        """The protocol state of a new connection (its requests made as each is sent)."""
+        return VaryingGrpcWire(self.make) if self.grpc else VaryingHttp1Wire(self.make)
+
+
+_NO_CALL = UnaryRequest(b"", (), 0)
+"""What a varying gRPC wire holds before its first call is made."""
+
+
+class VaryingHttp1Wire(Http1Wire):
+    """:class:`Http1Wire` whose every request is made as it is sent."""
+
+    def __init__(self, make: Callable[[], bytes | UnaryRequest]) -> None:
+        super().__init__(b"")
+        self._make = make
+
+    def start(self) -> bytes:
+        request = self._make()
+        assert isinstance(request, bytes)
+        self._request = request
+        return super().start()
+
+
+class VaryingGrpcWire(GrpcWire):
+    """:class:`GrpcWire` whose every call is made as it is sent."""
+
+    def __init__(self, make: Callable[[], bytes | UnaryRequest]) -> None:
+        super().__init__(_NO_CALL)
+        self._make = make
+
+    def start(self) -> bytes:
+        request = self._make()
+        assert isinstance(request, UnaryRequest)
+        self._request = request
+        return super().start()

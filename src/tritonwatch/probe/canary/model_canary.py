@@ -33,26 +33,30 @@ from tritonwatch.probe.canary.clients import (
 from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.engine_stream import StreamRequests
 from tritonwatch.probe.canary.engine_tls import TlsSettings
-from tritonwatch.probe.canary.engine_wires import GrpcAnswer, RawAnswer
+from tritonwatch.probe.canary.engine_wires import (
+    GrpcAnswer,
+    RawAnswer,
+    VaryingRequests,
+    answer_body,
+)
 from tritonwatch.probe.canary.failures import Failure, FailureLog
 from tritonwatch.probe.canary.library_fallback import LibraryFallback, error_start
 from tritonwatch.probe.canary.library_path import LibraryCall
+from tritonwatch.probe.canary.model_info import fetch_model_info, is_decoupled
 from tritonwatch.probe.canary.plans import DYNAMIC_DIM, CanaryPlan
+from tritonwatch.probe.canary.refusals import REFUSED_PROBE_SECONDS, RefusalWatch, canary_outcome
+from tritonwatch.probe.canary.request_source import CanaryRequests, varying_requests
+from tritonwatch.probe.canary.sequence import control_inputs
 from tritonwatch.probe.canary.timing import WakeTimer
 from tritonwatch.probe.infer_response import HttpAnswerDecoder, ResponseDecodeError, check_outputs
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
-from tritonwatch.probe.server_errors import server_error_types
 from tritonwatch.records.observations import CanaryResult, Outcome
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.http2 import UnaryRequest
 from tritonwatch.wire.limits import LimitedRequest
 
 _log = get_logger("canary")
-METADATA_RETRY_MIN_SECONDS = 1.0
-METADATA_RETRY_MAX_SECONDS = 10.0
-"""As the breaker's probe period: a server back up sees the canary within 10 s, whether it
-was down at start or went down later (under the default 15 s scrape interval)."""
 STALL_INTERVALS = 3
 """Intervals without an outcome, plus one timeout, after which a canary is stalled."""
 POISSON_STALL_INTERVALS = 15
@@ -84,6 +88,9 @@ class ModelCanary:
         """Binary tensors (Triton's extension) or JSON: see :meth:`choose_tensor_format`."""
         self._failure_log = FailureLog(plan.target, plan.model, plan.protocol, clock=clock)
         self._tensors: list[Tensor] = []
+        self._requests: CanaryRequests | None = None
+        """Requests made per send (stateful, cached, sampled models); None: ``_tensors``."""
+        self._refusals = RefusalWatch(stats, plan.key)
         self._outputs: list[str] = []
         self._answers = HttpAnswerDecoder(plan.limits)
         """Reads the engine's HTTP answers, remembering the last good one's layout."""
@@ -119,12 +126,16 @@ class ModelCanary:
         if self.hands_over():
             return True  # the streaming canary builds its own requests
         try:
-            specs = input_specs(plan.model, metadata, config)
-            self._tensors = build_inputs(
+            controls = control_inputs(config)  # Triton fills them: never sent
+            specs = [s for s in input_specs(plan.model, metadata, config) if s.name not in controls]
+            tensors = build_inputs(
                 plan.model, specs, plan.inputs, "zero" if plan.data == "zero" else "random",
                 string_length=plan.string_length, string_data=plan.string_data,
                 dynamic_dim=DYNAMIC_DIM,
             )  # fmt: skip
+            poisson = self._random if plan.poisson else None
+            first, self._requests = varying_requests(plan, config, specs, tensors, poisson=poisson)
+            self._tensors = list(first)
         except PayloadError as error:
             # Skipped, not retried: the model's metadata will not change by waiting. A
             # config reload (a sample file, a shape) prepares it again.
@@ -142,37 +153,9 @@ class ModelCanary:
         return True
 
     async def _model_info(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """The model's metadata and config (None: the server has no config API),
-        retried with backoff while the server is unreachable; also notes whether the
-        config says the model is decoupled."""
-        delay = METADATA_RETRY_MIN_SECONDS
-        plan = self.plan
-        # The server refusing (either client's error class), unreachable, or slow.
-        retryable: tuple[type[BaseException], ...] = (*server_error_types(), OSError, TimeoutError)
-        while True:
-            try:
-                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a
-                # cancellation that races with completion, and the task never ends.
-                async with asyncio.timeout(plan.timeout):
-                    metadata = await self._client.metadata(plan.model, plan.version)
-                async with asyncio.timeout(plan.timeout):
-                    config = await self._client.config(plan.model, plan.version)
-                break
-            except retryable as error:
-                _log.warning(
-                    "canary_metadata_unavailable",
-                    target=plan.target,
-                    model=plan.model,
-                    outcome=str(classify_error(error, plan.protocol)),
-                    error=str(error)[:200],
-                    retry_in_seconds=delay,
-                )
-                self._stats.set_unprepared(plan.key, True)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, METADATA_RETRY_MAX_SECONDS)
-        self._stats.set_unprepared(plan.key, False)
-        if config is None:
-            _log.info("model_config_api_unavailable", target=plan.target, model=plan.model)
+        """The model's metadata and config (probe/canary/model_info.py: retried while the
+        server is unreachable); also notes whether the config says it is decoupled."""
+        metadata, config = await fetch_model_info(self._client, self.plan, self._stats)
         self.decoupled = is_decoupled(config)
         return metadata, config
 
@@ -220,6 +203,9 @@ class ModelCanary:
         return "binary" if self._binary else "json"
 
     def _gap(self) -> float:
+        """The gap after the next send (a sequence's plan, probe/canary/sequence.py)."""
+        if self._requests is not None and self._requests.sequence is not None:
+            return self._requests.sequence.gap()
         mean = 1.0 / self.plan.rate
         return self._random.expovariate(self.plan.rate) if self.plan.poisson else mean
 
@@ -249,11 +235,12 @@ class ModelCanary:
                 # late, its spin absorbs that); this loop only resumes when it has sent
                 # or decided not to, in the same loop turn: one wake-up per request.
                 gone: asyncio.Future[None] = loop.create_future()
+                following = next_send + self._gap()  # asked before may_send, as the engine asks
                 task = asyncio.create_task(self._one(next_send, gone))
                 self._pending.add(task)
                 task.add_done_callback(self._pending.discard)
                 await gone
-                next_send += self._gap()
+                next_send = following
                 if next_send < loop.time() - self.plan.timeout:
                     # The loop itself fell far behind (suspended process): skip ahead
                     # rather than firing a burst of stale requests at once.
@@ -271,17 +258,20 @@ class ModelCanary:
         client, plan = self._client, self.plan
         if self._engine is None:
             return False
-        request: bytes | UnaryRequest | None = None
+        request: bytes | UnaryRequest | VaryingRequests | None = None
         endpoint: tuple[str, int, TlsSettings | None] | None = None
-        if isinstance(client, HttpInferenceClient):
+        if isinstance(client, HttpInferenceClient | GrpcInferenceClient):
             endpoint = client.engine_endpoint
+        if isinstance(client, HttpInferenceClient):
+            client.close_idle_connections()  # once on the engine, its pool is for metadata
+        if self._requests is not None:
+            request = self._requests.engine_requests(client, binary=self._binary)
+        elif isinstance(client, HttpInferenceClient):
             request = LimitedRequest(
                 client.infer_request(plan.model, plan.version, self._tensors, binary=self._binary),
                 plan.limits,
             )
-            client.close_idle_connections()
         elif isinstance(client, GrpcInferenceClient):
-            endpoint = client.engine_endpoint
             request = client.engine_request(
                 plan.model, plan.version, self._tensors, timeout=plan.timeout
             )
@@ -296,7 +286,7 @@ class ModelCanary:
         self,
         host: str,
         port: int,
-        request: bytes | UnaryRequest | StreamRequests,
+        request: bytes | UnaryRequest | StreamRequests | VaryingRequests,
         timeout: float,
         first_send: float,
         *,
@@ -355,7 +345,7 @@ class ModelCanary:
         try:
             async with asyncio.timeout_at(deadline):
                 async with self._slots:
-                    result = await self._infer(max(0.001, deadline - loop.time()))
+                    result = await self._infer(max(0.001, deadline - loop.time()), intended)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # every failure is an outcome, never a crash
@@ -369,13 +359,16 @@ class ModelCanary:
     def _library_call(self) -> LibraryCall:
         """The library call of this canary's request (probe/canary/library_path.py)."""
         client, plan = self._client, self.plan
+        if self._requests is not None:
+            return self._requests.library_call(client, binary=self._binary)
         if isinstance(client, HttpInferenceClient):
             request = client.infer_request(
                 plan.model, plan.version, self._tensors, binary=self._binary
             )
             return client.library_call(request, plan.limits)
         if isinstance(client, GrpcInferenceClient):
-            return client.library_call(plan.model, plan.version, self._tensors, plan.limits)
+            message = client.message(plan.model, plan.version, self._tensors)
+            return client.library_call(message, plan.limits)
         raise TypeError(f"no library path for a {type(client).__name__}")
 
     async def _second_opinion(
@@ -434,10 +427,12 @@ class ModelCanary:
             outcome = (
                 Outcome.BAD_RESPONSE
                 if isinstance(error, ResponseDecodeError)
-                else classify_error(error, plan.protocol)
+                else canary_outcome(classify_error(error, plan.protocol), error, plan.protocol)
             )
             text = error_text(error, timeout=plan.timeout)
             failure = self.failure_of(error, outcome, text)
+        if self._requests is not None:
+            self._requests.finished(intended, ok=outcome == Outcome.SUCCESS)
         now = self.account(outcome, failure)
         origin = intended if woke is None else max(intended, woke)
         if finished is None:
@@ -478,6 +473,9 @@ class ModelCanary:
         self._failure_log.tick()
         now = time.monotonic()
         self._trip_or_reset(outcome, now)
+        refusals = self._refusals
+        if outcome == Outcome.REJECTED or refusals.in_row or refusals.refusing:
+            refusals.record(outcome, "" if failure is None else failure.error, now)
         return now
 
     # --- what the engine asks (probe/canary/engine.py: EngineCanary) ------------------
@@ -496,16 +494,27 @@ class ModelCanary:
         """How long it may go without an outcome before it reads as stalled: three of
         its intervals (fifteen on a Poisson schedule; a breaker's probe period while the
         breaker is open) and one request's timeout."""
+        if self._refusals.refusing:  # one request a minute until the model takes one
+            return STALL_INTERVALS * REFUSED_PROBE_SECONDS + self.request_timeout
         if self.breaker_open:  # its probes go on a fixed period
             return STALL_INTERVALS * breaker.BREAKER_PROBE_SECONDS + self.request_timeout
         intervals = POISSON_STALL_INTERVALS if self.plan.poisson else STALL_INTERVALS
-        return intervals / self.plan.rate + self.request_timeout
+        sequence = None if self._requests is None else self._requests.sequence
+        longest = 1.0 / self.plan.rate if sequence is None else sequence.end_gap
+        return intervals * longest + self.request_timeout
 
     def next_gap(self) -> float:
         return self._gap()
 
     def may_send(self, intended: float) -> bool:
-        return not self.paused and self._breaker.allows(intended)
+        """Whether to send at ``intended`` (a sequence plans that send when it may)."""
+        refusals = self._refusals
+        if self.paused or (refusals.refusing and not refusals.allows(intended)):
+            return False
+        allowed = self._breaker.allows(intended)
+        if allowed and self._requests is not None:
+            self._requests.planned(intended)
+        return allowed
 
     def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
         """The engine's answer: decoded here as the HTTP and gRPC clients decode their
@@ -522,7 +531,7 @@ class ModelCanary:
                     answer = http_infer_answer(*answer, self._answers.decode)
             except Exception as error:  # a status or a body that says it failed
                 answer = error
-                start = _answer_bytes(raw)
+                start = answer_body(raw)
         loop = self._loop
         if (
             isinstance(answer, BaseException)
@@ -552,29 +561,17 @@ class ModelCanary:
                 probe_every_seconds=breaker.BREAKER_PROBE_SECONDS,
             )
 
-    async def _infer(self, timeout: float) -> Any:
+    async def _infer(self, timeout: float, intended: float) -> Any:
         plan = self.plan
         if self._fallback.active:
             return await self._fallback.infer(timeout)
+        if self._requests is not None:
+            return await self._requests.infer(
+                self._client, intended, binary=self._binary, timeout=timeout
+            )
         return await self._client.infer(
             plan.model, plan.version, self._tensors, binary=self._binary, timeout=timeout
         )
-
-
-def _answer_bytes(answer: RawAnswer) -> bytes:
-    """The body of an answer the engine read (the start of what could not be decoded)."""
-    if isinstance(answer, GrpcAnswer):
-        return answer.reply.payload
-    if isinstance(answer, tuple):
-        return answer[2]
-    return b""
-
-
-def is_decoupled(config: dict[str, Any] | None) -> bool:
-    """Whether a model config (HTTP JSON form) says the model may answer a request any
-    number of times (``model_transaction_policy.decoupled``): a generative model."""
-    policy = (config or {}).get("model_transaction_policy")
-    return isinstance(policy, dict) and policy.get("decoupled") is True
 
 
 def _received_at(result: Any) -> float | None:

@@ -9,10 +9,17 @@ production server.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
 
 from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.common.logs import get_logger
-from tritonwatch.config.canary_schema import DEFAULT_STRING_LENGTH, InputOverride, StreamConfig
+from tritonwatch.config.canary_schema import (
+    DEFAULT_STRING_LENGTH,
+    InputOverride,
+    SequenceCanary,
+    StreamConfig,
+)
 from tritonwatch.config.schema import Config
 from tritonwatch.wire.limits import DEFAULT_LIMITS, AnswerLimits
 
@@ -55,6 +62,12 @@ class CanaryPlan:
     ``tritonclient.grpc``, 23 MiB, in the daemon)."""
     limits: AnswerLimits = DEFAULT_LIMITS
     """How much of an answer is read before it is ``too_large`` (``canary.limits``)."""
+    input_data: Path | None = None
+    """A perf_analyzer input-data file whose samples it sends in turn (probe/input_data.py)."""
+    cache: Literal["miss", "hit"] = "miss"
+    """For a model behind the response cache: unique bytes per request, or repeated."""
+    sequence: SequenceCanary = field(default_factory=SequenceCanary)
+    """A stateful model's sequences (probe/canary/sequence.py)."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -127,6 +140,9 @@ def canary_plans(config: Config) -> list[CanaryPlan]:
                     served_name=model.served_name,
                     grpc_only=target.grpc_only,
                     limits=AnswerLimits(**canary.limits.model_dump()),
+                    input_data=canary.input_data,
+                    cache=canary.cache,
+                    sequence=canary.sequence,
                 )
             )
     return _capped(plans)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tritonwatch.probe.canary.clients import classify_error, error_text
-from tritonwatch.probe.canary.model_canary import is_decoupled
+from tritonwatch.probe.canary.model_info import is_decoupled
 from tritonwatch.probe.stream.stream_canary import (
     StreamTransport,
     kserve_codec,
