@@ -39,6 +39,10 @@ FIXTURE_KINDS = {
 
 SHARED_SERVER_GROUPS = ("real_triton", "real_mlserver")
 """Session fixtures whose users run on one xdist worker, so each server starts once."""
+SECOND_REAL_TRITON = "real_triton_b"
+"""The xdist group of the real-Triton modules that run on a second worker with its own
+shared server (one more start): the longest ones (tune, the daemon end to end, the TTFT
+burn), so that the two servers' tests run side by side instead of one after another."""
 
 
 class KindError(Exception):

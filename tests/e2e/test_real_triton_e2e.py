@@ -20,10 +20,13 @@ import pytest
 import yaml
 
 from alerting_support import Alertmanager, Prometheus, WebhookReceiver, fast_config
+from kinds import SECOND_REAL_TRITON
 from real_triton import RealTriton
 from support import DaemonProcess, free_port, wait_until
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.xdist_group(SECOND_REAL_TRITON)]
+"""On the second shared server's worker (tests/kinds.py): the longest real-Triton
+modules run beside the first server's, not after them."""
 
 CANARY_RATE = 20
 """Canary requests per second on ``batching``, per protocol."""

@@ -26,10 +26,13 @@ from typing import Any
 import pytest
 
 from alerting_support import WebhookReceiver
+from kinds import SECOND_REAL_TRITON
 from real_triton import RealTriton
 from support import DaemonProcess, wait_until
 
-pytestmark = [pytest.mark.real, pytest.mark.xdist_group("real_triton")]
+pytestmark = [pytest.mark.real, pytest.mark.xdist_group(SECOND_REAL_TRITON)]
+"""On the second shared server's worker (tests/kinds.py): the longest real-Triton
+modules run beside the first server's, not after them."""
 
 SLOW_FIRST_TOKEN_MS = 2500
 """``first_token_ms`` after the reload: past the 2 s TTFT default, every stream."""

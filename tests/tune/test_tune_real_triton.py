@@ -16,10 +16,13 @@ from typing import Any
 
 import pytest
 
+from kinds import SECOND_REAL_TRITON
 from real_triton import RealTriton
 from support import TRITONWATCH
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.xdist_group(SECOND_REAL_TRITON)]
+"""On the second shared server's worker (tests/kinds.py): the longest real-Triton
+modules run beside the first server's, not after them."""
 
 BUDGET_SECONDS = 0.015
 
