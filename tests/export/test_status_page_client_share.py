@@ -88,3 +88,16 @@ def test_unknown_parts_are_a_dash(share: ClientShare | None, text: str) -> None:
     assert "data-client-network-seconds" not in line
     if share is not None:
         assert '<b class="client-network">–</b>' in line and "no canary requests" in line
+
+
+def test_a_decoupled_models_stream_is_the_models_time_not_the_networks() -> None:
+    """Breaks if the page calls a decoupled model's streaming time (after execute()
+    returned) client and network time, as it did before; a plain model's stays so."""
+    streamed = ClientShare.of(latency_breakdown(_rates(0.0036), 0.0134, decoupled=True))
+    assert streamed is not None and streamed.streamed
+    line = _line(streamed)
+    assert "+ the model's stream" in line and "client &amp; network" not in line
+    assert "execute() returns" in line
+    plain = ClientShare.of(latency_breakdown(_rates(0.0036), 0.0134))
+    assert plain is not None and not plain.streamed
+    assert "+ client &amp; network" in _line(plain)

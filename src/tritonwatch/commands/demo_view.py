@@ -43,7 +43,7 @@ def _client_network(model: ModelStatus) -> str:
     window, and its share of the end-to-end mean; ``–`` before Triton's statistics."""
     share = model.client_share
     residual = share.client_network_seconds if share is not None else None
-    if share is None or residual is None:
+    if share is None or residual is None or share.streamed:  # a stream's time is the model's
         return "–"
     ratio = share.client_network_ratio
     return _ms(residual) + ("" if ratio is None else f" {ratio:.0%}")

@@ -119,6 +119,9 @@ class ClientShare:
     server_other_seconds: float
     end_to_end_seconds: float | None
     """The canary's mean over the window; None when it sent nothing (paused, off)."""
+    streamed: bool = False
+    """A decoupled model: Triton's request time ends when ``execute()`` hands its
+    responses over, so the rest of end to end is the model's own stream, not the network."""
 
     @classmethod
     def of(cls, breakdown: LatencyBreakdown | None) -> ClientShare | None:
@@ -132,6 +135,7 @@ class ClientShare:
             compute,
             breakdown.server_other,
             breakdown.end_to_end_seconds,
+            streamed=breakdown.network_client is None and breakdown.end_to_end_seconds is not None,
         )
 
     @property
@@ -298,7 +302,11 @@ def _client_share(share: ClientShare | None) -> str:
             f' data-client-network-seconds="{residual!r}"'
         )
     percent = "" if ratio is None else f" ({ratio:.0%})"
-    if residual is None:
+    rest = "client &amp; network"
+    if share.streamed:
+        rest = "the model's stream"
+        note = "decoupled: Triton's time ends when execute() returns; the responses follow"
+    elif residual is None:
         note = "no canary requests in the window"
     elif residual < 0:
         note = "as measured: Triton's mean covers every client's requests, not only the canary's"
@@ -307,8 +315,8 @@ def _client_share(share: ClientShare | None) -> str:
     return (
         f'<p class="client-share"{data}>client end to end <b>{_ms2(share.end_to_end_seconds)}</b>'
         f" = server {_ms2(share.server_seconds)} (queue {_ms2(share.queue_seconds)}, compute "
-        f"{_ms2(share.compute_seconds)}, other {_ms2(share.server_other_seconds)}) + client "
-        f'&amp; network <b class="client-network">{_ms2(residual)}{percent}</b> '
+        f"{_ms2(share.compute_seconds)}, other {_ms2(share.server_other_seconds)}) + {rest} "
+        f'<b class="client-network">{_ms2(residual)}{percent}</b> '
         f'<span class="muted">({escape(note)})</span></p>'
     )
 
