@@ -47,8 +47,9 @@ def steps_line(state: ModelState | None) -> str | None:
 
 def cache_line(state: ModelState | None) -> str | None:
     """``response cache: 87% hits · hit 0.02 ms · miss 0.05 ms`` over the last scrape
-    window; None for a model without Triton's per-model cache counters."""
-    cache = state.rates.cache if state is not None and state.rates is not None else None
+    window, from ``/metrics`` or the statistics API (:attr:`ModelState.cache`); None for
+    a model without cache readings."""
+    cache = state.cache if state is not None else None
     if cache is None:
         return None
     ratio = "no lookups" if cache.hit_ratio is None else f"{cache.hit_ratio:.0%} hits"

@@ -38,20 +38,22 @@ CacheRead = Callable[[CacheRates], float | None]
 CACHE_GAUGES: tuple[tuple[str, str, CacheRead], ...] = (
     (
         "tritonwatch_model_cache_hit_ratio",
-        "Response cache hits / (hits + misses) over the last scrape interval; absent for a "
-        "model without Triton's per-model cache counters (cache off, Triton before 23.03).",
+        "Response cache hits / (hits + misses) over the last scrape interval, from /metrics' "
+        "per-model cache families, else the statistics API's cache_hit/cache_miss; absent "
+        "for a model without a cache (cache off, Triton before 23.03) or without lookups.",
         lambda c: c.hit_ratio,
     ),
     (
         "tritonwatch_model_cache_hit_seconds",
         "Mean time of a response cache hit over the last scrape interval "
-        "(nv_cache_hit_duration_per_model per hit).",
+        "(nv_cache_hit_duration_per_model per hit, or the statistics API's cache_hit).",
         lambda c: c.hit_seconds_average,
     ),
     (
         "tritonwatch_model_cache_miss_seconds",
         "Mean time of a response cache miss, lookup plus inserting the new response, over "
-        "the last scrape interval (nv_cache_miss_duration_per_model per miss).",
+        "the last scrape interval (nv_cache_miss_duration_per_model per miss, or the "
+        "statistics API's cache_miss).",
         lambda c: c.miss_seconds_average,
     ),
 )
@@ -59,10 +61,11 @@ CACHE_GAUGES: tuple[tuple[str, str, CacheRead], ...] = (
 
 
 def cache_value(read: CacheRead) -> Callable[[ModelState], float | None]:
-    """A per-model gauge reading of the model's cache rates (None without them)."""
+    """A per-model gauge reading of the model's cache rates (None without them), from
+    whichever source :attr:`~tritonwatch.records.target_state.ModelState.cache` chose."""
 
     def value(state: ModelState) -> float | None:
-        cache = state.rates.cache if state.rates is not None else None
+        cache = state.cache
         return read(cache) if cache is not None else None
 
     return value

@@ -209,7 +209,9 @@ class TritonScrape:
 @dataclass(frozen=True, slots=True)
 class CacheRates:
     """What Triton's response cache did for one model between two scrapes
-    (``nv_cache_num_{hits,misses}_per_model``, ``nv_cache_{hit,miss}_duration_per_model``).
+    (``nv_cache_num_{hits,misses}_per_model``, ``nv_cache_{hit,miss}_duration_per_model``),
+    or between two reads of the statistics API (``inference_stats.cache_hit`` and
+    ``cache_miss``: the same counts, the durations in nanoseconds).
 
     ``hit_ratio`` is hits / (hits + misses), None when nothing was looked up.
     ``hit_seconds_average`` is the mean time a hit spent in the cache (Triton's "cache
@@ -343,6 +345,11 @@ class ModelStatistics:
     at that size (``batch_stats[].compute_infer.count``): the real batch-size
     distribution, which ``/metrics`` only gives as an average. The statistics live with
     the loaded model, so a reload that replaces the model starts them again from zero.
+
+    ``cache_hits``/``cache_hit_ns`` and ``cache_misses``/``cache_miss_ns`` are
+    ``inference_stats.cache_hit`` and ``cache_miss`` (count and total nanoseconds: a
+    hit's lookup, a miss's lookup plus inserting the new response). Triton prints both
+    for every model, {0, 0} where the model has no response cache.
     """
 
     model: str
@@ -352,11 +359,16 @@ class ModelStatistics:
     execution_count: int
     success_count: int
     batch_executions: Mapping[int, int]
+    cache_hits: int = 0
+    cache_hit_ns: int = 0
+    cache_misses: int = 0
+    cache_miss_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class BatchStatisticsRates:
-    """What the batch scheduler did between two statistics reads of one model.
+    """What the batch scheduler (and the response cache) did between two statistics
+    reads of one model.
 
     ``batch_size_average`` is Σ size·Δexecutions / ΣΔexecutions over ``batch_stats``,
     None when nothing executed. ``counters_reset`` says a count went down (a restart or
@@ -369,6 +381,12 @@ class BatchStatisticsRates:
     counters_reset: bool
     executions_per_second_by_size: Mapping[int, float]
     batch_size_average: float | None
+    cache: CacheRates | None = None
+    """The response cache's numbers from ``cache_hit``/``cache_miss``
+    (:func:`~tritonwatch.scrape.statistics_cache.statistics_cache_rates`); None for a
+    model whose config does not enable the cache and whose statistics never counted a
+    lookup. :attr:`~tritonwatch.records.target_state.ModelState.cache` says which
+    source a model's readings come from."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from typing import Literal, TypeVar
 from tritonwatch.records.llm_records import LlmRates, LlmReadings
 from tritonwatch.records.observations import (
     BatchStatisticsRates,
+    CacheRates,
     ModelConfigSnapshot,
     ModelRates,
     TritonGpuRates,
@@ -241,6 +242,18 @@ class ModelState:
     steps: StepBreakdown | None = None
     """The judgement's, like ``breakdown``: filled for an ensemble or a BLS model with
     composing models by :func:`~tritonwatch.analysis.breakdown.judge_target`."""
+
+    @property
+    def cache(self) -> CacheRates | None:
+        """The response cache's readings over the last window, from one of two sources:
+        ``/metrics``' ``nv_cache_*_per_model`` families (``rates.cache``) when the page
+        prints them for the model, else the statistics API's ``cache_hit``/``cache_miss``
+        (``batches.cache``), for a server whose page lacks them (metrics off, a proxy
+        that filters families). ``/metrics`` wins when both are there; None when
+        neither has the model's cache."""
+        if self.rates is not None and self.rates.cache is not None:
+            return self.rates.cache
+        return self.batches.cache if self.batches is not None else None
 
 
 @dataclass(frozen=True, slots=True)

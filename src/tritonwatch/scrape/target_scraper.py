@@ -8,7 +8,9 @@ scrape interval:
    backend's families, its LLM readings and their rates too.
 2. The canary's end-to-end mean over the same window (from its cumulative totals).
 3. The statistics API, one request for every model (``GET /v2/models/stats``) → per-size
-   batch execution rates.
+   batch execution rates, and the response cache's rates (``cache_hit``/``cache_miss``:
+   a model's cache readings where ``/metrics`` lacks its cache families; ``/metrics``
+   wins when both are there, :attr:`~tritonwatch.records.target_state.ModelState.cache`).
 4. The config API per model, on the first cycle and every ``config_every``-th → a
    typed snapshot; a difference from the last one is logged (``model_config_changed``,
    with every changed field old → new) and queued for consumers
@@ -93,9 +95,9 @@ from tritonwatch.scrape.llm_deltas import llm_rates
 from tritonwatch.scrape.llm_readings import llm_readings
 from tritonwatch.scrape.model_apis import model_apis_for
 from tritonwatch.scrape.model_selection import select_models
+from tritonwatch.scrape.model_state import model_state
 from tritonwatch.scrape.triton_config import config_changes, parse_model_config
 from tritonwatch.scrape.triton_deltas import triton_rates
-from tritonwatch.scrape.triton_families import REQUEST_SUMMARY_US
 from tritonwatch.scrape.triton_stats import (
     batch_statistics_rates,
     parse_all_model_statistics,
@@ -261,7 +263,7 @@ class TargetScraper:
             for source, outcome in attempted.items():
                 self._note_outcome(source, outcome)
             models = {
-                name: self._model_state(
+                name: model_state(
                     name,
                     key=key,
                     scrape=scrape,
@@ -269,6 +271,8 @@ class TargetScraper:
                     batches=batches,
                     canary=canary,
                     llm=llm.get(key, (None, None)),
+                    config=self._configs.get(name),
+                    composing_models=self._declared.get(name, ()),
                 )
                 for name, key in self._keys.items()
             }
@@ -437,7 +441,9 @@ class TargetScraper:
         for name, current in stats.items():
             previous, self._previous_stats[name] = self._previous_stats.get(name), current
             if previous is not None and current.at > previous.at:
-                batches[name] = batch_statistics_rates(previous, current)
+                config = self._configs.get(name)
+                cached = config is not None and config.traits.response_cache
+                batches[name] = batch_statistics_rates(previous, current, response_cache=cached)
         return batches, outcome
 
     def _statistics(
@@ -548,34 +554,6 @@ class TargetScraper:
         )
         with self._lock:
             self._changes.append(change)
-
-    def _model_state(
-        self,
-        name: str,
-        *,
-        key: ModelKey,
-        scrape: TritonScrape | None,
-        rates: TritonRates | None,
-        batches: Mapping[str, BatchStatisticsRates],
-        canary: Mapping[str, tuple[float, int]],
-        llm: tuple[LlmReadings | None, LlmRates | None],
-    ) -> ModelState:
-        model_rates = rates.models.get(key) if rates is not None else None
-        counters = scrape.models.get(key) if scrape is not None else None
-        mean, count = canary.get(name, (None, 0))
-        span = model_rates.interval_seconds if model_rates is not None else 0.0
-        return ModelState(
-            model=name,
-            rates=model_rates,
-            server_summary=counters.summaries.get(REQUEST_SUMMARY_US) if counters else None,
-            batches=batches.get(name),
-            config=self._configs.get(name),
-            canary_mean_seconds=mean,
-            llm_readings=llm[0],
-            llm=llm[1],
-            composing_models=self._declared.get(name, ()),
-            canary_requests_per_second=count / span if mean is not None and span else None,
-        )
 
     def _note_outcome(self, source: ScrapeSource, outcome: SourceOutcome) -> None:
         """Keeps the outcome for export; logs a source going down or coming back."""

@@ -8,6 +8,10 @@ rates and stage averages; what only this API has is ``batch_stats``: per execute
 size, how many executions ran at that size. Its deltas give the per-size execution rate
 and the true average batch size (Σ size·Δexecutions / ΣΔexecutions).
 
+``inference_stats.cache_hit`` and ``cache_miss`` ({count, ns}) are read too: the response
+cache's readings for a server whose ``/metrics`` lacks the per-model cache families
+(:mod:`~tritonwatch.scrape.statistics_cache`; ``/metrics`` wins when both are there).
+
 Counts arrive as JSON numbers from Triton's HTTP frontend, and as decimal strings where
 a proxy or tool printed the gRPC message with protobuf's JSON printer (uint64 → string);
 both are read. Statistics belong to the loaded model, so a reload that replaces it
@@ -23,6 +27,7 @@ from typing import Any
 
 from tritonwatch.records.counters import counter_increase
 from tritonwatch.records.observations import BatchStatisticsRates, ModelKey, ModelStatistics
+from tritonwatch.scrape.statistics_cache import statistics_cache_rates
 
 
 def _count(value: Any, where: str) -> int:
@@ -58,6 +63,14 @@ def _entries(document: Any) -> list[Mapping[str, Any]]:
     return [_object(raw, f"model_stats[{index}]") for index, raw in enumerate(entries)]
 
 
+def _duration(stats: Mapping[str, Any], name: str, where: str) -> tuple[int, int]:
+    """(count, ns) of one ``inference_stats`` duration; (0, 0) where it is not printed
+    (a gRPC answer leaves out a field at its default)."""
+    stat = _object(stats.get(name) or {}, f"{where}.{name}")
+    count = _count(stat.get("count", 0), f"{where}.{name}.count")
+    return count, _count(stat.get("ns", 0), f"{where}.{name}.ns")
+
+
 def _wanted(entry: Mapping[str, Any], model: str, version: str) -> bool:
     return entry.get("name") == model and (not version or str(entry.get("version", "")) == version)
 
@@ -67,6 +80,7 @@ def _summed(
 ) -> ModelStatistics:
     """One model's record from its entries (with their positions in ``model_stats``)."""
     inference = execution = success = 0
+    cache = [0, 0, 0, 0]  # hits, hit ns, misses, miss ns
     batches: dict[int, int] = {}
     for index, entry in entries:
         where = f"model_stats[{index}]"
@@ -75,6 +89,11 @@ def _summed(
         stats = _object(entry.get("inference_stats") or {}, f"{where}.inference_stats")
         success_stat = _object(stats.get("success") or {}, f"{where}.inference_stats.success")
         success += _count(success_stat.get("count", 0), f"{where}.inference_stats.success.count")
+        read = (
+            *_duration(stats, "cache_hit", f"{where}.inference_stats"),
+            *_duration(stats, "cache_miss", f"{where}.inference_stats"),
+        )
+        cache = [total + value for total, value in zip(cache, read, strict=True)]
         for position, raw_batch in enumerate(_list(entry.get("batch_stats"), "batch_stats")):
             at_batch = f"{where}.batch_stats[{position}]"
             batch = _object(raw_batch, at_batch)
@@ -90,6 +109,10 @@ def _summed(
         execution_count=execution,
         success_count=success,
         batch_executions=MappingProxyType(dict(sorted(batches.items()))),
+        cache_hits=cache[0],
+        cache_hit_ns=cache[1],
+        cache_misses=cache[2],
+        cache_miss_ns=cache[3],
     )
 
 
@@ -166,6 +189,10 @@ def statistics_were_reset(previous: ModelStatistics, current: ModelStatistics) -
         current.inference_count < previous.inference_count
         or current.execution_count < previous.execution_count
         or current.success_count < previous.success_count
+        or current.cache_hits < previous.cache_hits
+        or current.cache_hit_ns < previous.cache_hit_ns
+        or current.cache_misses < previous.cache_misses
+        or current.cache_miss_ns < previous.cache_miss_ns
     ):
         return True
     return any(
@@ -175,11 +202,15 @@ def statistics_were_reset(previous: ModelStatistics, current: ModelStatistics) -
 
 
 def batch_statistics_rates(
-    previous: ModelStatistics, current: ModelStatistics
+    previous: ModelStatistics, current: ModelStatistics, *, response_cache: bool = False
 ) -> BatchStatisticsRates:
-    """Per-size execution rates and the average batch size between two reads.
+    """Per-size execution rates, the average batch size and the response cache's rates
+    between two reads.
 
     A batch size absent from ``previous`` had not executed yet, so it grew from zero.
+    ``response_cache``: the model's config enables the cache, so its rates are given
+    even before a lookup was counted (see
+    :func:`~tritonwatch.scrape.statistics_cache.statistics_cache_rates`).
 
     Raises:
         ValueError: ``current`` was not read after ``previous``.
@@ -203,4 +234,7 @@ def batch_statistics_rates(
             {size: count / interval for size, count in increases.items()}
         ),
         batch_size_average=inferences / executions if executions > 0 else None,
+        cache=statistics_cache_rates(
+            previous, current, interval, reset, response_cache=response_cache
+        ),
     )
