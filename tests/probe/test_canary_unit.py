@@ -199,10 +199,13 @@ def test_consecutive_failures_open_the_circuit_and_a_success_closes_it() -> None
         for _ in range(5):
             await canary._one(loop.time())
         now = loop.time()
-        gates = [canary._breaker.allows(now), canary._breaker.allows(now + BREAKER_PROBE_SECONDS)]
+        gates = [
+            canary._gates.breaker.allows(now),
+            canary._gates.breaker.allows(now + BREAKER_PROBE_SECONDS),
+        ]
         opened = stats.open_circuits()
         await canary._send(loop.time(), loop.time())  # the probe (its gate opened above) succeeds
-        gates.append(canary._breaker.allows(loop.time()))
+        gates.append(canary._gates.breaker.allows(loop.time()))
         return gates, opened
 
     gates, opened = asyncio.run(go())

@@ -24,6 +24,7 @@ from engine_support import read_frame
 
 from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.stream.stream_canary import StreamingCanary
 from tritonwatch.records.observations import Outcome, StreamResult
@@ -188,12 +189,15 @@ def _stream(server: H2Server, count: int, *, timeout: float = 2.0) -> tuple[list
     engine = CanaryEngine()
 
     async def main() -> None:
-        canary = StreamingCanary(plan, _Llm(), CanaryBoard(), Recording(), seed=1, engine=engine)
+        pauses = Pauses()
+        canary = StreamingCanary(
+            plan, _Llm(), CanaryBoard(), Recording(), seed=1, engine=engine, pauses=pauses
+        )
         task = asyncio.create_task(canary.run())
         deadline = time.monotonic() + 15
         while len(results) < count and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        canary.paused = True
+        pauses.set(plan.target, plan.model, True, time.monotonic())
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

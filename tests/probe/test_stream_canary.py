@@ -24,6 +24,7 @@ from stream_real_support import RecordingStreamBoard
 from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.engine_http import ConnectionPool, encode_request
+from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.grpc_stream import GrpcStreamSession, StreamBrokenError
 from tritonwatch.probe.server_errors import ServerError
@@ -429,13 +430,14 @@ async def _stream_script(
         stats.declare([plan.key])
         streams.declare([plan.key])
         engine = CanaryEngine() if path == "engine" else None
-        canary = StreamingCanary(plan, _Llm(), stats, streams, seed=1, engine=engine)
+        pauses = Pauses()
+        canary = StreamingCanary(plan, _Llm(), stats, streams, seed=1, engine=engine, pauses=pauses)
         task = asyncio.create_task(canary.run())
         try:
             deadline = time.monotonic() + 15
             while len(streams.results) < count and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
-            canary.paused = True
+            pauses.set(plan.target, plan.model, True, time.monotonic())
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

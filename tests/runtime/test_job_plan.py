@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tritonwatch.config.schema import Config
-from tritonwatch.runtime.job_plan import JobKind, JobSpec, job_plan
+from tritonwatch.runtime.job_plan import JobKind, JobSpec, job_plan, plan_changes
 
 
 def config(**extra: object) -> Config:
@@ -80,3 +80,37 @@ def test_discovery_nvml_and_sweeps_when_asked() -> None:
     read = by_id(job_plan(sweeping, discovering=True, models_read=True, nvml=True,
                           jitter=lambda bound: 0.0))  # fmt: skip
     assert read["model_discovery"].first_delay == 60.0  # the default model_refresh_interval
+
+
+def test_plan_changes_keep_what_is_the_same_and_touch_only_the_rest() -> None:
+    """Jobs are reconciled against the plan, not removed and re-added. Breaks if a job
+    whose schedule is the same is replaced (its timer reset) because only its jittered
+    first delay differs, if a changed interval, a new or a gone target is missed, or if
+    a target new to model discovery is not read again at once."""
+
+    def plan(
+        cfg: Config, jitter: float, *, models_read: bool = True, nvml: bool = False
+    ) -> list[JobSpec]:
+        return job_plan(
+            cfg,
+            discovering=True,
+            models_read=models_read,
+            nvml=nvml,
+            jitter=lambda bound: bound * jitter,
+        )
+
+    running = {spec.job_id: spec for spec in plan(config(), 0.0)}
+    same = plan_changes(running, plan(config(), 0.5))
+    assert (same.added, same.removed, same.changed) == ((), (), ())
+    assert set(same.kept) == set(running)
+
+    moved = config(scrape={"interval": "40s"})
+    moved = moved.model_copy(update={"targets": moved.targets[:3]})
+    changes = plan_changes(running, plan(moved, 0.0, models_read=False, nvml=True))
+    assert [spec.job_id for spec in changes.added] == ["nvml"]
+    assert set(changes.removed) == {"readiness:d", "scrape:d"}
+    assert {spec.job_id for spec in changes.changed} == {
+        "model_discovery",  # not read yet: now, though its interval is the same
+        *(f"{kind}:{name}" for kind in ("readiness", "scrape") for name in "abc"),
+    }
+    assert set(changes.kept) == {"evaluate", "slo_save"}

@@ -8,6 +8,7 @@ import signal
 import threading
 
 import pytest
+from structlog.testing import capture_logs
 
 from tritonwatch.runtime import process
 
@@ -105,3 +106,37 @@ def test_a_reload_asked_from_another_thread_gets_the_main_threads_outcome(reload
     worker.join()
     assert answers == [reloads]
     assert daemon.calls == ["start", "reload", "stop"]
+
+
+class RaisingReload(Recorder):
+    """A daemon whose reloads raise, as one whose canaries' apply timed out did."""
+
+    def reload(self) -> bool:
+        self.calls.append("reload")
+        raise TimeoutError("the canaries' reconcile did not finish in 4 s")
+
+
+def test_a_reload_that_raises_is_a_failed_reload_and_the_main_thread_serves_on(
+    no_process_effects: list[float],
+) -> None:
+    """R4. Breaks if an exception out of a reload (an apply that timed out) escapes the
+    command loop: the main thread would die without stopping the daemon, and ``POST
+    /-/reload`` would wait out its timeout for an answer that never comes."""
+    control, daemon = process.ProcessControl(), RaisingReload()
+    answers: list[bool] = []
+
+    def exporter_thread() -> None:
+        answers.append(control.reload_and_wait(timeout=30))
+        control.request("reload")  # the next one is served too
+        control.request("stop")
+
+    worker = threading.Thread(target=exporter_thread, daemon=True)
+    worker.start()
+    with capture_logs() as logs:
+        status = control.serve(lambda: daemon)
+    worker.join(30)
+    assert status == process.EXIT_OK
+    assert answers == [False]
+    assert daemon.calls == ["start", "reload", "reload", "stop"]
+    assert [event["event"] for event in logs] == ["reload_raised", "reload_raised"]
+    assert len(no_process_effects) == 1  # the bounded exit ran, after the stop

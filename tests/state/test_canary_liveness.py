@@ -108,7 +108,7 @@ def test_an_open_breaker_allows_three_probe_periods_of_silence() -> None:
     stalled between probes."""
     canary = ModelCanary(PLAN, object(), CanaryBoard())  # type: ignore[arg-type]
     assert canary.silence_allowed() == 3 * (1.0 / PLAN.rate) + PLAN.timeout
-    canary._breaker._open_until = 0.0
+    canary._gates.breaker._open_until = 0.0
     assert canary.silence_allowed() == 3 * BREAKER_PROBE_SECONDS + PLAN.timeout
 
 

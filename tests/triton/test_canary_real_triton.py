@@ -42,6 +42,7 @@ from tritonwatch.probe.canary.clients import (
 )
 from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.infer_response import decode_http_infer_response
 from tritonwatch.probe.payload import Tensor
@@ -138,14 +139,15 @@ def _run(plan: CanaryPlan, results: int, *, engine: bool = False, settle: bool =
             client = EncodingGrpcClient(plan.grpc_url)
         else:
             client = EncodingClient(plan.http_url)
-        canary = JudgedCanary(plan, client, stats, seed=1, engine=sender)
+        pauses = Pauses()
+        canary = JudgedCanary(plan, client, stats, seed=1, engine=sender, pauses=pauses)
         task = asyncio.create_task(canary.run())
         try:
             async with asyncio.timeout(WAIT_SECONDS):
                 while recorded() < results:
                     await asyncio.sleep(0.01)
                 if settle:
-                    canary.paused = True
+                    pauses.set(plan.target, plan.model, True, 0.0)
                     while recorded() < len(canary.allowed):
                         await asyncio.sleep(0.01)
         finally:

@@ -31,6 +31,7 @@ from tritonwatch.probe.canary import timing as canary_timing
 from tritonwatch.probe.canary.clients import client_for
 from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.model_canary import ModelCanary, run_canaries
+from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.canary.timer_slack import tighten_timer_slack
 from tritonwatch.probe.interfaces import InferenceClient
@@ -42,6 +43,13 @@ from tritonwatch.state.stream_board import StreamBoard
 _log = get_logger("canary")
 STOP_TIMEOUT_SECONDS = 2.0
 STREAMING_OFF = "decoupled model; streaming is off"
+APPLY_TIMEOUT_SECONDS = 2 * STOP_TIMEOUT_SECONDS
+"""How long :meth:`CanaryRunner.apply` waits for its reconcile (read at each call)."""
+
+
+class ApplyTimeoutError(TimeoutError):
+    """An apply's reconcile did not finish in time. It was not cancelled: it still runs,
+    and lands in its turn, before any reconcile applied after it."""
 
 
 ClientKey = tuple[str, str, str, ClientTLS | None, str | None]
@@ -81,6 +89,15 @@ class CanaryRunner:
         first send, on this loop."""
         self._running: dict[SeriesKey, _Running] = {}
         self._clients: dict[ClientKey, InferenceClient] = {}
+        self._pauses = Pauses()
+        """The paused models: :meth:`set_paused` writes, every canary made here reads.
+        Kept by model, not on a canary: a restarted or handed-over canary has nothing
+        to copy, so no pause or resume falls between two canary objects."""
+        self._turn = asyncio.Lock()
+        """Who owns what: the loop owns ``_running``, ``_clients`` and ``_streaming``, and
+        one reconcile (or the stop's cancel) changes them at a time, in the order they
+        were asked for, holding this lock across its awaits: a reconcile that an apply
+        gave up waiting for can never interleave with the next one."""
 
     def start(self, plans: Sequence[CanaryPlan], revisions: Revisions | None = None) -> None:
         self._thread.start()
@@ -90,14 +107,37 @@ class CanaryRunner:
         """Brings the canaries to ``plans``: one whose plan and revision (``revisions``,
         by target and model; none: "") are unchanged runs on untouched, a changed or
         skipped one restarts, a removed one stops, a new one starts. Statistics of kept
-        models stay; those of removed ones go."""
+        models stay; those of removed ones go.
+
+        Reconciles run one at a time in the order applied, whoever applies.
+
+        Raises:
+            ApplyTimeoutError: the reconcile took longer than :data:`APPLY_TIMEOUT_SECONDS`;
+                it goes on and lands in its turn (an apply after this one lands after it).
+        """
         wanted = {
             plan.key: (plan, (revisions or {}).get((plan.target, plan.model), "")) for plan in plans
         }
-        self.stats.declare(wanted)
-        asyncio.run_coroutine_threadsafe(self._reconcile(wanted), self._loop).result(
-            timeout=STOP_TIMEOUT_SECONDS * 2
-        )
+        timeout = APPLY_TIMEOUT_SECONDS
+        done = asyncio.run_coroutine_threadsafe(self._reconcile_in_turn(wanted), self._loop)
+        try:
+            done.result(timeout=timeout)
+        except TimeoutError:
+            if done.done():
+                raise  # the reconcile's own error, not the wait's
+            raise ApplyTimeoutError(
+                f"the canaries' reconcile did not finish in {timeout:g} s; it lands later"
+            ) from None
+
+    async def _reconcile_in_turn(self, wanted: Mapping[SeriesKey, tuple[CanaryPlan, str]]) -> None:
+        """Declares ``wanted`` and reconciles to it, in its turn (see ``_turn``)."""
+        async with self._turn:
+            self.stats.declare(wanted)
+            await self._reconcile(wanted)
+
+    async def _cancel_all_in_turn(self) -> None:
+        async with self._turn:
+            await self._cancel_all()
 
     def stalled(self, now: float) -> dict[SeriesKey, bool]:
         """Every running canary's liveness verdict at monotonic ``now`` (True: stalled)."""
@@ -131,12 +171,10 @@ class CanaryRunner:
             {key for key in self._streaming if key in wanted}
             | {key for key, (plan, _) in wanted.items() if _streams_at_once(plan)}
         )
-        paused = {key: old.canary.paused for key, old in zip(changed, stopped, strict=True)}
         for key, (plan, revision) in wanted.items():
             if key in self._running:
                 continue
-            canary = self._canary(plan)
-            canary.paused = paused.get(key, False)  # a sweep of it is still running
+            canary = self._canary(plan)  # (paused while a sweep of its model runs: _pauses)
             task = asyncio.create_task(self._serve(key, canary), name=f"canary:{key}")
             self._running[key] = _Running(canary, revision, task)
         used = {_client_key(running.canary.plan) for running in self._running.values()}
@@ -145,11 +183,14 @@ class CanaryRunner:
     def _canary(self, plan: CanaryPlan) -> ModelCanary:
         if _streams_at_once(plan):
             return self._streaming_canary(plan)
-        return ModelCanary(plan, self._client(plan), self.stats, engine=self._engine)
+        client, engine, pauses = self._client(plan), self._engine, self._pauses
+        return ModelCanary(plan, client, self.stats, engine=engine, pauses=pauses)
 
     def _streaming_canary(self, plan: CanaryPlan) -> StreamingCanary:
-        return StreamingCanary(plan, self._client(plan), self.stats, self.stream_board,
-                               engine=self._engine)  # fmt: skip
+        client, engine, pauses = self._client(plan), self._engine, self._pauses
+        return StreamingCanary(
+            plan, client, self.stats, self.stream_board, engine=engine, pauses=pauses
+        )
 
     async def _serve(self, key: SeriesKey, canary: ModelCanary) -> None:
         """Runs ``canary``; a plain one that found a decoupled model hands over to a
@@ -166,8 +207,7 @@ class CanaryRunner:
             return
         _log.info("canary_stream_detected", target=plan.target, model=plan.model,
                   protocol=plan.protocol)  # fmt: skip
-        streaming = self._streaming_canary(plan)
-        streaming.paused = canary.paused
+        streaming = self._streaming_canary(plan)  # (paused as the plain one: _pauses)
         self._running[key] = replace(running, canary=streaming)
         self._declare_streams(self._streaming | {key})
         await run_canaries([streaming])
@@ -199,15 +239,11 @@ class CanaryRunner:
         await self._close_clients(list(self._clients))
 
     def set_paused(self, target: str, model: str, paused: bool) -> None:
-        """Pauses one model's canary (a sweep of that model is running). A resumed one
-        owes outcomes from the resume on: its silence while paused is no stall
-        (canary_liveness.py counts from ``sending_since``)."""
-        now = time.monotonic()  # (the canaries' clock)
-        for canary in self.running().values():
-            if (canary.plan.target, canary.plan.model) == (target, model):
-                if canary.paused and not paused and canary.sending_since is not None:
-                    canary.sending_since = now
-                canary.paused = paused
+        """Pauses one model's canaries (a sweep of that model is running), those running
+        now and any made meanwhile (a reload's restart, a hand-over to streaming). A
+        resumed one owes outcomes from the resume on: its silence while paused is no
+        stall (canary_liveness.py counts from ``sending_since``, moved there)."""
+        self._pauses.set(target, model, paused, time.monotonic())  # (the canaries' clock)
 
     def _run_loop(self) -> None:
         tighten_timer_slack()  # gRPC and TLS canaries send from this thread
@@ -220,7 +256,7 @@ class CanaryRunner:
                 self._loop.close()
             return
         try:
-            asyncio.run_coroutine_threadsafe(self._cancel_all(), self._loop).result(
+            asyncio.run_coroutine_threadsafe(self._cancel_all_in_turn(), self._loop).result(
                 STOP_TIMEOUT_SECONDS
             )
         except (TimeoutError, Exception) as error:  # bounded shutdown: give up, log, go on

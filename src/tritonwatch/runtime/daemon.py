@@ -3,6 +3,22 @@
 :class:`Daemon` starts the exporter HTTP server and the APScheduler jobs, owns the
 probes' connections, swaps the config atomically on reload, and stops everything
 within a bounded time. Its run state moves starting → started → stopping → stopped.
+
+Who owns what (one owner per piece of shared state):
+
+* the config in force and its generation: :class:`~tritonwatch.runtime.config_owner.
+  ConfigOwner`, written by :meth:`Daemon.reload` only. Jobs never apply a config they
+  read: the discovery jobs read without the lock and hand back what they found with
+  the generation they read under; a stale one is dropped (a reload is never undone);
+* what is in force from it — jobs, probes, scrapers, SLOs, canaries, the committed
+  discovered models: the lifecycle (start, reload, apply, stop), one at a time under
+  ``_lifecycle``; jobs are reconciled against the plan, not removed and re-added;
+* each target's readiness probe: :class:`~tritonwatch.runtime.readiness_probes.
+  ReadinessProbes` (a swapped probe is closed once no check uses it);
+* the running canaries: the canary runner's loop, one reconcile at a time.
+
+A reload whose apply fails or times out keeps the running config, says so, and
+returns False; it never raises into the main thread.
 """
 
 from __future__ import annotations
@@ -11,15 +27,14 @@ import functools
 import random
 import threading
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Mapping
+from datetime import UTC
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CollectorRegistry
 from prometheus_client.process_collector import ProcessCollector
 
@@ -28,7 +43,7 @@ from tritonwatch.common.build_facts import build_facts
 from tritonwatch.common.file_stamps import FileStamps, file_stamps
 from tritonwatch.common.listen import ListenAddress, parse_listen_address
 from tritonwatch.common.logs import REDACTOR, get_logger
-from tritonwatch.config import Config, ConfigError, TargetConfig, load_config
+from tritonwatch.config import Config, ConfigError, load_config
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector
 from tritonwatch.export.health import health_report
@@ -43,16 +58,23 @@ from tritonwatch.export.stream_metrics import StreamCollector
 from tritonwatch.export.sweep_metrics import SweepCollector
 from tritonwatch.export.triton_metrics import TritonModelCollector, server_quantile_samples
 from tritonwatch.probe.canary.plans import canary_plans
-from tritonwatch.probe.interfaces import ReadinessProbe
 from tritonwatch.probe.readiness import readiness_probe_for
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.observations import ReadinessObservation
 from tritonwatch.records.sweep_records import SweepBoard
 from tritonwatch.runtime.bottleneck_board import BottleneckBoard
+from tritonwatch.runtime.config_owner import ConfigOwner
 from tritonwatch.runtime.evaluator import Evaluator
 from tritonwatch.runtime.fleet import Shard, discovery_files, effective_config
 from tritonwatch.runtime.job_plan import JobKind, JobSpec, job_plan
-from tritonwatch.runtime.model_discovery import ModelDiscovery, signatures, with_discovered_models
+from tritonwatch.runtime.model_discovery import (
+    FoundModel,
+    ModelDiscovery,
+    signatures,
+    with_discovered_models,
+)
+from tritonwatch.runtime.readiness_probes import ProbeFactory, ReadinessProbes
+from tritonwatch.runtime.scheduled_jobs import ScheduledJobs
 from tritonwatch.runtime.scheduled_sweeps import run_scheduled_sweep
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
 from tritonwatch.scrape.triton_scrapers import TritonScrapers, canary_totals
@@ -61,9 +83,12 @@ from tritonwatch.state.readiness_board import ReadinessBoard
 from tritonwatch.state.schedule_board import ScheduleBoard
 from tritonwatch.state.stream_board import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamBoard
 
-ProbeFactory = Callable[[TargetConfig, float], ReadinessProbe]
 _log = get_logger("daemon")
 SCHEDULER_THREADS = 8
+STALE_READS_REDONE = 2
+"""How many times a repository-index read that a reload made stale is made again at
+once under the config in force (then the next read is the next scheduled one)."""
+Found = Mapping[str, tuple[FoundModel, ...]]
 
 
 class RunState(StrEnum):
@@ -104,7 +129,8 @@ class Daemon:
         lifecycle_reload: Callable[[], bool] | None = None,
     ) -> None:
         self._config_path = config_path
-        self._config = config
+        self._owner = ConfigOwner(config, wall_clock)
+        """The config in force; :meth:`reload` alone puts another in force."""
         self._shard = shard or Shard()
         self._discovery_stamps: FileStamps = ()
         self._models = ModelDiscovery(timeout=config.scrape.timeout)
@@ -114,20 +140,16 @@ class Daemon:
         """Whether a target this replica owns discovers its models."""
         self._lifecycle = threading.RLock()
         """Start, reload, apply and stop one at a time: a reload (main thread), a
-        discovery job (a scheduler thread) and a stop (the signal handler's poll) may
-        race, and a reload must swap the config atomically."""
+        discovery job's apply (a scheduler thread) and a stop (the signal handler's poll)
+        may race. It guards everything put in force (see the module's docstring)."""
         self._listen_override = listen_override
         self._lifecycle_reload = lifecycle_reload
-        self._probe_factory = probe_factory
         self._clock = clock
         self._wall_clock = wall_clock
-        self._lock = threading.RLock()
         self._state = RunState.STOPPED
-        self._probes: dict[str, tuple[TargetConfig, float, ReadinessProbe]] = {}
+        self._probes = ReadinessProbes(probe_factory)
         self._board = ReadinessBoard()
         self._schedule_board = ScheduleBoard(clock)
-        self._last_reload_ok = True
-        self._last_reload_success = wall_clock()
         self._build = build_facts()
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(SelfCollector(self._self_status))
@@ -174,6 +196,7 @@ class Daemon:
             job_defaults={"coalesce": True, "max_instances": 1},
             timezone=UTC,
         )
+        self._jobs = ScheduledJobs(self._scheduler, self._schedule_board, clock)
         self._server: ExporterServer | None = None
         self._effective_targets: list[str] = []
         self._effective = config
@@ -185,7 +208,8 @@ class Daemon:
 
     @property
     def config(self) -> Config:
-        return self._config
+        """The config in force."""
+        return self._owner.config
 
     @property
     def exporter_url(self) -> str:
@@ -203,9 +227,10 @@ class Daemon:
             self._state = RunState.STARTING
             source = str(self._config_path) if self._config_path else "command line"
             _log.info("starting", version=__version__, config=source)
-            exporter = self._config.exporter
+            config = self._owner.config
+            exporter = config.exporter
             self._server = ExporterServer(
-                self._listen_address(self._config),
+                self._listen_address(config),
                 exporter_app(
                     self.registry,
                     self.health,
@@ -218,69 +243,89 @@ class Daemon:
             )
             self._server.start()
             _log.info("exporter_listening", url=self.exporter_url)
-            if (
-                self._nvml is not None
-                and not self._nvml.start()
-                and self._config.nvml.enabled is True
-            ):
+            if self._nvml is not None and not self._nvml.start() and config.nvml.enabled is True:
                 _log.error("nvml_unavailable", reason=self._nvml.disabled_reason)
             self._scheduler.start()
             self._canaries.start([])
             self._state = RunState.STARTED
-            self._apply(self._config)
+            self._apply()
             self.evaluator.start(f"{self.exporter_url}/metrics")  # after _apply: SLO specs known
             _log.info("started", targets=len(self._effective_targets))
 
     def reload(self) -> bool:
-        """Re-reads the config file; swaps to it only if it is entirely valid.
+        """Re-reads the config file and puts it in force only if it is entirely valid and
+        its apply succeeds; otherwise the running config stays in force and the failure
+        shows (``tritonwatch_config_last_reload_successful`` 0 and ``config_reload_failed``
+        or ``config_apply_failed`` in the log). Never raises for a failed apply.
 
         Returns:
             True when the new config is in force; False when the old one stays.
         """
         with self._lifecycle:
+            running = self._owner.config
             if self._config_path is None:
-                if self._state == RunState.STARTED:
-                    self._apply(self._config)
-                _log.info("config_reapplied", targets=len(self._effective_targets))
-                return True
+                new_config = running  # SIGHUP re-applies the command line's config
+            else:
+                try:
+                    new_config = load_config(self._config_path)
+                except ConfigError as error:
+                    self._owner.reloaded(succeeded=False)
+                    _log.error("config_reload_failed", error=str(error))
+                    return False
+                if self._listen_address(new_config) != self._listen_address(running):
+                    _log.warning(
+                        "exporter_listen_change_needs_restart", listen=new_config.exporter.listen
+                    )
+            # Both configs' secrets while either may be logged; the kept one's after.
+            REDACTOR.set_secrets([*running.secret_values(), *new_config.secret_values()])
+            self._owner.put(new_config)  # from here, what jobs read before is stale
             try:
-                new_config = load_config(self._config_path)
-            except ConfigError as error:
-                with self._lock:
-                    self._last_reload_ok = False
-                _log.error("config_reload_failed", error=str(error))
+                self._apply()
+            except Exception as error:  # an apply timed out or failed part-way
+                self._keep_running(running, error)
                 return False
-            if self._listen_address(new_config) != self._listen_address(self._config):
-                _log.warning(
-                    "exporter_listen_change_needs_restart", listen=new_config.exporter.listen
-                )
             REDACTOR.set_secrets(new_config.secret_values())
-            with self._lock:
-                self._config = new_config
-                self._last_reload_ok = True
-                self._last_reload_success = self._wall_clock()
-            if self._state == RunState.STARTED:
-                self._apply(new_config)
-            _log.info("config_reloaded", targets=len(self._effective_targets))
+            if self._config_path is None:
+                _log.info("config_reapplied", targets=len(self._effective_targets))
+            else:
+                self._owner.reloaded(succeeded=True)
+                _log.info("config_reloaded", targets=len(self._effective_targets))
             return True
+
+    def _keep_running(self, running: Config, error: Exception) -> None:
+        """A reload's apply failed part-way: says so, and puts the running config back in
+        force (a new generation), parts the failed apply changed included. A restore
+        that fails too is logged; the canaries' reconciles run in the order asked, so a
+        timed-out one is followed by the restore's, wherever it stands."""
+        self._owner.reloaded(succeeded=False)
+        _log.error("config_apply_failed", error=str(error), kept="the running config")
+        self._owner.put(running)
+        try:
+            self._apply()
+        except Exception as again:
+            _log.error("config_restore_incomplete", error=str(again))
+        REDACTOR.set_secrets(running.secret_values())
 
     @property
     def _base(self) -> Path:
         """What relative discovery paths are relative to."""
         return self._config_path.parent if self._config_path is not None else Path.cwd()
 
-    def _apply(self, config: Config) -> None:
-        """Puts ``config`` — with discovered targets, sharded, and the models discovered
-        on them — into force: jobs, scrapers, SLOs, canaries. Series of models no
-        longer in it are dropped here, whatever removed them (a reload, discovery); the
-        canaries of unchanged models run on, a model reloaded differently (its discovery
-        signature changed) gets its canary rebuilt."""
+    def _apply(self, found: Found | None = None) -> None:
+        """Puts the config in force (the owner's; no caller hands one in) — with
+        discovered targets, sharded, and the models ``found`` on them (None: those
+        committed) — into force: jobs, scrapers, SLOs, canaries; then commits ``found``.
+        Series of models no longer in it are dropped here, whatever removed them (a
+        reload, discovery); the canaries of unchanged models run on, a model reloaded
+        differently (its discovery signature changed) gets its canary rebuilt. An apply
+        that raises part-way commits nothing: the next read sees the change again."""
         with self._lifecycle:
             if self._state != RunState.STARTED:
                 return  # a discovery job that fired while the daemon stopped
+            config = self._owner.config
+            found = self._models.found if found is None else found
             self._discovery_stamps = file_stamps(discovery_files(config.discovery, self._base))
             sharded = effective_config(config, self._base, self._shard)
-            found = self._models.found
             effective = with_discovered_models(sharded, found)
             discovering = [t.name for t in sharded.targets if t.selection is not None]
             self._discovering = bool(discovering)
@@ -297,31 +342,41 @@ class Daemon:
             ttft, itl = _stream_buckets(effective)
             self.stream_board.set_buckets(ttft=ttft, itl=itl)
             self._canaries.apply(canary_plans(effective), signatures(found))
+            self._models.commit(found)
 
     def _rediscover(self) -> None:
-        """The discovery job: re-applies the config when a discovery file changed."""
-        with self._lock:
-            config = self._config
-        current = file_stamps(discovery_files(config.discovery, self._base))
-        if current != self._discovery_stamps:
-            _log.info("discovery_changed", files=len(current))
-            self._apply(config)
+        """The discovery job: re-applies the config in force when a discovery file
+        changed. It looks at the files without the lock; a reload meanwhile looked at
+        them itself (its apply did), so a look made under an older generation is dropped."""
+        seen = self._owner.snapshot()
+        stamps = file_stamps(discovery_files(seen.config.discovery, self._base))
+        with self._lifecycle:
+            if not self._owner.is_current(seen.generation) or stamps == self._discovery_stamps:
+                return
+            _log.info("discovery_changed", files=len(stamps))
+            self._apply()
 
     def _refresh_models(self) -> None:
         """The model-discovery job: reads the repository index of every discovering
-        target this replica owns; re-applies the config when the models changed."""
-        with self._lock:
-            config = self._config
-        sharded = effective_config(config, self._base, self._shard)
-        changed = self._models.refresh(sharded)
-        self._models_read = True
-        if changed and self._state == RunState.STARTED:
-            self._apply(config)
+        target this replica owns, without the lock (network I/O); then, under it,
+        re-applies the config in force when the models changed. A read made under a
+        config that a reload replaced meanwhile is dropped — applied, it would undo the
+        reload — and made again under the config in force (:data:`STALE_READS_REDONE`)."""
+        for _ in range(1 + STALE_READS_REDONE):
+            seen = self._owner.snapshot()
+            found = self._models.read(effective_config(seen.config, self._base, self._shard))
+            with self._lifecycle:
+                if self._owner.is_current(seen.generation):
+                    self._models_read = True
+                    if self._models.differs(found):
+                        self._apply(found)
+                    return
+            _log.info("model_discovery_read_dropped", reason="a reload during the read")
 
     def _schedule(self, config: Config) -> None:
-        """(Re)creates every job of the plan (:func:`~tritonwatch.runtime.job_plan.job_plan`);
-        probes of unchanged targets are kept, their connections with them."""
-        names = [target.name for target in config.targets]
+        """Brings the jobs to the plan (:func:`~tritonwatch.runtime.job_plan.job_plan`),
+        touching only what changed (:class:`~tritonwatch.runtime.scheduled_jobs.
+        ScheduledJobs`); probes of unchanged targets are kept, their connections with them."""
         plan = job_plan(
             config,
             discovering=self._discovering,
@@ -329,35 +384,10 @@ class Daemon:
             nvml=self._nvml is not None and self._nvml.enabled,
             jitter=lambda bound: random.uniform(0, bound),  # noqa: S311
         )
-        with self._lock:
-            self._scheduler.remove_all_jobs()
-            self._schedule_board.clear()
-            self._board.set_targets(names)
-            stale = dict(self._probes)
-            self._probes = {}
-            for target in config.targets:
-                kept = stale.get(target.name)
-                if kept and kept[0] == target and kept[1] == config.scrape.timeout:
-                    self._probes[target.name] = stale.pop(target.name)
-                else:
-                    probe = self._probe_factory(target, config.scrape.timeout)
-                    self._probes[target.name] = (target, config.scrape.timeout, probe)
-        for _, _, probe in stale.values():
-            probe.close()
+        self._board.set_targets([target.name for target in config.targets])
+        self._probes.swap(config.targets, config.scrape.timeout)
         self.sweeps.declare(spec.sweep.key for spec in plan if spec.sweep is not None)
-        now, wall_now = self._clock(), datetime.now(UTC)
-        for spec in plan:
-            work = self._work(spec)
-            if spec.watched:
-                self._schedule_board.expect(spec.job_id, spec.interval, now + spec.first_delay)
-                work = functools.partial(self._run_watched, spec.job_id, work)
-            self._scheduler.add_job(
-                work,
-                IntervalTrigger(seconds=spec.interval, timezone=UTC),
-                id=spec.job_id,
-                next_run_time=wall_now + timedelta(seconds=spec.first_delay),
-                misfire_grace_time=spec.misfire_grace,
-            )
+        self._jobs.reconcile(plan, self._work)
 
     def _work(self, spec: JobSpec) -> Callable[[], object]:
         """What a job of the plan does."""
@@ -390,29 +420,18 @@ class Daemon:
         self.judged.observe(target)
         self.evaluator.observe_scrape(outcome)
 
-    def _run_watched(self, job_id: str, work: Callable[[], object]) -> None:
-        """Runs a job's work and records that it ran (for /health), whatever happened."""
-        try:
-            work()
-        except Exception:  # a job logs and runs again next time; it never dies
-            _log.exception("job_failed", job=job_id)
-        finally:
-            self._schedule_board.ran(job_id)
-
     def _check_readiness(self, target: str) -> None:
-        with self._lock:
-            entry = self._probes.get(target)
-        if entry is None:
+        observation = self._probes.check(target)
+        if observation is None:
             return
-        observation = entry[2].check()
         previous = self._board.record(observation)
         if previous is None or previous.ready != observation.ready:
             _readiness_log(observation)
 
     def _self_status(self) -> SelfStatus:
-        with self._lock:
-            ok, success = self._last_reload_ok, self._last_reload_success
-        return SelfStatus(self._build, self._board.snapshot(), ok, success)
+        reload = self._owner.reload_status()
+        readiness = self._board.snapshot()
+        return SelfStatus(self._build, readiness, reload.succeeded, reload.last_success)
 
     def status_snapshot(self) -> StatusSnapshot:
         """What the status page shows, assembled from the latest readings."""
@@ -492,10 +511,7 @@ class Daemon:
             self.evaluator.stop()
             if self._server is not None:
                 self._server.stop()
-            with self._lock:
-                probes, self._probes = self._probes, {}
-            for _, _, probe in probes.values():
-                probe.close()
+            self._probes.close()
             self._state = RunState.STOPPED
             _log.info("stopped")
 

@@ -56,6 +56,7 @@ from tritonwatch.records.observations import (
     TargetModel,
 )
 from tritonwatch.records.target_state import BottleneckKind, ScrapeOutcome, TargetState
+from tritonwatch.runtime.notifier_set import NotifierSet
 from tritonwatch.runtime.recommendation_board import RecommendationBoard
 from tritonwatch.runtime.slo_tracker import SLOTracker
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
@@ -131,7 +132,8 @@ class Evaluator:
             resend_interval=config.alerting.resend_interval,
             clock=wall_clock,
         )
-        self._notifiers = notifiers_for(config)
+        self._notifiers = NotifierSet(notifiers_for(config))
+        """Swapped by a reload only once no evaluation is handing them alerts."""
         registry.register(
             SLOCollector(
                 lambda: self.slo.specs,
@@ -141,7 +143,7 @@ class Evaluator:
             )
         )
         registry.register(
-            AlertDeliveryCollector(lambda: [n.queue.stats() for n in self._notifiers])
+            AlertDeliveryCollector(lambda: [n.queue.stats() for n in self._notifiers.current()])
         )
         registry.register(ExperimentCollector(self.experiments))
 
@@ -152,11 +154,11 @@ class Evaluator:
         self._remembered = self.slo.saved_streams()
         self._judge_streams(self._remembered)  # declared before load: their events stay
         self.slo.load()
-        for notifier in self._notifiers:
+        for notifier in self._notifiers.current():
             notifier.start()
 
     def stop(self) -> None:
-        for notifier in self._notifiers:
+        for notifier in self._notifiers.current():
             notifier.stop()
         self.slo.save()
 
@@ -171,11 +173,11 @@ class Evaluator:
         self._alerts.evaluation_interval = config.alerting.evaluation_interval
         self._alerts.resend_interval = config.alerting.resend_interval
         if config.alerting != old.alerting:
-            stale, self._notifiers = self._notifiers, notifiers_for(config)
-            for notifier in stale:
-                notifier.stop()
-            for notifier in self._notifiers:
+            fresh = notifiers_for(config)
+            for notifier in fresh:
                 notifier.start()
+            for notifier in self._notifiers.swap(fresh):  # once no evaluation holds them
+                notifier.stop()
 
     # -- observations ----------------------------------------------------------------
 
@@ -228,8 +230,9 @@ class Evaluator:
         specs += self._serving_alerts(snapshots, now, runbook)
         specs += [experiment_alert(e, runbook) for e in self.experiments() if self._recent(e, now)]
         due = self._alerts.update(specs)
-        for notifier in self._notifiers:
-            notifier.notify(due)
+        with self._notifiers.using() as notifiers:  # a reload stops none of them meanwhile
+            for notifier in notifiers:
+                notifier.notify(due)
 
     def _follow_streams(
         self, streams: list[StreamSnapshot], snapshots: list[SeriesSnapshot]

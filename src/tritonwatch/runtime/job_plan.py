@@ -10,11 +10,15 @@ First runs are spread: per-target jobs over the scrape interval (Cloudprober's
 ``startProbesWithJitter``: many targets never fire in the same instant, plus up to a
 tenth of the interval of jitter), sweeps one interval (at most a minute) apart after
 start, and NVML sampling right away.
+
+A new plan is brought into force by :func:`plan_changes` (added, removed, changed),
+not by removing every job and adding it again: a job whose schedule is the same keeps
+its timer, so a reload or a discovery change does not move every job's next run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -54,6 +58,15 @@ class JobSpec:
     watched: bool = True
     target: str = ""
     sweep: SweepPlan | None = None
+    rerun_now: bool = False
+    """Run at once even where the job already runs (``first_delay`` 0): a target new to
+    model discovery has its repository index read now, not an interval later."""
+
+    @property
+    def schedule(self) -> tuple[object, ...]:
+        """What makes two specs the same job: all but the first delay, which only says
+        when a *new* job first runs (a kept job keeps its phase)."""
+        return (self.kind, self.interval, self.watched, self.target, self.sweep)
 
     @property
     def misfire_grace(self) -> int | None:
@@ -89,7 +102,8 @@ def job_plan(
     if discovering:
         every = config.discovery.model_refresh_interval
         delay = every if models_read else 0.0
-        jobs.append(JobSpec("model_discovery", JobKind.MODEL_DISCOVERY, every, delay))
+        kind = JobKind.MODEL_DISCOVERY
+        jobs.append(JobSpec("model_discovery", kind, every, delay, rerun_now=not models_read))
     if nvml:
         jobs.append(JobSpec("nvml", JobKind.NVML, config.nvml.interval, 0.0))
     plans = sweep_plans(config)
@@ -104,3 +118,33 @@ def job_plan(
         for kind in (JobKind.READINESS, JobKind.SCRAPE):
             jobs.append(JobSpec(f"{kind}:{name}", kind, interval, offset, target=name))
     return jobs
+
+
+@dataclass(frozen=True, slots=True)
+class PlanChanges:
+    """What bringing a new plan into force does to the jobs already scheduled."""
+
+    added: tuple[JobSpec, ...]
+    """Jobs new to the plan: scheduled at their first delay."""
+    removed: tuple[str, ...]
+    """Ids of jobs no longer in the plan: removed."""
+    changed: tuple[JobSpec, ...]
+    """Jobs whose schedule changed (or that must run now): replaced."""
+    kept: tuple[str, ...]
+    """Ids of jobs whose schedule is the same: left as they are, timer and all."""
+
+
+def plan_changes(running: Mapping[str, JobSpec], wanted: Iterable[JobSpec]) -> PlanChanges:
+    """How to go from the jobs ``running`` (by id) to the plan ``wanted``; pure."""
+    wanted_by_id = {spec.job_id: spec for spec in wanted}
+    added, changed, kept = [], [], []
+    for job_id, spec in wanted_by_id.items():
+        before = running.get(job_id)
+        if before is None:
+            added.append(spec)
+        elif spec.rerun_now or before.schedule != spec.schedule:
+            changed.append(spec)
+        else:
+            kept.append(job_id)
+    removed = tuple(job_id for job_id in running if job_id not in wanted_by_id)
+    return PlanChanges(tuple(added), removed, tuple(changed), tuple(kept))

@@ -101,8 +101,15 @@ def select_names(selection: ModelSelection, names: Iterable[str]) -> list[str]:
 def resolved_models(
     selection: ModelSelection, found: Iterable[FoundModel]
 ) -> tuple[WatchedModel, ...]:
-    """The listed models, then one default entry per discovered one."""
-    discovered = tuple(WatchedModel(name=model.name) for model in found)
+    """The listed models, then one default entry per discovered one that ``selection``
+    selects: a reload that narrows the selection drops the models it leaves out at
+    once, without waiting for the next read of the index."""
+    listed = {model.name for model in selection.listed}
+    discovered = tuple(
+        WatchedModel(name=model.name)
+        for model in found
+        if model.name not in listed and selection.selects(model.name)
+    )
     return (*selection.listed, *discovered)
 
 
@@ -263,7 +270,13 @@ def signatures(found: Mapping[str, tuple[FoundModel, ...]]) -> dict[tuple[str, s
 
 
 class ModelDiscovery:
-    """The models found per target, kept between refreshes."""
+    """The models found per target, kept between refreshes.
+
+    Who owns what: the daemon's lifecycle owns what is in force (:meth:`commit`, under
+    its lock); the model-discovery job reads (:meth:`read`, no lock, network I/O) and
+    hands the result over. A read made under a config that a reload has replaced since
+    is never committed (:mod:`tritonwatch.runtime.config_owner`).
+    """
 
     def __init__(self, timeout: float = 5.0) -> None:
         self._timeout = timeout
@@ -276,18 +289,25 @@ class ModelDiscovery:
         return dict(self._found)
 
     def refresh(self, config: Config) -> bool:
-        """Reads the index of every discovering target of ``config`` (the effective,
-        sharded targets: a replica discovers only on the targets it owns).
+        """Reads (:meth:`read`) and commits (:meth:`commit`) in one go.
 
         Returns:
             True when what was found differs from before (the config must be re-applied).
         """
+        return self.commit(self.read(config))
+
+    def read(self, config: Config) -> dict[str, tuple[FoundModel, ...]]:
+        """Reads the index of every discovering target of ``config`` (the effective,
+        sharded targets: a replica discovers only on the targets it owns) and returns
+        what it found; commits nothing. A target that cannot be read keeps the models
+        committed for it before."""
         cap = config.discovery.max_models_per_target
+        committed = self._found
         found: dict[str, tuple[FoundModel, ...]] = {}
         for target in config.targets:
             if target.selection is None:
                 continue
-            previous = self._found.get(target.name)
+            previous = committed.get(target.name)
             reader = reader_for(target, self._timeout)
             try:
                 known = {model.name: model for model in previous or ()}
@@ -300,12 +320,22 @@ class ModelDiscovery:
                     found[target.name] = previous
             finally:
                 reader.close()
-            if target.name in found and found[target.name] != previous:
-                _log_changes(target.name, previous or (), found[target.name])
-        changed = found != self._found
-        self._found = found
         self._capped &= found.keys()
-        return changed
+        return found
+
+    def differs(self, found: Mapping[str, tuple[FoundModel, ...]]) -> bool:
+        """Whether ``found`` differs from what is committed."""
+        return dict(found) != self._found
+
+    def commit(self, found: Mapping[str, tuple[FoundModel, ...]]) -> bool:
+        """Puts ``found`` in force (the daemon, once it applied it); logs each target's
+        changes. Returns whether it differed from what was committed."""
+        before, after = self._found, dict(found)
+        for target, models in after.items():
+            if models != before.get(target):
+                _log_changes(target, before.get(target, ()), models)
+        self._found = after
+        return after != before
 
     def _note_cap(self, target: str, read: TargetModels, cap: int) -> None:
         """Logs the cap when the target reaches it; while it stays there, nothing more

@@ -4,7 +4,9 @@
 commands.cli`); from then on the process is this module's. SIGTERM and SIGINT stop the
 daemon, SIGHUP reloads its config, and whatever else asks for a stop or a reload (the
 exporter's ``POST /-/reload``) goes through the same queue, so the main thread does
-every start, reload and stop itself. Once the daemon runs, what start-up made is moved
+every start, reload and stop itself, and a reload that raises is a failed reload, never
+the end of the main thread (a main thread gone would leave the daemon running without
+anyone to stop it). Once the daemon runs, what start-up made is moved
 out of the garbage collector's sight; at a stop the process ends within
 :data:`SHUTDOWN_BUDGET_SECONDS` even if a probe still holds a worker thread.
 """
@@ -114,7 +116,7 @@ class ProcessControl:
         while (command := self.next_command()) != "stop":
             if command == "reload":
                 waiting = self._waiting_tickets()
-                succeeded = bool(daemon.reload())
+                succeeded = _reload(daemon)
                 for ticket in waiting:
                     ticket.finish(succeeded)
         deadline = time.monotonic() + SHUTDOWN_BUDGET_SECONDS
@@ -131,6 +133,18 @@ class ProcessControl:
                 tickets.append(self._tickets.get_nowait())
             except queue.Empty:
                 return tickets
+
+
+def _reload(daemon: Runnable) -> bool:
+    """The main thread's exception boundary around a reload: whatever a reload raises
+    (the daemon keeps its running config on a failed apply and says so itself; this is
+    for what it did not foresee) is a failed reload, logged, and the main thread lives
+    on to serve the next command and, at the end, to stop the daemon."""
+    try:
+        return bool(daemon.reload())
+    except Exception as error:
+        get_logger("process").exception("reload_raised", error=str(error))
+        return False
 
 
 def freeze_start_up_objects() -> None:

@@ -8,7 +8,8 @@ fault is the daemon's own (a dead thread, a wedged loop), and without this its m
 SLOs would simply stop burning. Canaries not yet sending (waiting for the model's
 metadata from a server that is down: the readiness alert speaks for that), paused
 ones (a sweep of the model runs) and skipped ones are not judged; a resumed one is
-judged from its resume (the runner moves ``sending_since`` there).
+judged from its resume (its ``sending_since`` is the later of its start and the model's
+last resume: probe/canary/pauses.py).
 """
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ from tritonwatch.state.canary_board import SeriesKey, SeriesSnapshot
 
 
 class WatchedCanary(Protocol):
-    """What liveness reads of a running canary."""
+    """What liveness reads of a running canary (on the evaluation's thread: it writes
+    none of it)."""
 
-    paused: bool
-    sending_since: float | None
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def sending_since(self) -> float | None: ...
 
     def silence_allowed(self) -> float: ...
 

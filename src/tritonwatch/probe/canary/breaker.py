@@ -28,7 +28,11 @@ class BreakerChange(Enum):
 
 
 class CircuitBreaker:
-    """Counts consecutive failures and holds the load back while open."""
+    """Counts consecutive failures and holds the load back while open.
+
+    No lock: one thread touches it, the canary's sending thread, which records the
+    outcomes other threads saw when it next asks (probe/canary/send_gates.py). Other
+    threads read :attr:`is_open` only."""
 
     def __init__(self) -> None:
         self.failures = 0

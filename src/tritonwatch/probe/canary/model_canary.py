@@ -43,9 +43,11 @@ from tritonwatch.probe.canary.failures import Failure, FailureLog
 from tritonwatch.probe.canary.library_fallback import LibraryFallback, error_start
 from tritonwatch.probe.canary.library_path import LibraryCall
 from tritonwatch.probe.canary.model_info import fetch_model_info, is_decoupled
+from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import DYNAMIC_DIM, CanaryPlan
-from tritonwatch.probe.canary.refusals import REFUSED_PROBE_SECONDS, RefusalWatch, canary_outcome
+from tritonwatch.probe.canary.refusals import REFUSED_PROBE_SECONDS, canary_outcome
 from tritonwatch.probe.canary.request_source import CanaryRequests, varying_requests
+from tritonwatch.probe.canary.send_gates import SendGates
 from tritonwatch.probe.canary.sequence import control_inputs
 from tritonwatch.probe.canary.timing import WakeTimer
 from tritonwatch.probe.infer_response import HttpAnswerDecoder, ResponseDecodeError, check_outputs
@@ -65,7 +67,11 @@ mean intervals, one in e¹⁵ over fifteen."""
 
 
 class ModelCanary:
-    """Fires one model's canary until cancelled; results go to ``stats``."""
+    """Fires one model's canary until cancelled; results go to ``stats``.
+
+    Threads (engine.py): the loop prepares and, off the engine, sends; on it the engine's
+    thread asks :meth:`next_gap`, :meth:`may_send`, hands :meth:`answered`, and second
+    opinions end on the loop. Beside each attribute: who writes it (liveness reads)."""
 
     def __init__(
         self,
@@ -76,45 +82,59 @@ class ModelCanary:
         seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         engine: CanaryEngine | None = None,
+        pauses: Pauses | None = None,
     ) -> None:
         self.plan = plan
         self._engine = engine  # plain-HTTP canaries send from it when given, else the loop
         self._client = client
         self._stats = stats
-        self._random = random.Random(seed)  # noqa: S311 - scheduling jitter, not secrets
+        self._random = random.Random(seed)  # noqa: S311 - the sending thread's (gaps, jitter)
         self._clock = clock
-        self._slots = asyncio.Semaphore(plan.max_in_flight)
-        self._binary = False
+        self._slots = asyncio.Semaphore(plan.max_in_flight)  # the loop's (its sends)
+        self._binary = False  # the loop's, before the first send; read-only after
         """Binary tensors (Triton's extension) or JSON: see :meth:`choose_tensor_format`."""
         self._failure_log = FailureLog(plan.target, plan.model, plan.protocol, clock=clock)
-        self._tensors: list[Tensor] = []
+        self._tensors: list[Tensor] = []  # the loop's, in prepare; read-only after
         self._requests: CanaryRequests | None = None
-        """Requests made per send (stateful, cached, sampled models); None: ``_tensors``."""
-        self._refusals = RefusalWatch(stats, plan.key)
-        self._outputs: list[str] = []
+        """Requests made per send (stateful, cached, sampled models); None: ``_tensors``.
+        Made in prepare; the sending thread plans each send, ``finish`` ends it."""
+        self._outputs: list[str] = []  # the loop's, in prepare; read-only after
         self._answers = HttpAnswerDecoder(plan.limits)
-        """Reads the engine's HTTP answers, remembering the last good one's layout."""
+        """Reads the engine's HTTP answers (the engine's thread), remembering the last
+        good one's layout."""
         self._fallback = LibraryFallback(
             {"target": plan.target, "model": plan.model, "protocol": plan.protocol},
             self._library_call,
             clock=clock,
         )
-        """Second opinions on answers our readers refused, and the library path."""
-        self._engine_left = asyncio.Event()
+        """Second opinions on answers our readers refused, and the library path: the
+        loop's (the engine's thread only asks ``should_ask``)."""
+        self._engine_left = asyncio.Event()  # the loop's
         """Set when the library read what we could not: the canary leaves the engine."""
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by the loop in run
         self._finishing = threading.Lock()
         """:meth:`finish` runs on the engine's thread and, for a second opinion, on the
-        event loop's: one at a time."""
-        self._pending: set[asyncio.Task[None]] = set()
-        self._timer = WakeTimer()
-        self.paused = False
-        self._breaker = breaker.CircuitBreaker()
+        event loop's: one at a time (the failure log and ``_requests.finished`` too)."""
+        self._pending: set[asyncio.Task[None]] = set()  # the loop's
+        self._timer = WakeTimer()  # the loop's
+        self._gates = SendGates(plan, stats, pauses)
+        """The pause, breaker and refusal watch: the sending thread's (send_gates.py)."""
         self.decoupled = False
-        """The model's config says ``model_transaction_policy.decoupled`` (after prepare)."""
-        self.sending_since: float | None = None
-        """When it began sending (its clock), after the metadata and config came: from
-        then on it owes an outcome about once per interval (canary_liveness.py)."""
+        """The model's config says ``model_transaction_policy.decoupled`` (the loop's,
+        in prepare)."""
+        self._began: float | None = None  # when it began sending (its clock; the loop's)
+
+    @property
+    def paused(self) -> bool:
+        """Whether its model's pause (the runner's, pauses.py) holds it back."""
+        return self._gates.paused
+
+    @property
+    def sending_since(self) -> float | None:
+        """When it began sending (its clock), after the metadata and config came, or its
+        model's last resume if later: from then on it owes an outcome about once per
+        interval (canary_liveness.py); None before."""
+        return self._gates.owed_since(self._began)
 
     async def prepare(self) -> bool:
         """Builds the payload from metadata/config, retrying with backoff while the server
@@ -223,10 +243,11 @@ class ModelCanary:
             tensors=self.tensor_format,
         )
         loop = self._loop = asyncio.get_running_loop()
-        self.sending_since = self._clock()
+        self._began = self._clock()
         next_send = loop.time() + self._random.uniform(0, 1.0 / self.plan.rate)
         if await self._run_on_engine(next_send):
             return
+        self._gates.take_over()  # the loop sends from here (the engine has let go)
         next_send = max(next_send, loop.time())  # (after a stay on the engine)
         try:
             while True:
@@ -472,10 +493,7 @@ class ModelCanary:
             self._failure_log.failed(failure)
         self._failure_log.tick()
         now = time.monotonic()
-        self._trip_or_reset(outcome, now)
-        refusals = self._refusals
-        if outcome == Outcome.REJECTED or refusals.in_row or refusals.refusing:
-            refusals.record(outcome, "" if failure is None else failure.error, now)
+        self._gates.record(outcome, "" if failure is None else failure.error, now)
         return now
 
     # --- what the engine asks (probe/canary/engine.py: EngineCanary) ------------------
@@ -488,13 +506,13 @@ class ModelCanary:
     @property
     def breaker_open(self) -> bool:
         """Whether the circuit breaker holds the load back to one probe a period."""
-        return self._breaker.is_open
+        return self._gates.breaker.is_open
 
     def silence_allowed(self) -> float:
         """How long it may go without an outcome before it reads as stalled: three of
         its intervals (fifteen on a Poisson schedule; a breaker's probe period while the
         breaker is open) and one request's timeout."""
-        if self._refusals.refusing:  # one request a minute until the model takes one
+        if self._gates.refusals.refusing:  # one request a minute until the model takes one
             return STALL_INTERVALS * REFUSED_PROBE_SECONDS + self.request_timeout
         if self.breaker_open:  # its probes go on a fixed period
             return STALL_INTERVALS * breaker.BREAKER_PROBE_SECONDS + self.request_timeout
@@ -507,11 +525,9 @@ class ModelCanary:
         return self._gap()
 
     def may_send(self, intended: float) -> bool:
-        """Whether to send at ``intended`` (a sequence plans that send when it may)."""
-        refusals = self._refusals
-        if self.paused or (refusals.refusing and not refusals.allows(intended)):
-            return False
-        allowed = self._breaker.allows(intended)
+        """Whether to send at ``intended`` (a sequence plans that send when it may): on
+        the sending thread, which applies first what other threads recorded."""
+        allowed = self._gates.allows(intended)
         if allowed and self._requests is not None:
             self._requests.planned(intended)
         return allowed
@@ -544,22 +560,6 @@ class ModelCanary:
             )
             return
         self.finish(intended, answer, woke)
-
-    def _trip_or_reset(self, outcome: Outcome, now: float) -> None:
-        plan = self.plan
-        change = self._breaker.record(outcome, now)
-        if change is breaker.BreakerChange.CLOSED:
-            _log.info("canary_circuit_closed", target=plan.target, model=plan.model)
-            self._stats.set_circuit_open(plan.key, open_=False)
-        elif change is breaker.BreakerChange.OPENED:
-            self._stats.set_circuit_open(plan.key, open_=True)
-            _log.warning(
-                "canary_circuit_open",
-                target=plan.target,
-                model=plan.model,
-                failures=self._breaker.failures,
-                probe_every_seconds=breaker.BREAKER_PROBE_SECONDS,
-            )
 
     async def _infer(self, timeout: float, intended: float) -> Any:
         plan = self.plan

@@ -54,6 +54,7 @@ from tritonwatch.probe.canary.engine_stream_grpc import GrpcStreamRequests
 from tritonwatch.probe.canary.engine_wires import RawAnswer
 from tritonwatch.probe.canary.failures import Failure
 from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import DYNAMIC_DIM, CanaryPlan
 from tritonwatch.probe.grpc_stream import GrpcStreamSession, open_channel
 from tritonwatch.probe.interfaces import InferenceClient
@@ -315,8 +316,9 @@ class StreamingCanary(ModelCanary):
         seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         engine: CanaryEngine | None = None,
+        pauses: Pauses | None = None,
     ) -> None:
-        super().__init__(plan, client, stats, seed=seed, clock=clock, engine=engine)
+        super().__init__(plan, client, stats, seed=seed, clock=clock, engine=engine, pauses=pauses)
         self._stream_board = stream_board
         self._sampler = prompt_sampler(self._random.getrandbits(32), plan.stream)
         self._transport: StreamTransport | None = None
