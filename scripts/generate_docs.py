@@ -110,6 +110,168 @@ def contract_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+THREAD_MAKERS = {
+    "Thread": "thread",
+    "Timer": "timer thread",
+    "ThreadPoolExecutor": "thread pool",
+    "BackgroundScheduler": "scheduler thread",
+    "Process": "process",
+    "Popen": "process",
+    "to_thread": "asyncio default executor",
+    "run_in_executor": "asyncio default executor",
+    "insecure_channel": "grpc channel",
+    "secure_channel": "grpc channel",
+}
+"""Calls that start a thread, a process, or something that runs on threads of its own
+(a gRPC channel's C core), by the last part of the called name."""
+EXACT_MAKERS = {
+    "asyncio.run": "event loop",
+    "asyncio.Runner": "event loop",
+    "asyncio.new_event_loop": "event loop",
+    "grpc.aio.server": "grpc server",
+    "subprocess.run": "process",
+}
+"""Calls that count by their whole name (an event loop runs on the calling thread)."""
+LOCK_MAKERS = {"Lock", "RLock", "Condition"}
+"""Lock constructors of :mod:`threading` and :mod:`asyncio` (a condition holds a lock)."""
+
+
+def _called(node: ast.Call) -> str:
+    """The dotted name a call calls (``grpc.aio.insecure_channel``), or ``""``."""
+    return ast.unparse(node.func) if isinstance(node.func, ast.Name | ast.Attribute) else ""
+
+
+def _thread_kind(called: str) -> str | None:
+    return EXACT_MAKERS.get(called) or THREAD_MAKERS.get(called.rsplit(".", 1)[-1])
+
+
+def _thread_name(node: ast.Call) -> str:
+    """The ``name=`` a thread is given, an f-string's fields kept as ``{...}``."""
+    for keyword in node.keywords:
+        if keyword.arg == "name":
+            value = keyword.value
+            if isinstance(value, ast.Constant):
+                return str(value.value)
+            if isinstance(value, ast.JoinedStr):
+                return "".join(
+                    str(part.value)
+                    if isinstance(part, ast.Constant)
+                    else "{" + ast.unparse(getattr(part, "value", part)) + "}"
+                    for part in value.values
+                )
+    return "—"
+
+
+Sites = tuple[list[tuple[str, str, str]], list[tuple[str, str]], list[tuple[str, str]]]
+
+
+class _Sites(ast.NodeVisitor):
+    """Walks one module for the calls that start threads and processes, the locks, and
+    each lock taken (``with``) while the same function holds another of its object's."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.scope: list[str] = []
+        self.classes: list[str] = []
+        self.holding: list[str] = []
+        self.threads: list[tuple[str, str, str]] = []
+        self.locks: list[tuple[str, str]] = []
+        self.nested: list[tuple[str, str]] = []
+
+    def _key(self, *names: str) -> str:
+        return f"{self.module}::" + ".".join([*self.scope, *names])
+
+    def _attribute_key(self, expression: ast.expr) -> str | None:
+        """``module::Class.attribute`` for ``self.attribute`` inside a class, else None."""
+        text = ast.unparse(expression)
+        if not text.startswith("self.") or not self.classes:
+            return None
+        return f"{self.module}::{self.classes[-1]}.{text.removeprefix('self.')}"
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        self.classes.append(".".join(self.scope))
+        if any(ast.unparse(base).endswith("ThreadingMixIn") for base in node.bases):
+            self.threads.append((self._key(), "thread per request", "—"))
+        self.generic_visit(node)
+        self.classes.pop()
+        self.scope.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.scope.append(node.name)
+        holding, self.holding = self.holding, []
+        self.generic_visit(node)
+        self.holding = holding
+        self.scope.pop()
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self.visit_FunctionDef(node)
+
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        taken = [
+            key
+            for item in node.items
+            if (key := self._attribute_key(item.context_expr)) is not None
+        ]
+        self.nested += [(outer, inner) for outer in self.holding for inner in taken]
+        self.holding += taken
+        self.generic_visit(node)
+        del self.holding[len(self.holding) - len(taken) :]
+
+    def visit_AsyncWith(self, node: ast.AsyncWith) -> None:
+        self.visit_With(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        kind = _thread_kind(_called(node))
+        if kind is not None:
+            self.threads.append((self._key(), kind, _thread_name(node)))
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        value = node.value
+        if isinstance(value, ast.Call) and _called(value).rsplit(".", 1)[-1] in LOCK_MAKERS:
+            for target in node.targets:
+                key = self._attribute_key(target) or self._key(ast.unparse(target))
+                self.locks.append((key, _called(value)))
+        self.generic_visit(node)
+
+
+@functools.cache
+def concurrency_sites() -> Sites:
+    """What ``src/tritonwatch`` runs concurrently, read off its source:
+
+    * every thread or process started, or anything with threads of its own, as
+      ``(key, kind, name)``, the key ``module::Class.function`` where it starts;
+    * every lock, as ``(key, constructor)``, the key ``module::Class.attribute``;
+    * every pair ``(outer, inner)`` of an object's locks taken one inside the other.
+    """
+    threads: list[tuple[str, str, str]] = []
+    locks: list[tuple[str, str]] = []
+    nested: list[tuple[str, str]] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        sites = _Sites(path.relative_to(PACKAGE).as_posix())
+        sites.visit(ast.parse(path.read_text()))
+        threads += sites.threads
+        locks += sites.locks
+        nested += sites.nested
+    lock_keys = {key for key, _ in locks}
+    nested = [pair for pair in nested if pair[0] in lock_keys and pair[1] in lock_keys]
+    # both branches of an ``if`` (a TLS channel or a plain one) are one row
+    return list(dict.fromkeys(threads)), list(dict.fromkeys(locks)), list(dict.fromkeys(nested))
+
+
+def thread_table() -> str:
+    """Three tables: where threads and processes start, the locks, the nested locks."""
+    threads, locks, nested = concurrency_sites()
+    rows = ["| where it starts | what | name |", "|---|---|---|"]
+    rows += [f"| `{key}` | {kind} | `{name}` |" for key, kind, name in threads]
+    rows += ["", "| lock | made by |", "|---|---|"]
+    rows += [f"| `{key}` | `{made}` |" for key, made in locks]
+    rows += ["", "| taken first | then, in the same function |", "|---|---|"]
+    rows += [f"| `{outer}` | `{inner}` |" for outer, inner in nested]
+    return "\n".join(rows) + "\n"
+
+
 def _reference(name: str) -> Callable[[], str]:
     """A part from scripts/references.py (imported only when a document asks for it: the
     metrics part runs the daemon against the simulator)."""
@@ -127,6 +289,7 @@ def _reference(name: str) -> Callable[[], str]:
 PARTS: dict[str, Callable[[], str]] = {
     "packages": package_table,
     "contracts": contract_table,
+    "threads": thread_table,
     "metrics": _reference("metric"),
     "config": _reference("config"),
     "cli": _reference("cli"),

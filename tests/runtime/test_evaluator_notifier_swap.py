@@ -75,6 +75,7 @@ def test_a_reload_never_stops_a_notifier_an_evaluation_is_handing_alerts(
         parse_config(CONFIG.format(hook="old"), "old.yaml"),
         canary_board=CanaryBoard(),
         triton=TritonScrapers(),
+        judged_states=list,  # nothing scraped
         registry=CollectorRegistry(),
         clock=lambda: 1000.0,
         wall_clock=lambda: 1_700_000_000.0,

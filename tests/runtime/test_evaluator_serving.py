@@ -33,6 +33,7 @@ class Bench:
             parse_config(CONFIG, "serving.yaml"),
             canary_board=self.stats,
             triton=TritonScrapers(),
+            judged_states=list,  # nothing scraped
             registry=CollectorRegistry(),
             readiness=lambda: dict(self.readiness),
             clock=lambda: self.now,

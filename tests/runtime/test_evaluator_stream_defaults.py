@@ -57,6 +57,7 @@ class _Run:
             config,
             canary_board=self.canary,
             triton=TritonScrapers(),
+            judged_states=list,  # nothing scraped
             registry=CollectorRegistry(),
             stream_board=self.streams,
             clock=lambda: self.now,

@@ -52,6 +52,7 @@ def _evaluator(receiver: WebhookReceiver, first_tokens: tuple[float, ...]) -> Ev
         config,
         canary_board=CanaryBoard(),
         triton=TritonScrapers(),
+        judged_states=list,  # nothing scraped
         registry=CollectorRegistry(),
         stream_board=streams,
         clock=lambda: 100.0,

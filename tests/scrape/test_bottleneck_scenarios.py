@@ -114,6 +114,7 @@ def test_network_bound_from_the_real_canary() -> None:
             baseline = sent()
             wait_until(lambda: sent() >= baseline + 6, 10, "six more canary results")
             scrapers.scrape("sim")
+            judged.publish("sim")  # the daemon's scrape job judges after each cycle
             (target,) = judged.states()
         finally:
             runner.stop()

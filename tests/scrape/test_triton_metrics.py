@@ -201,6 +201,7 @@ def test_a_real_scrape_of_the_simulator_passes_promtool() -> None:
             infer(sim, "simple", 3)
             sim.poll_metrics()
             scrapers.scrape("sim")
+            judged.publish("sim")  # the daemon's scrape job judges after each cycle
             text = exposition(
                 TritonModelCollector(judged.states),
                 ServerQuantiles(scrapers.states()),

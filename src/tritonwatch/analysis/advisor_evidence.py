@@ -1,8 +1,9 @@
 """The advisor's input for one model, assembled from the records of one evaluation.
 
-:func:`advisor_input_for` is pure: the config (budgets, protocol), the model's scraped
-state (its loaded config and Triton's GPUs), the canary's 5-minute p95 and its samples
-over the advisor window, the streaming canary's TTFT/ITL p95 and the SLO statuses go in;
+:func:`advisor_input_for` is pure: the config (budgets, protocol), the target's judged
+state as the scrape published it (the model's loaded config and Triton's GPUs), the
+canary's 5-minute p95 and its samples over the advisor window, the streaming canary's
+TTFT/ITL p95 and the SLO statuses go in;
 an :class:`~tritonwatch.analysis.advisor_records.AdvisorInput` comes out, before the
 window's averages are added
 (:func:`~tritonwatch.analysis.advisor_records.with_server_window`,
@@ -83,7 +84,8 @@ def advisor_input_for(
         dynamic_batching=None if cfg is None else cfg.dynamic_batching is not None,
         max_queue_delay_microseconds=(
             cfg.dynamic_batching.max_queue_delay_microseconds
-            if cfg and cfg.dynamic_batching else None
+            if cfg and cfg.dynamic_batching
+            else None
         ),
         instance_count=sum(g.instances for g in cfg.instance_groups) if cfg else None,
         gpu_utilization=_mean([g.utilization_ratio for g in gpus]),
@@ -100,7 +102,7 @@ def advisor_input_for(
         instance_kind=kind,
         host_cpu_utilization=state.server.get(HOST_CPU),
         python_backend=cfg is not None and cfg.traits.python_backend,
-    )  # fmt: skip
+    )
 
 
 def _stream_p95(stream: StreamSnapshot | None, measure: str) -> float | None:

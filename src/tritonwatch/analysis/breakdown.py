@@ -2,8 +2,8 @@
 
 Pure functions: a latency breakdown from one model's Triton averages over a window and
 the canary's end-to-end mean over the same window, and a bottleneck finding from the
-breakdown. The wiring judges every target's state after each scrape
-(:func:`judge_target`); the exporter and the status page read the verdicts.
+breakdown. The wiring judges every target's state once after each scrape
+(:func:`judge_target`); the exporter, the evaluator and the status page read the verdicts.
 
 Stages, in seconds per request (averages over the window):
 

@@ -186,5 +186,10 @@ def judge_experiment(experiment: Experiment, before: list[float], after: list[fl
             f"; {len(experiment.parameters)} parameters changed at once, "
             "so the effect cannot be attributed"
         )
-    return replace(experiment, verdict=str(result.verdict), reason=reason,
-                   p95_before=result.p95_before, p95_after=result.p95_after)  # fmt: skip
+    return replace(
+        experiment,
+        verdict=str(result.verdict),
+        reason=reason,
+        p95_before=result.p95_before,
+        p95_after=result.p95_after,
+    )

@@ -156,9 +156,14 @@ def _threshold_spec(
     target: str, model: str, kind: SLOKind, slo: LatencySLO, config: SLOConfig
 ) -> SLOSpec:
     return SLOSpec(
-        target, model, kind, slo.objective, config.period, slo.threshold,
+        target,
+        model,
+        kind,
+        slo.objective,
+        config.period,
+        slo.threshold,
         config.alert_min_bad_events,
-    )  # fmt: skip
+    )
 
 
 def slo_specs(config: Config, streaming: Collection[tuple[str, str]] = ()) -> list[SLOSpec]:

@@ -83,8 +83,14 @@ def _url_flags(args: argparse.Namespace) -> UrlFlags | None:
     )
 
 
-URL_ONLY_FLAGS = ("metrics_url", "alertmanager_url", "models_include", "models_exclude",
-                  "model_refresh_interval", "max_models_per_target")  # fmt: skip
+URL_ONLY_FLAGS = (
+    "metrics_url",
+    "alertmanager_url",
+    "models_include",
+    "models_exclude",
+    "model_refresh_interval",
+    "max_models_per_target",
+)
 """Flags that describe targets with ``--url``; a config file says the same itself."""
 
 
@@ -105,8 +111,9 @@ def _run_config(args: argparse.Namespace) -> tuple[Path | None, Config]:
         )
     if flags is None and given:
         flag = "--" + given[0].replace("_", "-")
-        raise ConfigError("tritonwatch run", [Problem(flag, "is for --url; with --config, "
-                                                            "set it in the file")])  # fmt: skip
+        raise ConfigError(
+            "tritonwatch run", [Problem(flag, "is for --url; with --config, set it in the file")]
+        )
     if flags is not None:
         config = _with_web_config_flag(config_from_flags(flags), args.web_config_file)
         return None, config
@@ -193,30 +200,77 @@ def build_parser(
 
     run = commands.add_parser("run", help="run the daemon")
     add_flag(run, "--config", environ=environ, help="config file (YAML); or give --url")
-    add_flag(run, "--url", environ=environ, action="append", metavar="URL",
-             help="a Triton server (http://, grpc://…); repeatable; every READY model "
-             "is watched with the default canary and SLOs, no config file needed")  # fmt: skip
-    add_flag(run, "--metrics-url", environ=environ, action="append", metavar="URL",
-             help="with --url: its /metrics, once per --url "
-             "(default: its host, port 8002)")  # fmt: skip
+    add_flag(
+        run,
+        "--url",
+        environ=environ,
+        action="append",
+        metavar="URL",
+        help="a Triton server (http://, grpc://…); repeatable; every READY model "
+        "is watched with the default canary and SLOs, no config file needed",
+    )
+    add_flag(
+        run,
+        "--metrics-url",
+        environ=environ,
+        action="append",
+        metavar="URL",
+        help="with --url: its /metrics, once per --url (default: its host, port 8002)",
+    )
     add_flag(run, "--alertmanager-url", environ=environ, help="with --url: where alerts go")
-    add_flag(run, "--models-include", environ=environ, metavar="REGEX",
-             help="with --url: watch only models whose name matches")  # fmt: skip
-    add_flag(run, "--models-exclude", environ=environ, metavar="REGEX",
-             help="with --url: leave out models whose name matches")  # fmt: skip
-    add_flag(run, "--model-refresh-interval", environ=environ, metavar="DURATION",
-             help="with --url: how often the model index is read again (default 1m)")  # fmt: skip
-    add_flag(run, "--max-models-per-target", environ=environ, metavar="N",
-             help="with --url: models watched per server at most (default 100)")  # fmt: skip
-    add_flag(run, "--dry-run", environ=environ, action="store_true", default=False,
-             help="print what would be watched (asks each server once) and exit")  # fmt: skip
+    add_flag(
+        run,
+        "--models-include",
+        environ=environ,
+        metavar="REGEX",
+        help="with --url: watch only models whose name matches",
+    )
+    add_flag(
+        run,
+        "--models-exclude",
+        environ=environ,
+        metavar="REGEX",
+        help="with --url: leave out models whose name matches",
+    )
+    add_flag(
+        run,
+        "--model-refresh-interval",
+        environ=environ,
+        metavar="DURATION",
+        help="with --url: how often the model index is read again (default 1m)",
+    )
+    add_flag(
+        run,
+        "--max-models-per-target",
+        environ=environ,
+        metavar="N",
+        help="with --url: models watched per server at most (default 100)",
+    )
+    add_flag(
+        run,
+        "--dry-run",
+        environ=environ,
+        action="store_true",
+        default=False,
+        help="print what would be watched (asks each server once) and exit",
+    )
     add_flag(run, "--listen", environ=environ, help="exporter address, overrides exporter.listen")
-    add_flag(run, "--web-config-file", environ=environ,
-             help="exporter TLS/basic-auth file (exporter-toolkit format), "
-             "overrides exporter.web_config_file")  # fmt: skip
-    add_flag(run, "--web.enable-lifecycle", environ=environ, action="store_true", default=False,
-             dest="web_enable_lifecycle",
-             help="answer POST /-/reload (a reload, as SIGHUP), as Prometheus does")  # fmt: skip
+    add_flag(
+        run,
+        "--web-config-file",
+        environ=environ,
+        help="exporter TLS/basic-auth file (exporter-toolkit format), "
+        "overrides exporter.web_config_file",
+    )
+    add_flag(
+        run,
+        "--web.enable-lifecycle",
+        environ=environ,
+        action="store_true",
+        default=False,
+        dest="web_enable_lifecycle",
+        help="answer POST /-/reload (a reload, as SIGHUP), as Prometheus does",
+    )
     add_flag(
         run,
         "--log-format",
@@ -233,10 +287,22 @@ def build_parser(
         default="info",
         help="lowest level logged",
     )
-    add_flag(run, "--shard-index", environ=environ, type=int, default=0,
-             help="this replica's shard, 0 ≤ index < count (fleet mode)")  # fmt: skip
-    add_flag(run, "--shard-count", environ=environ, type=int, default=1,
-             help="replicas sharing the targets; each goes to one, by name hash")  # fmt: skip
+    add_flag(
+        run,
+        "--shard-index",
+        environ=environ,
+        type=int,
+        default=0,
+        help="this replica's shard, 0 ≤ index < count (fleet mode)",
+    )
+    add_flag(
+        run,
+        "--shard-count",
+        environ=environ,
+        type=int,
+        default=1,
+        help="replicas sharing the targets; each goes to one, by name hash",
+    )
     run.set_defaults(handler=_run)
 
     check = commands.add_parser("check-config", help="validate a config file and exit")

@@ -64,14 +64,21 @@ def _last_error(model: ModelStatus) -> str:
 STREAM_COLUMN = Column("TTFT/ITL p95 ms", 1)
 """Streaming models only: shown when the snapshot holds one."""
 STATUS_COLUMNS = (
-    Column("target/model", align="left"), Column("via", 5, align="left"),
-    Column("p50 ms", 3), Column("p95 ms"), Column("p99 ms", 2), Column("budget ms"),
-    Column("state", align="left"), Column("requests", 1), STREAM_COLUMN,
+    Column("target/model", align="left"),
+    Column("via", 5, align="left"),
+    Column("p50 ms", 3),
+    Column("p95 ms"),
+    Column("p99 ms", 2),
+    Column("budget ms"),
+    Column("state", align="left"),
+    Column("requests", 1),
+    STREAM_COLUMN,
     Column("client+net ms", 4),
-    Column("breakdown ms", align="left", note=True), Column("SLO burn", align="left", note=True),
+    Column("breakdown ms", align="left", note=True),
+    Column("SLO burn", align="left", note=True),
     Column("recommendation", align="left", note=True),
     Column("last error", align="left", note=True),
-)  # fmt: skip
+)
 """Numbers in the row; breakdown, burn rates, advice and the last error are text that
 goes under the row when the terminal is too narrow for them."""
 
@@ -96,12 +103,21 @@ def _row(model: ModelStatus) -> tuple[str, ...]:
         f"{r.action} {r.parameter} {r.current}→{r.proposed}" for r in model.recommendations
     )
     return (
-        f"{model.target}/{model.model}", model.protocol, _ms(model.quantiles.get("p50")),
-        _ms(model.quantiles.get("p95")), _ms(model.quantiles.get("p99")),
-        _ms(model.budget_seconds), _state(model), str(sum(model.outcomes.values())),
-        _stream_p95(model), _client_network(model), breakdown, burns or "–", advice or "–",
+        f"{model.target}/{model.model}",
+        model.protocol,
+        _ms(model.quantiles.get("p50")),
+        _ms(model.quantiles.get("p95")),
+        _ms(model.quantiles.get("p99")),
+        _ms(model.budget_seconds),
+        _state(model),
+        str(sum(model.outcomes.values())),
+        _stream_p95(model),
+        _client_network(model),
+        breakdown,
+        burns or "–",
+        advice or "–",
         _last_error(model),
-    )  # fmt: skip
+    )
 
 
 def status_lines(snapshot: StatusSnapshot, width: int | None = None) -> list[str]:

@@ -15,8 +15,12 @@ from tritonwatch.config import ConfigError, load_config
 
 def add_production_flags(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--config", default=None, help="config whose production targets to protect")
-    add_flag(parser, "--allow-production", action="store_true",
-             help="load a target marked production: true anyway")  # fmt: skip
+    add_flag(
+        parser,
+        "--allow-production",
+        action="store_true",
+        help="load a target marked production: true anyway",
+    )
 
 
 def production_refusal(args: argparse.Namespace) -> str | None:

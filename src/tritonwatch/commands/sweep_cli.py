@@ -115,11 +115,22 @@ def string_data_flag(text: str) -> str:
 
 def add_string_flags(parser: argparse.ArgumentParser) -> None:
     """perf_analyzer's flags for BYTES inputs, shared by ``sweep`` and ``tune``."""
-    add_flag(parser, "--string-length", type=string_length_flag, default=DEFAULT_STRING_LENGTH,
-             metavar="N", help=f"BYTES inputs: characters of each random string "
-             f"(default {DEFAULT_STRING_LENGTH})")  # fmt: skip
-    add_flag(parser, "--string-data", type=string_data_flag, default=None, metavar="S",
-             help="BYTES inputs: send S in every element instead of random strings")  # fmt: skip
+    add_flag(
+        parser,
+        "--string-length",
+        type=string_length_flag,
+        default=DEFAULT_STRING_LENGTH,
+        metavar="N",
+        help=f"BYTES inputs: characters of each random string (default {DEFAULT_STRING_LENGTH})",
+    )
+    add_flag(
+        parser,
+        "--string-data",
+        type=string_data_flag,
+        default=None,
+        metavar="S",
+        help="BYTES inputs: send S in every element instead of random strings",
+    )
 
 
 def positive_int_flag(text: str) -> int:
@@ -134,17 +145,43 @@ def positive_int_flag(text: str) -> int:
 
 def add_stream_flags(parser: argparse.ArgumentParser) -> None:
     """What a streaming sweep sends and judges (a decoupled model, ``--protocol openai``)."""
-    add_flag(parser, "--measure", choices=["ttft", "itl"], default=None,
-             help="streaming: judge stability, budget and operating point on time to first "
-                  "token or inter-token latency (default ttft)")  # fmt: skip
-    add_flag(parser, "--max-tokens", type=positive_int_flag, default=64, metavar="N",
-             help="streaming: tokens asked for per request (default 64)")  # fmt: skip
-    add_flag(parser, "--prompt-words", type=positive_int_flag, default=32, metavar="N",
-             help="streaming: random words per prompt (default 32)")  # fmt: skip
-    add_flag(parser, "--openai-api", choices=["chat", "completions"], default="chat",
-             help="--protocol openai: /v1/chat/completions or /v1/completions")  # fmt: skip
-    add_flag(parser, "--served-name", default=None,
-             help="--protocol openai: the request's model field, if not --model")  # fmt: skip
+    add_flag(
+        parser,
+        "--measure",
+        choices=["ttft", "itl"],
+        default=None,
+        help="streaming: judge stability, budget and operating point on time to first "
+        "token or inter-token latency (default ttft)",
+    )
+    add_flag(
+        parser,
+        "--max-tokens",
+        type=positive_int_flag,
+        default=64,
+        metavar="N",
+        help="streaming: tokens asked for per request (default 64)",
+    )
+    add_flag(
+        parser,
+        "--prompt-words",
+        type=positive_int_flag,
+        default=32,
+        metavar="N",
+        help="streaming: random words per prompt (default 32)",
+    )
+    add_flag(
+        parser,
+        "--openai-api",
+        choices=["chat", "completions"],
+        default="chat",
+        help="--protocol openai: /v1/chat/completions or /v1/completions",
+    )
+    add_flag(
+        parser,
+        "--served-name",
+        default=None,
+        help="--protocol openai: the request's model field, if not --model",
+    )
 
 
 def _shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -158,12 +195,21 @@ def _shape(text: str) -> tuple[str, tuple[int, ...]]:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``sweep`` to the top-level parser."""
     sweep = subparsers.add_parser("sweep", help="measure throughput and latency by concurrency")
-    add_flag(sweep, "--url", required=True,
-             help="http://host:8000, grpc://host:8001 or an OpenAI server's URL")  # fmt: skip
+    add_flag(
+        sweep,
+        "--url",
+        required=True,
+        help="http://host:8000, grpc://host:8001 or an OpenAI server's URL",
+    )
     add_flag(sweep, "--model", required=True, help="model name")
     add_flag(sweep, "--model-version", default="", help="model version (default: server's choice)")
-    add_flag(sweep, "--protocol", choices=["http", "grpc", "openai"], default=None,
-             help="default: from --url; openai: an OpenAI-compatible server")  # fmt: skip
+    add_flag(
+        sweep,
+        "--protocol",
+        choices=["http", "grpc", "openai"],
+        default=None,
+        help="default: from --url; openai: an OpenAI-compatible server",
+    )
     add_flag(sweep, "--concurrency", default="1:64", help="1,2,4,8 | 1:64 (doubling) | 1:16:2")
     add_flag(sweep, "--request-rate", default=None, help="open-loop rates instead, e.g. 50:400:50")
     add_flag(
@@ -260,8 +306,14 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     )
     # Redrawn once per window, not by rich's 10 Hz refresh thread: that thread holds
     # the GIL the in-process load worker needs, and showed up in its latency tail.
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[state]}"),
-                  console=console, transient=True, auto_refresh=False) as progress:  # fmt: skip
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[state]}"),
+        console=console,
+        transient=True,
+        auto_refresh=False,
+    ) as progress:
         task = progress.add_task(
             "sweep", total=len(settings.levels) * settings.max_windows, state=""
         )

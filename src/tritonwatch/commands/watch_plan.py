@@ -38,8 +38,11 @@ def _selection_line(target: TargetConfig) -> str | None:
     selection = target.selection
     if selection is None:
         return None
-    filters = [f"{k} {v!r}" for k, v in (("include", selection.include),
-                                         ("exclude", selection.exclude)) if v]  # fmt: skip
+    filters = [
+        f"{k} {v!r}"
+        for k, v in (("include", selection.include), ("exclude", selection.exclude))
+        if v
+    ]
     return "every READY model" + (f" ({', '.join(filters)})" if filters else "")
 
 
@@ -83,8 +86,10 @@ def describe(
     lines = []
     for target in config.targets:
         configured = (selections or {}).get(target.name, target)
-        lines.append(f"target {target.name}: {target.url} ({target.protocol}), "
-                     f"metrics {target.effective_metrics_url}")  # fmt: skip
+        lines.append(
+            f"target {target.name}: {target.url} ({target.protocol}), "
+            f"metrics {target.effective_metrics_url}"
+        )
         chosen = _selection_line(configured)
         if chosen is not None:
             found = "discovered at run time" if selections is None else "found"

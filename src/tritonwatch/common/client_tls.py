@@ -60,8 +60,9 @@ class ClientTLS:
         to word in their own terms: a certificate without its key (or the reverse),
         then each named file that does not exist."""
         if (self.cert_file is None) != (self.key_file is None):
-            missing, given = ("key_file", "cert_file") if self.key_file is None else (
-                "cert_file", "key_file")  # fmt: skip
+            missing, given = (
+                ("key_file", "cert_file") if self.key_file is None else ("cert_file", "key_file")
+            )
             yield FileProblem(missing, given_without_it=given)
         for name in ("ca_file", "cert_file", "key_file"):
             path: Path | None = getattr(self, name)

@@ -14,8 +14,13 @@ from tritonwatch.common.client_tls import ClientTLS
 
 
 def add_tls_flags(parser: argparse.ArgumentParser) -> None:
-    add_flag(parser, "--ca-file", type=Path, default=None,
-             help="CA that signed the server certificate (https://, grpcs://)")  # fmt: skip
+    add_flag(
+        parser,
+        "--ca-file",
+        type=Path,
+        default=None,
+        help="CA that signed the server certificate (https://, grpcs://)",
+    )
     add_flag(parser, "--cert-file", type=Path, default=None, help="client certificate (mTLS)")
     add_flag(parser, "--key-file", type=Path, default=None, help="client certificate's key")
 

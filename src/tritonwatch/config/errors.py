@@ -209,9 +209,10 @@ def _model_inside(annotation: Any, in_list: bool = False) -> tuple[type[BaseMode
         shapes = [_unannotated(a) for a in arguments]
         if any(get_origin(a) in (tuple, list) for a in shapes) and len(shapes) > 1:
             arguments = [
-                a for a, shape in zip(arguments, shapes, strict=True)
+                a
+                for a, shape in zip(arguments, shapes, strict=True)
                 if (get_origin(shape) in (tuple, list)) == in_list
-            ]  # fmt: skip
+            ]
     if origin in (tuple, list, Union, types.UnionType):
         for argument in arguments:
             inner, is_dict = _model_inside(argument, in_list)

@@ -25,12 +25,17 @@ def experiment_alert(experiment: Experiment, runbook: str) -> AlertSpec:
     before, after = experiment.p95_before, experiment.p95_after
     numbers = (
         f" (canary p95 {before * 1e3:.1f} ms → {after * 1e3:.1f} ms)"
-        if before is not None and after is not None else ""
-    )  # fmt: skip
+        if before is not None and after is not None
+        else ""
+    )
     return AlertSpec(
         labels={
-            "alertname": EXPERIMENT_ALERT, "severity": "info", "target": experiment.target,
-            "model": experiment.model, "action": "experiment", "parameter": experiment.parameter,
+            "alertname": EXPERIMENT_ALERT,
+            "severity": "info",
+            "target": experiment.target,
+            "model": experiment.model,
+            "action": "experiment",
+            "parameter": experiment.parameter,
         },
         annotations={
             "summary": (
@@ -39,7 +44,7 @@ def experiment_alert(experiment: Experiment, runbook: str) -> AlertSpec:
             "description": experiment.reason + numbers,
             "runbook_url": f"{runbook}#experiments",
         },
-    )  # fmt: skip
+    )
 
 
 class ExperimentCollector(Collector):

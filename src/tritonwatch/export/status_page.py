@@ -88,9 +88,15 @@ class AdviceLine:
         r = recommendation
         parameter = f"{r.model}: {r.parameter}" if r.pipeline else r.parameter
         return cls(
-            str(r.action), parameter, str(r.current), str(r.proposed), r.reason,
-            str(r.severity), dict(r.evidence), r.expected_effect,
-        )  # fmt: skip
+            str(r.action),
+            parameter,
+            str(r.current),
+            str(r.proposed),
+            r.reason,
+            str(r.severity),
+            dict(r.evidence),
+            r.expected_effect,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,18 +29,39 @@ from tritonwatch.records.sweep_records import (
 )
 
 STREAM_CSV_COLUMNS = (
-    "Concurrency", "Output Tokens/Second", "Requests/Second", "Error Rate",
-    "TTFT p50", "TTFT p90", "TTFT p95", "TTFT p99",
-    "ITL p50", "ITL p90", "ITL p95", "ITL p99",
-    "TPOT p50", "TPOT p95", "Latency p50", "Latency p95",
-)  # fmt: skip
+    "Concurrency",
+    "Output Tokens/Second",
+    "Requests/Second",
+    "Error Rate",
+    "TTFT p50",
+    "TTFT p90",
+    "TTFT p95",
+    "TTFT p99",
+    "ITL p50",
+    "ITL p90",
+    "ITL p95",
+    "ITL p99",
+    "TPOT p50",
+    "TPOT p95",
+    "Latency p50",
+    "Latency p95",
+)
 """A streaming sweep's CSV: latencies in microseconds, as perf_analyzer's; TPOT is the
 per-request ITL (genai-perf's ITL)."""
 PERF_ANALYZER_COLUMNS = (
-    "Inferences/Second", "Client Send", "Network+Server Send/Recv", "Server Queue",
-    "Server Compute Input", "Server Compute Infer", "Server Compute Output", "Client Recv",
-    "p50 latency", "p90 latency", "p95 latency", "p99 latency",
-)  # fmt: skip
+    "Inferences/Second",
+    "Client Send",
+    "Network+Server Send/Recv",
+    "Server Queue",
+    "Server Compute Input",
+    "Server Compute Infer",
+    "Server Compute Output",
+    "Client Recv",
+    "p50 latency",
+    "p90 latency",
+    "p95 latency",
+    "p99 latency",
+)
 
 
 def _ns(seconds: float) -> int:
@@ -128,25 +149,39 @@ def to_text(result: SweepResult, width: int | None = None) -> list[str]:
         return _stream_text(result, width)
     first = "rate/s" if result.settings.mode == "rate" else "concurrency"
     columns = (
-        Column(first), Column("infer/s"), Column("p50 ms", 3), Column("p90 ms", 6),
-        Column("p95 ms"), Column("p99 ms", 2), Column("err %"), Column("queue ms", 5),
-        Column("compute ms", 5), Column("client+net ms", 4), Column("stable", 1),
-        Column("requests", 7), Column("note", align="left", note=True),
-    )  # fmt: skip
+        Column(first),
+        Column("infer/s"),
+        Column("p50 ms", 3),
+        Column("p90 ms", 6),
+        Column("p95 ms"),
+        Column("p99 ms", 2),
+        Column("err %"),
+        Column("queue ms", 5),
+        Column("compute ms", 5),
+        Column("client+net ms", 4),
+        Column("stable", 1),
+        Column("requests", 7),
+        Column("note", align="left", note=True),
+    )
     rows = []
     for step in result.steps:
         server = step.server
         compute = sum(v for k, v in server.stage_seconds.items() if k != "queue") if server else 0
         residual = client_network_seconds(step)  # the JSON's client_network_seconds
-        rows.append((
-            f"{step.level:g}", f"{step.inferences_per_second:.1f}",
-            *(_ms(step.latency[p]) for p in ("p50", "p90", "p95", "p99")),
-            f"{step.error_rate * 100:.1f}",
-            _ms(server.stage_seconds["queue"]) if server else "-",
-            _ms(compute) if server else "-",
-            "-" if residual is None else _ms(residual),
-            "yes" if step.stable else "NO", str(step.requests), _notes(result, step),
-        ))  # fmt: skip
+        rows.append(
+            (
+                f"{step.level:g}",
+                f"{step.inferences_per_second:.1f}",
+                *(_ms(step.latency[p]) for p in ("p50", "p90", "p95", "p99")),
+                f"{step.error_rate * 100:.1f}",
+                _ms(server.stage_seconds["queue"]) if server else "-",
+                _ms(compute) if server else "-",
+                "-" if residual is None else _ms(residual),
+                "yes" if step.stable else "NO",
+                str(step.requests),
+                _notes(result, step),
+            )
+        )
     title = f"{result.settings.model} over {result.settings.protocol}"
     return render_table(columns, rows, width, title)
 
@@ -156,22 +191,42 @@ def _stream_text(result: SweepResult, width: int | None) -> list[str]:
     p50/p95 and errors; wider terminals add stability, TPOT p50 (genai-perf's ITL),
     requests/s, the p99s and the request count."""
     columns = (
-        Column("concurrency"), Column("tok/s"), Column("req/s", 3), Column("TTFT p50 ms"),
-        Column("TTFT p95 ms"), Column("TTFT p99 ms", 4), Column("ITL p50 ms"),
-        Column("ITL p95 ms"), Column("ITL p99 ms", 5), Column("TPOT p50 ms", 2),
-        Column("err %"), Column("stable", 1), Column("requests", 6),
+        Column("concurrency"),
+        Column("tok/s"),
+        Column("req/s", 3),
+        Column("TTFT p50 ms"),
+        Column("TTFT p95 ms"),
+        Column("TTFT p99 ms", 4),
+        Column("ITL p50 ms"),
+        Column("ITL p95 ms"),
+        Column("ITL p99 ms", 5),
+        Column("TPOT p50 ms", 2),
+        Column("err %"),
+        Column("stable", 1),
+        Column("requests", 6),
         Column("note", align="left", note=True),
-    )  # fmt: skip
+    )
     rows = []
     for step in result.steps:
         ttft, itl, tpot = _stream_quantiles(step)
-        rows.append((
-            f"{step.level:g}", f"{step.throughput:.1f}", f"{step.requests_per_second:.1f}",
-            _ms(ttft["p50"]), _ms(ttft["p95"]), _ms(ttft["p99"]),
-            _ms(itl["p50"]), _ms(itl["p95"]), _ms(itl["p99"]), _ms(tpot["p50"]),
-            f"{step.error_rate * 100:.1f}", "yes" if step.stable else "NO",
-            str(step.requests), _notes(result, step),
-        ))  # fmt: skip
+        rows.append(
+            (
+                f"{step.level:g}",
+                f"{step.throughput:.1f}",
+                f"{step.requests_per_second:.1f}",
+                _ms(ttft["p50"]),
+                _ms(ttft["p95"]),
+                _ms(ttft["p99"]),
+                _ms(itl["p50"]),
+                _ms(itl["p95"]),
+                _ms(itl["p99"]),
+                _ms(tpot["p50"]),
+                f"{step.error_rate * 100:.1f}",
+                "yes" if step.stable else "NO",
+                str(step.requests),
+                _notes(result, step),
+            )
+        )
     settings = result.settings
     title = f"{settings.model} over {settings.protocol}, streaming ({judged_on(result)})"
     return render_table(columns, rows, width, title)
@@ -185,13 +240,17 @@ def _stream_csv(result: SweepResult) -> str:
     for step in sorted(result.steps, key=lambda s: s.level):
         ttft, itl, tpot = _stream_quantiles(step)
         writer.writerow(
-            (f"{step.level:g}", f"{step.throughput:.6g}", f"{step.requests_per_second:.6g}",
-             f"{step.error_rate:.6g}",
-             *(_us(_ns(ttft[p])) for p in ("p50", "p90", "p95", "p99")),
-             *(_us(_ns(itl[p])) for p in ("p50", "p90", "p95", "p99")),
-             *(_us(_ns(tpot[p])) for p in ("p50", "p95")),
-             *(_us(_ns(step.latency[p])) for p in ("p50", "p95")))
-        )  # fmt: skip
+            (
+                f"{step.level:g}",
+                f"{step.throughput:.6g}",
+                f"{step.requests_per_second:.6g}",
+                f"{step.error_rate:.6g}",
+                *(_us(_ns(ttft[p])) for p in ("p50", "p90", "p95", "p99")),
+                *(_us(_ns(itl[p])) for p in ("p50", "p90", "p95", "p99")),
+                *(_us(_ns(tpot[p])) for p in ("p50", "p95")),
+                *(_us(_ns(step.latency[p])) for p in ("p50", "p95")),
+            )
+        )
     return out.getvalue()
 
 
@@ -218,10 +277,16 @@ def to_csv(result: SweepResult) -> str:
         stage_ns = {stage: _ns(stages[stage]) for stage in SERVER_STAGES}
         network_misc = _ns(step.latency["avg"]) - sum(stage_ns.values())
         writer.writerow(
-            (f"{step.level:g}", f"{step.inferences_per_second:.6g}", 0, _us(network_misc),
-             *(_us(stage_ns[s]) for s in SERVER_STAGES), 0,
-             *(_us(_ns(step.latency[p])) for p in ("p50", "p90", "p95", "p99")))
-        )  # fmt: skip
+            (
+                f"{step.level:g}",
+                f"{step.inferences_per_second:.6g}",
+                0,
+                _us(network_misc),
+                *(_us(stage_ns[s]) for s in SERVER_STAGES),
+                0,
+                *(_us(_ns(step.latency[p])) for p in ("p50", "p90", "p95", "p99")),
+            )
+        )
     return out.getvalue()
 
 

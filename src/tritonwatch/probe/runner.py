@@ -201,12 +201,12 @@ class CanaryRunner:
             return
         plan = canary.plan
         if plan.stream.mode == "off":
-            _log.info("canary_skipped", target=plan.target, model=plan.model,
-                      reason=STREAMING_OFF)  # fmt: skip
+            _log.info("canary_skipped", target=plan.target, model=plan.model, reason=STREAMING_OFF)
             self.stats.set_skipped(key, STREAMING_OFF, time.monotonic())
             return
-        _log.info("canary_stream_detected", target=plan.target, model=plan.model,
-                  protocol=plan.protocol)  # fmt: skip
+        _log.info(
+            "canary_stream_detected", target=plan.target, model=plan.model, protocol=plan.protocol
+        )
         streaming = self._streaming_canary(plan)  # (paused as the plain one: _pauses)
         self._running[key] = replace(running, canary=streaming)
         self._declare_streams(self._streaming | {key})
@@ -220,8 +220,9 @@ class CanaryRunner:
         """The target's client for the plan's protocol, made on first use."""
         key = _client_key(plan)
         if key not in self._clients:
-            self._clients[key] = client_for(plan.protocol, plan.http_url, plan.grpc_url,
-                                            plan.tls, grpc_only=plan.grpc_only)  # fmt: skip
+            self._clients[key] = client_for(
+                plan.protocol, plan.http_url, plan.grpc_url, plan.tls, grpc_only=plan.grpc_only
+            )
         return self._clients[key]
 
     async def _close_clients(self, keys: Iterable[ClientKey]) -> None:

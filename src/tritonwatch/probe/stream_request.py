@@ -322,9 +322,12 @@ class GrpcStreamCodec(_KserveStreamCodec):
             elif all(t.name != name for t in tensors):
                 tensors.append(self._tensor(spec, value))
         return encode_infer_request(
-            self._name, self._version, tensors, request_id=request_id,
+            self._name,
+            self._version,
+            tensors,
+            request_id=request_id,
             parameters=parameters | {ENABLE_EMPTY_FINAL: True},
-        )  # fmt: skip
+        )
 
     @staticmethod
     def parse(payload: bytes) -> StreamInferResponseMessage:

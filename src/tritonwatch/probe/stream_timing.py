@@ -58,9 +58,16 @@ class StreamClock:
     piece counts: the stream is over for the canary."""
 
     __slots__ = (
-        "_content_pieces", "_ended_at", "_error", "_first", "_gaps", "_last_content",
-        "_last_stamp", "_server_tokens", "origin",
-    )  # fmt: skip
+        "_content_pieces",
+        "_ended_at",
+        "_error",
+        "_first",
+        "_gaps",
+        "_last_content",
+        "_last_stamp",
+        "_server_tokens",
+        "origin",
+    )
 
     def __init__(self, origin: float) -> None:
         self.origin = origin

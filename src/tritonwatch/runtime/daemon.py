@@ -168,10 +168,12 @@ class Daemon:
         self.stream_board = StreamBoard(*_stream_buckets(config))
         """The streaming canaries' TTFT/ITL histograms and windows (issue 18)."""
         self.registry.register(StreamCollector(self.stream_board, clock))
-        self.judged = BottleneckBoard(self.triton.states)
-        """The scraped states with their breakdowns and bottlenecks, as exported."""
-        self.registry.register(TritonModelCollector(self.judged.states))
-        self.registry.register(LlmCollector(self.judged.states))
+        self.bottlenecks = BottleneckBoard(self.triton.states)
+        """The bottleneck board: every target's scraped state with its breakdowns and
+        bottlenecks, judged once per scrape (:meth:`_scrape`) or reload (:meth:`_apply`);
+        the exporter, the evaluator and the status page read it."""
+        self.registry.register(TritonModelCollector(self.bottlenecks.states))
+        self.registry.register(LlmCollector(self.bottlenecks.states))
         self._nvml = NvmlSampler(nvml, clock=clock) if config.nvml.enabled is not False else None
         self.registry.register(
             GpuMetricsCollector(
@@ -180,10 +182,16 @@ class Daemon:
             )
         )
         self.evaluator = Evaluator(
-            config, canary_board=self.canary_board, triton=self.triton,
-            registry=self.registry, stream_board=self.stream_board,
-            readiness=self._board.snapshot, clock=clock, wall_clock=wall_clock,
-        )  # fmt: skip
+            config,
+            canary_board=self.canary_board,
+            triton=self.triton,
+            judged_states=self.bottlenecks.states,
+            registry=self.registry,
+            stream_board=self.stream_board,
+            readiness=self._board.snapshot,
+            clock=clock,
+            wall_clock=wall_clock,
+        )
         self._canaries = CanaryRunner(self.canary_board, self.stream_board)
         self.registry.register(
             LivenessCollector(self._stalled, lambda: self._canaries.engine_restarts)
@@ -334,7 +342,7 @@ class Daemon:
             self._effective_targets = [target.name for target in effective.targets]
             self._effective = effective
             self.triton.apply(effective)
-            self.judged.apply(effective)
+            self.bottlenecks.apply(effective)  # re-judged now with the new thresholds
             # The effective config for both: advice, like SLOs, covers every model watched.
             self.evaluator.apply(effective, effective)
             self._schedule(effective)
@@ -415,9 +423,9 @@ class Daemon:
         }[spec.kind]
 
     def _scrape(self, target: str) -> None:
-        """One scrape of ``target``, then its verdicts and findings."""
+        """One scrape of ``target``, then its verdicts (judged once, here) and findings."""
         outcome = self.triton.scrape(target)
-        self.judged.observe(target)
+        self.bottlenecks.publish(target)
         self.evaluator.observe_scrape(outcome)
 
     def _check_readiness(self, target: str) -> None:
@@ -442,7 +450,7 @@ class Daemon:
                 config=self._effective,
                 canary=self.canary_board.snapshot(now),
                 readiness=self._board.snapshot(),
-                triton=self.judged.states(),
+                triton=self.bottlenecks.states(),
                 sweeps=self.sweeps.snapshot(),
                 slo_statuses=self.evaluator.statuses(),
                 not_serving=self.evaluator.not_serving(),
@@ -464,11 +472,14 @@ class Daemon:
         late = self._schedule_board.late_jobs() if started else []
         stalled = self._stalled() if started else {}
         return health_report(
-            str(self._state), started=started, late=late, jobs=len(self._probes),
+            str(self._state),
+            started=started,
+            late=late,
+            jobs=len(self._probes),
             stalled=[key for key, is_stalled in stalled.items() if is_stalled],
             engine_restarts=self._canaries.engine_restarts,
             engine_recovering=started and self._canaries.engine_recovering(),
-        )  # fmt: skip
+        )
 
     def readiness(self) -> Readiness:
         """Ready (``/-/ready``) once started with its config loaded, every target scraped
@@ -477,8 +488,11 @@ class Daemon:
         says something true."""
         if self._state != RunState.STARTED:
             return Readiness((f"the daemon to start (it is {self._state})",))
-        waiting = [f"the first scrape of {state.target}" for state in self.triton.states()
-                   if not state.sources]  # fmt: skip
+        waiting = [
+            f"the first scrape of {state.target}"
+            for state in self.triton.states()
+            if not state.sources
+        ]
         board = self.canary_board
         excused = board.skipped().keys() | board.open_circuits() | board.unprepared()
         waiting += [

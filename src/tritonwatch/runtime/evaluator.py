@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from prometheus_client.registry import CollectorRegistry
 
@@ -26,13 +26,12 @@ from tritonwatch.analysis.advisor_records import (
     with_llm_window,
     with_server_window,
 )
-from tritonwatch.analysis.breakdown import bottleneck_thresholds, judge_target
 from tritonwatch.analysis.experiments import Experiment, experiment_span, judge_experiment
 from tritonwatch.analysis.pipeline_advice import advise_pipeline
 from tritonwatch.analysis.serving import NotServing, down_since, not_serving, servers_down
 from tritonwatch.analysis.slo import SLOStatus, slo_specs
 from tritonwatch.common.logs import get_logger
-from tritonwatch.config.schema import Config, TargetConfig
+from tritonwatch.config.schema import Config
 from tritonwatch.config.slo_schema import stream_latency_warning
 from tritonwatch.export.alerts import (
     AlertBoard,
@@ -68,15 +67,11 @@ SLO_STATE_FILE = "slo-events.json"
 EXPERIMENT_HISTORY = 50
 
 
-def _bottleneck(
-    config: Config, target: TargetConfig, state: TargetState, model: str
-) -> BottleneckKind | None:
-    """The model's bottleneck at the last scrape, judged as the exporter judges it (a
-    pipeline's over its steps)."""
-    if model not in state.models:
-        return None
-    judged = judge_target(state, bottleneck_thresholds(config, target)).models[model]
-    return judged.bottleneck.kind if judged.bottleneck is not None else None
+def _bottleneck(state: TargetState, model: str) -> BottleneckKind | None:
+    """The model's bottleneck at the last scrape, as the scrape judged it (a pipeline's
+    over its steps); read, never judged again here."""
+    judged = state.models.get(model)
+    return judged.bottleneck.kind if judged is not None and judged.bottleneck is not None else None
 
 
 def _thresholds(config: Config) -> AdvisorThresholds:
@@ -85,7 +80,12 @@ def _thresholds(config: Config) -> AdvisorThresholds:
 
 class Evaluator:
     """Evaluates the SLOs, the advice, experiments and alerts every evaluation interval,
-    and owns the notifiers that send them."""
+    and owns the notifiers that send them.
+
+    ``judged_states`` returns every target's judged state as the scrape published it
+    (the bottleneck board's :meth:`~tritonwatch.runtime.bottleneck_board.BottleneckBoard.
+    states`): the advisor's inputs and the bottleneck verdicts are read from it, never
+    judged again. ``triton`` is read for the models' config changes only."""
 
     def __init__(
         self,
@@ -93,6 +93,7 @@ class Evaluator:
         *,
         canary_board: CanaryBoard,
         triton: TritonScrapers,
+        judged_states: Callable[[], Sequence[TargetState]],
         registry: CollectorRegistry,
         stream_board: StreamBoard | None = None,
         readiness: Callable[[], Mapping[str, ReadinessObservation]] | None = None,
@@ -117,6 +118,7 @@ class Evaluator:
         self._llm_windows = LlmWindows()
         self._kv_pressure = KvPressureLog()
         self._triton = triton
+        self._judged_states = judged_states
         self._clock = clock
         self._lock = threading.RLock()
         state = None if config.state.dir is None else config.state.dir / SLO_STATE_FILE
@@ -288,7 +290,7 @@ class Evaluator:
         now: float,
         statuses: list[SLOStatus],
     ) -> None:
-        states = {state.target: state for state in self._triton.states()}
+        states = {state.target: state for state in self._judged_states()}
         thresholds = _thresholds(config)
         canary = {(s.target, s.model): s for s in snapshots}
         streams = {(s.target, s.model): s for s in stream_snapshots}
@@ -305,19 +307,30 @@ class Evaluator:
                 span = config.advisor.window
                 samples = self._canary.samples_between(target.name, model.name, now - span, now + 1)
                 advisor_input = advisor_input_for(
-                    config, target, model, state, snapshot=snapshot, samples=samples,
-                    stream=streams.get(key), statuses=statuses,
-                )  # fmt: skip
+                    config,
+                    target,
+                    model,
+                    state,
+                    snapshot=snapshot,
+                    samples=samples,
+                    stream=streams.get(key),
+                    statuses=statuses,
+                )
                 llm = self._llm_windows.observe(key, state.models.get(model.name), now, span)
                 judged = with_llm_window(with_server_window(advisor_input, window), llm)
                 self._kv_pressure.update(judged, thresholds)
                 advice = advise_pipeline(judged, thresholds, state=state, windows=windows)
-                bottleneck = _bottleneck(config, target, state, model.name)
+                bottleneck = _bottleneck(state, model.name)
                 burning = any(
                     (s.spec.target, s.spec.model) == key and s.firing is not None for s in statuses
                 )
-                blocked = blocked_reason(judged, thresholds, bottleneck=bottleneck,
-                                         burning=burning, recommendations=advice)  # fmt: skip
+                blocked = blocked_reason(
+                    judged,
+                    thresholds,
+                    bottleneck=bottleneck,
+                    burning=burning,
+                    recommendations=advice,
+                )
                 self.recommendations.update(target.name, model.name, advice, blocked)
 
     def _target_windows(self, target: str) -> dict[str, list[ModelRates]]:

@@ -111,8 +111,13 @@ def discovered_targets(discovery: DiscoveryConfig, base: Path) -> list[TargetCon
                 try:
                     targets.append(_target(address, labels, name))
                 except ValidationError as error:
-                    _log.error("discovery_entry_invalid", file=str(path), group=index,
-                               target=address, error=str(error).splitlines()[0])  # fmt: skip
+                    _log.error(
+                        "discovery_entry_invalid",
+                        file=str(path),
+                        group=index,
+                        target=address,
+                        error=str(error).splitlines()[0],
+                    )
     return targets
 
 

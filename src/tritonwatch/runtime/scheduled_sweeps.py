@@ -47,8 +47,12 @@ def run_scheduled_sweep(
         _log.warning("sweep_failed", target=plan.target, model=plan.model, error=str(error)[:300])
         return
     if streams:
-        _log.warning("sweep_skipped_streaming", target=plan.target, model=plan.model,
-                     reason=STREAMING_SKIPPED)  # fmt: skip
+        _log.warning(
+            "sweep_skipped_streaming",
+            target=plan.target,
+            model=plan.model,
+            reason=STREAMING_SKIPPED,
+        )
         return
     pause_canary(plan.target, plan.model, True)
     _log.info(

@@ -98,12 +98,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(models with response_cache then answer repeated requests from it)",
     )
     add_flag(parser, "--grpc-use-ssl", action="store_true", help="serve gRPC over TLS")
-    add_flag(parser, "--grpc-use-ssl-mutual", action="store_true",
-             help="serve gRPC over TLS and require client certificates")  # fmt: skip
+    add_flag(
+        parser,
+        "--grpc-use-ssl-mutual",
+        action="store_true",
+        help="serve gRPC over TLS and require client certificates",
+    )
     add_flag(parser, "--grpc-server-cert", type=Path, default=None, help="PEM certificate")
     add_flag(parser, "--grpc-server-key", type=Path, default=None, help="PEM private key")
-    add_flag(parser, "--grpc-root-cert", type=Path, default=None,
-             help="PEM CA that client certificates must chain to (mutual)")  # fmt: skip
+    add_flag(
+        parser,
+        "--grpc-root-cert",
+        type=Path,
+        default=None,
+        help="PEM CA that client certificates must chain to (mutual)",
+    )
     parser.set_defaults(handler=run)
 
 

@@ -15,17 +15,17 @@ from dataclasses import dataclass, field, fields
 VLLM_TTFT_BUCKETS_S = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
     2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
+)  # fmt: skip  # bounds in rows as vllm v1/metrics/loggers.py lists them, to compare by eye
 """``vllm:time_to_first_token_seconds`` (vllm ``v1/metrics/loggers.py``)."""
 VLLM_ITL_BUCKETS_S = (
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
     2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
-)  # fmt: skip
+)  # fmt: skip  # bounds in rows as vllm v1/metrics/loggers.py lists them, to compare by eye
 """``vllm:inter_token_latency_seconds``."""
 VLLM_E2E_BUCKETS_S = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
     60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
-)  # fmt: skip
+)  # fmt: skip  # bounds in rows as vllm v1/metrics/loggers.py lists them, to compare by eye
 """``vllm:e2e_request_latency_seconds``."""
 FIRST_RESPONSE_BUCKETS_MS = (100.0, 500.0, 2000.0, 5000.0)
 """Triton's default buckets of ``nv_inference_first_response_histogram_ms``."""

@@ -145,29 +145,56 @@ def render_trtllm(out: Exposition, rows: Sequence[LlmRow]) -> None:
 
 
 _VLLM_GAUGES: tuple[tuple[str, str, Callable[[LlmEngine], float]], ...] = (
-    ("vllm:num_requests_running", "Number of requests in model execution batches.",
-     lambda engine: len(engine.running)),
-    ("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-     lambda engine: len(engine.waiting)),
-    ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-     lambda engine: engine.kv_usage),
-)  # fmt: skip
+    (
+        "vllm:num_requests_running",
+        "Number of requests in model execution batches.",
+        lambda engine: len(engine.running),
+    ),
+    (
+        "vllm:num_requests_waiting",
+        "Number of requests waiting to be processed.",
+        lambda engine: len(engine.waiting),
+    ),
+    (
+        "vllm:kv_cache_usage_perc",
+        "KV-cache usage. 1 means 100 percent usage.",
+        lambda engine: engine.kv_usage,
+    ),
+)
 _VLLM_COUNTERS: tuple[tuple[str, str, Callable[[LlmCounters], float]], ...] = (
-    ("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.",
-     lambda counters: counters.preemptions),
-    ("vllm:prompt_tokens_total", "Number of prefill tokens processed.",
-     lambda counters: counters.prompt_tokens),
-    ("vllm:generation_tokens_total", "Number of generation tokens processed.",
-     lambda counters: counters.generation_tokens),
-)  # fmt: skip
+    (
+        "vllm:num_preemptions_total",
+        "Cumulative number of preemption from the engine.",
+        lambda counters: counters.preemptions,
+    ),
+    (
+        "vllm:prompt_tokens_total",
+        "Number of prefill tokens processed.",
+        lambda counters: counters.prompt_tokens,
+    ),
+    (
+        "vllm:generation_tokens_total",
+        "Number of generation tokens processed.",
+        lambda counters: counters.generation_tokens,
+    ),
+)
 _VLLM_HISTOGRAMS: tuple[tuple[str, str, Callable[[LlmCounters], Histogram]], ...] = (
-    ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-     lambda counters: counters.ttft_s),
-    ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-     lambda counters: counters.itl_s),
-    ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-     lambda counters: counters.e2e_s),
-)  # fmt: skip
+    (
+        "vllm:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        lambda counters: counters.ttft_s,
+    ),
+    (
+        "vllm:inter_token_latency_seconds",
+        "Histogram of inter-token latency in seconds.",
+        lambda counters: counters.itl_s,
+    ),
+    (
+        "vllm:e2e_request_latency_seconds",
+        "Histogram of e2e request latency in seconds.",
+        lambda counters: counters.e2e_s,
+    ),
+)
 
 
 def render_vllm(out: Exposition, rows: Sequence[LlmRow]) -> None:

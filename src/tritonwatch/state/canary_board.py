@@ -115,9 +115,18 @@ class SeriesSnapshot:
 
 class _Series:
     __slots__ = (
-        "bucket_hits", "count", "failing_since", "failures_in_row", "last_error", "last_outcome_at",
-        "late_count", "late_total", "outcomes", "recent", "total",
-    )  # fmt: skip
+        "bucket_hits",
+        "count",
+        "failing_since",
+        "failures_in_row",
+        "last_error",
+        "last_outcome_at",
+        "late_count",
+        "late_total",
+        "outcomes",
+        "recent",
+        "total",
+    )
 
     def __init__(self, buckets: int) -> None:
         self.outcomes: Counter[str] = Counter()

@@ -34,7 +34,7 @@ TTFT_DEFAULT_BUCKETS = DEFAULT_BUCKETS
 """First tokens take as long as short requests (ms) to long prefills (seconds)."""
 ITL_DEFAULT_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0,
-)  # fmt: skip
+)  # fmt: skip  # bounds in one row, read as a scale rather than one per line
 """Gaps between tokens: a decode step is milliseconds to tens of milliseconds, finer
 than the latency defaults near the usual 50 ms ITL objective."""
 MEASURES = ("ttft", "itl")

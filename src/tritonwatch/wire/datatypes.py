@@ -22,21 +22,50 @@ import struct
 from collections.abc import Iterable, Sequence
 
 TRITON_DATATYPES = frozenset(
-    {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-     "FP16", "FP32", "FP64", "BF16", "BYTES"}
-)  # fmt: skip
-_CODES = {"BOOL": "?", "INT8": "b", "UINT8": "B", "INT16": "h", "UINT16": "H", "INT32": "i",
-          "UINT32": "I", "INT64": "q", "UINT64": "Q", "FP16": "e", "FP32": "f", "FP64": "d",
-          "BF16": "H"}  # fmt: skip
+    {
+        "BOOL",
+        "UINT8",
+        "UINT16",
+        "UINT32",
+        "UINT64",
+        "INT8",
+        "INT16",
+        "INT32",
+        "INT64",
+        "FP16",
+        "FP32",
+        "FP64",
+        "BF16",
+        "BYTES",
+    }
+)
+_CODES = {
+    "BOOL": "?",
+    "INT8": "b",
+    "UINT8": "B",
+    "INT16": "h",
+    "UINT16": "H",
+    "INT32": "i",
+    "UINT32": "I",
+    "INT64": "q",
+    "UINT64": "Q",
+    "FP16": "e",
+    "FP32": "f",
+    "FP64": "d",
+    "BF16": "H",
+}
 """struct's format character for each fixed-size datatype (BF16: its 16 bits)."""
 ITEM_SIZES = {datatype: struct.calcsize("<" + code) for datatype, code in _CODES.items()}
 """Bytes per element of each fixed-size datatype (every one but BYTES)."""
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INTEGER_RANGES = {
-    name: ((-(2 ** (8 * ITEM_SIZES[name] - 1)), 2 ** (8 * ITEM_SIZES[name] - 1) - 1)
-           if name.startswith("INT") else (0, 2 ** (8 * ITEM_SIZES[name]) - 1))
+    name: (
+        (-(2 ** (8 * ITEM_SIZES[name] - 1)), 2 ** (8 * ITEM_SIZES[name] - 1) - 1)
+        if name.startswith("INT")
+        else (0, 2 ** (8 * ITEM_SIZES[name]) - 1)
+    )
     for name in ("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64")
-}  # fmt: skip
+}
 _F32 = struct.Struct("<f")
 _U32 = struct.Struct("<I")
 _LENGTH = struct.Struct("<I")

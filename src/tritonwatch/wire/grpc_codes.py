@@ -6,17 +6,52 @@ what an error or a status is called in a message, and how gRPC maps an HTTP stat
 
 from __future__ import annotations
 
-ERROR_NAMES = ("NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR",
-               "SETTINGS_TIMEOUT", "STREAM_CLOSED", "FRAME_SIZE_ERROR", "REFUSED_STREAM",
-               "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
-               "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED")  # fmt: skip
+ERROR_NAMES = (
+    "NO_ERROR",
+    "PROTOCOL_ERROR",
+    "INTERNAL_ERROR",
+    "FLOW_CONTROL_ERROR",
+    "SETTINGS_TIMEOUT",
+    "STREAM_CLOSED",
+    "FRAME_SIZE_ERROR",
+    "REFUSED_STREAM",
+    "CANCEL",
+    "COMPRESSION_ERROR",
+    "CONNECT_ERROR",
+    "ENHANCE_YOUR_CALM",
+    "INADEQUATE_SECURITY",
+    "HTTP_1_1_REQUIRED",
+)
 """RFC 9113 §7, by code."""
-GRPC_STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-                     "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                     "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-                     "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")  # fmt: skip
+GRPC_STATUS_NAMES = (
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+)
 """gRPC status codes by number, named as ``grpc.StatusCode`` names them."""
 UNKNOWN, DEADLINE_EXCEEDED, INTERNAL, UNIMPLEMENTED, UNAVAILABLE = 2, 4, 13, 12, 14
-HTTP_TO_GRPC = {400: INTERNAL, 401: 16, 403: 7, 404: UNIMPLEMENTED, 429: UNAVAILABLE,
-                502: UNAVAILABLE, 503: UNAVAILABLE, 504: UNAVAILABLE}  # fmt: skip
+HTTP_TO_GRPC = {
+    400: INTERNAL,
+    401: 16,
+    403: 7,
+    404: UNIMPLEMENTED,
+    429: UNAVAILABLE,
+    502: UNAVAILABLE,
+    503: UNAVAILABLE,
+    504: UNAVAILABLE,
+}
 """gRPC's own mapping of an HTTP status on a non-gRPC answer (doc/http-grpc-status-mapping.md)."""

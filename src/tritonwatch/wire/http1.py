@@ -21,8 +21,15 @@ from typing import NoReturn
 from tritonwatch.wire.errors import AnswerTooLargeError, HttpProtocolError
 from tritonwatch.wire.limits import DEFAULT_LIMITS, AnswerLimits, limits_of
 
-__all__ = ["AnswerTooLargeError", "ChunkedDecoder", "Http1Connection", "HttpProtocolError",
-           "ResponseHead", "content_length", "response_head"]  # fmt: skip
+__all__ = [
+    "AnswerTooLargeError",
+    "ChunkedDecoder",
+    "Http1Connection",
+    "HttpProtocolError",
+    "ResponseHead",
+    "content_length",
+    "response_head",
+]
 
 _MAX_LENGTH_DIGITS = 15
 """Content-Length and chunk sizes up to about a petabyte; longer ones are refused

@@ -93,8 +93,7 @@ def frame_bytes(kind: int, flags: int, stream: int, payload: bytes = b"") -> byt
 def client_preface(window: int = DEFAULT_LIMITS.http2_window) -> bytes:
     """What a client sends first on a connection: the magic, SETTINGS (no push, streams
     of ``window`` bytes) and a WINDOW_UPDATE taking the connection's window to it."""
-    settings = struct.pack(">HIHI", SETTINGS_ENABLE_PUSH, 0, SETTINGS_INITIAL_WINDOW_SIZE,
-                           window)  # fmt: skip
+    settings = struct.pack(">HIHI", SETTINGS_ENABLE_PUSH, 0, SETTINGS_INITIAL_WINDOW_SIZE, window)
     grow = window - DEFAULT_WINDOW
     update = frame_bytes(WINDOW_UPDATE, 0, 0, _STREAM_ID.pack(grow)) if grow > 0 else b""
     return PREFACE + frame_bytes(SETTINGS, 0, 0, settings) + update
@@ -171,9 +170,15 @@ def grpc_unary_request(
     body = _GRPC_PREFIX.pack(0, len(message)) + message
     if len(body) > MAX_REQUEST_DATA:
         raise ValueError(f"a {len(body)}-byte gRPC request exceeds the {MAX_REQUEST_DATA} window")
-    fields = [(":method", "POST"), (":scheme", "http"), (":path", path),
-              (":authority", authority), ("content-type", "application/grpc"),
-              ("te", "trailers"), ("grpc-timeout", grpc_timeout(timeout))]  # fmt: skip
+    fields = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", path),
+        (":authority", authority),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+        ("grpc-timeout", grpc_timeout(timeout)),
+    ]
     block = b"".join(hpack_literal(name, value) for name, value in fields)
     if len(block) > MAX_FRAME:
         raise ValueError("the request's header block does not fit one frame")
@@ -537,8 +542,9 @@ def _reply(trailers: Mapping[str, str], data: bytes) -> GrpcReply:
     raw_status = trailers.get("grpc-status")
     message = unquote(trailers.get("grpc-message", ""), errors="replace")
     if raw_status is None or not raw_status.isdigit():
-        return GrpcReply(UNKNOWN, message or f"no valid grpc-status in the trailers ({raw_status})",
-                         b"")  # fmt: skip
+        return GrpcReply(
+            UNKNOWN, message or f"no valid grpc-status in the trailers ({raw_status})", b""
+        )
     status = int(raw_status)
     if status != 0 or not data:
         return GrpcReply(status, message, b"")

@@ -62,10 +62,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 SUMMARY_COLUMNS = (
-    Column("target/model", align="left"), Column("SLO", align="left"), Column("objective %"),
-    Column("threshold ms", 1), Column("period d", 2), Column("budget %", 5),
-    Column("records", 3), Column("alerts", 4),
-)  # fmt: skip
+    Column("target/model", align="left"),
+    Column("SLO", align="left"),
+    Column("objective %"),
+    Column("threshold ms", 1),
+    Column("period d", 2),
+    Column("budget %", 5),
+    Column("records", 3),
+    Column("alerts", 4),
+)
 """The group's name is left out: it is ``tritonwatch-slo-<target>-<model>-<SLO>``."""
 
 
@@ -82,10 +87,16 @@ def summary_lines(
         rules = group["rules"]
         alerts = sum(1 for rule in rules if "alert" in rule)
         threshold = spec.threshold_seconds
-        rows.append((
-            f"{spec.target}/{spec.model}", str(spec.kind), f"{spec.objective * 100:.10g}",
-            "-" if threshold is None else f"{threshold * 1e3:g}",
-            f"{spec.period_seconds / 86400:g}", f"{spec.error_budget * 100:.10g}",
-            str(len(rules) - alerts), str(alerts),
-        ))  # fmt: skip
+        rows.append(
+            (
+                f"{spec.target}/{spec.model}",
+                str(spec.kind),
+                f"{spec.objective * 100:.10g}",
+                "-" if threshold is None else f"{threshold * 1e3:g}",
+                f"{spec.period_seconds / 86400:g}",
+                f"{spec.error_budget * 100:.10g}",
+                str(len(rules) - alerts),
+                str(alerts),
+            )
+        )
     return render_table(SUMMARY_COLUMNS, rows, width, title)

@@ -93,9 +93,10 @@ def _instance_change(
     if sweep.knee.reached and (waiting or gpu_room):
         why = (
             f"requests wait {top.server.stage_seconds['queue'] * 1e3:.1f} ms for "
-            f"{compute * 1e3:.1f} ms of compute" if waiting
+            f"{compute * 1e3:.1f} ms of compute"
+            if waiting
             else f"the GPU is {top.gpu_utilization:.0%} busy"
-        )  # fmt: skip
+        )
         reason = f"throughput flat from {sweep.knee.concurrency:g} while {why}"
     elif not sweep.knee.reached and gpu_room and top.p95 < budget_p95:
         reason = (
@@ -137,18 +138,26 @@ def _delay_changes(
     queue = top.server.stage_seconds.get("queue", 0.0)
     batch = top.server.batch_size_average or 1.0
     if delay and top.p95 < budget_p95 and queue >= TIMER_BOUND_SHARE * delay * 1e-6:
-        found.append(Change(
-            parameter, delay, _halved(delay),
-            f"requests wait {queue * 1e3:.2f} ms of the {delay / 1e3:g} ms delay at "
-            f"{top.level:g} for batches of {batch:.1f}: the timer dispatches them",
-        ))  # fmt: skip
+        found.append(
+            Change(
+                parameter,
+                delay,
+                _halved(delay),
+                f"requests wait {queue * 1e3:.2f} ms of the {delay / 1e3:g} ms delay at "
+                f"{top.level:g} for batches of {batch:.1f}: the timer dispatches them",
+            )
+        )
     fillable = min(max_batch, _rows_in_flight(top, sweep))
     if batch < FULL_BATCH_SHARE * fillable and top.p95 < budget_p95 / 2:
-        found.append(Change(
-            parameter, delay, delay * 2 if delay else MIN_DELAY_MICROSECONDS,
-            f"batches of {batch:.1f} of {fillable:g} possible at {top.level:g} with p95 "
-            f"{top.p95 * 1e3:.1f} ms, under half the budget",
-        ))  # fmt: skip
+        found.append(
+            Change(
+                parameter,
+                delay,
+                delay * 2 if delay else MIN_DELAY_MICROSECONDS,
+                f"batches of {batch:.1f} of {fillable:g} possible at {top.level:g} with p95 "
+                f"{top.p95 * 1e3:.1f} ms, under half the budget",
+            )
+        )
     return found
 
 
@@ -168,11 +177,15 @@ def candidates(config: dict[str, Any], sweep: SweepResult, budget_p95: float) ->
         assert step.server is not None
         stages = step.server.stage_seconds
         if max(stages, key=lambda k: stages[k]) == "queue":
-            found.append(Change(
-                "dynamic_batching.max_queue_delay_microseconds", delay, _halved(delay),
-                f"p95 {step.p95 * 1e3:.1f} ms over the budget at {step.level:g} with queue "
-                f"{stages['queue'] * 1e3:.1f} ms the largest stage",
-            ))  # fmt: skip
+            found.append(
+                Change(
+                    "dynamic_batching.max_queue_delay_microseconds",
+                    delay,
+                    _halved(delay),
+                    f"p95 {step.p95 * 1e3:.1f} ms over the budget at {step.level:g} with queue "
+                    f"{stages['queue'] * 1e3:.1f} ms the largest stage",
+                )
+            )
     groups = config.get("instance_group") or []
     if top is not None and top.server is not None and groups and sweep.knee:
         instance = _instance_change(groups, top, sweep, budget_p95)

@@ -39,8 +39,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_flag(tune, "--concurrency", default="1:16", help="sweep levels: 1,2,4 | 1:16 | 1:16:2")
     add_flag(tune, "--measurement-interval", type=seconds_flag, default=2.0, help="window length")
     add_flag(tune, "--max-windows", type=int, default=10, help="windows per step at most")
-    add_flag(tune, "--metrics-url", default=None,
-             help="Triton's /metrics for GPU use (default: --url host, port 8002)")  # fmt: skip
+    add_flag(
+        tune,
+        "--metrics-url",
+        default=None,
+        help="Triton's /metrics for GPU use (default: --url host, port 8002)",
+    )
     add_flag(tune, "--json", type=Path, default=None, help="write the history and configs as JSON")
     add_string_flags(tune)
     add_production_flags(tune)
@@ -60,10 +64,13 @@ def _default_metrics_url(url: str) -> str:
 
 
 HISTORY_COLUMNS = (
-    Column("step"), Column("infer/s in budget"), Column("p95 ms"),
-    Column("verdict", align="left"), Column("change", align="left", note=True),
+    Column("step"),
+    Column("infer/s in budget"),
+    Column("p95 ms"),
+    Column("verdict", align="left"),
+    Column("change", align="left", note=True),
     Column("why", align="left", note=True),
-)  # fmt: skip
+)
 """The change and the reason are long text: under their row on a narrow terminal."""
 
 
@@ -73,8 +80,9 @@ def history_lines(result: TuneResult, width: int | None = None) -> list[str]:
     for step in result.history:
         change = (
             f"{step.change.parameter}: {step.change.current!r} → {step.change.proposed!r}"
-            if step.change else "(baseline)"
-        )  # fmt: skip
+            if step.change
+            else "(baseline)"
+        )
         throughput = f"{step.throughput:.1f}" if step.throughput is not None else "none"
         p95 = f"{step.p95 * 1e3:.2f}" if step.p95 is not None else "-"
         rows.append((str(step.step), throughput, p95, step.verdict, change, step.reason))
@@ -106,23 +114,33 @@ def _json(result: TuneResult) -> dict[str, Any]:
             }
             for s in result.history
         ],
-        "plan": None if result.plan is None else {
-            "parameter": result.plan.parameter, "current": result.plan.current,
-            "proposed": result.plan.proposed, "reason": result.plan.reason,
+        "plan": None
+        if result.plan is None
+        else {
+            "parameter": result.plan.parameter,
+            "current": result.plan.current,
+            "proposed": result.plan.proposed,
+            "reason": result.plan.reason,
         },
         "interrupted": result.interrupted,
-    }  # fmt: skip
+    }
 
 
 def sweep_settings_from(args: argparse.Namespace) -> SweepSettings:
     """The sweep each tuning step runs, from ``tune``'s flags."""
     protocol: Literal["http", "grpc"] = "grpc" if args.url.startswith("grpc") else "http"
     return SweepSettings(
-        url=args.url, model=args.model, protocol=protocol,
-        levels=parse_levels(args.concurrency, integers=True), budget_p95=args.budget_p95,
-        window_seconds=args.measurement_interval, max_windows=args.max_windows,
-        string_length=args.string_length, string_data=args.string_data, tls=tls_from(args),
-    )  # fmt: skip
+        url=args.url,
+        model=args.model,
+        protocol=protocol,
+        levels=parse_levels(args.concurrency, integers=True),
+        budget_p95=args.budget_p95,
+        window_seconds=args.measurement_interval,
+        max_windows=args.max_windows,
+        string_length=args.string_length,
+        string_data=args.string_data,
+        tls=tls_from(args),
+    )
 
 
 def run_tune_command(args: argparse.Namespace) -> int:
@@ -139,9 +157,14 @@ def run_tune_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     metrics_url = args.metrics_url or _default_metrics_url(args.url)
-    tuner = Tuner(settings, apply=args.apply, max_steps=args.max_steps, stop=stop,
-                  report=lambda line: console.print(line, highlight=False),
-                  metrics_url=metrics_url)  # fmt: skip
+    tuner = Tuner(
+        settings,
+        apply=args.apply,
+        max_steps=args.max_steps,
+        stop=stop,
+        report=lambda line: console.print(line, highlight=False),
+        metrics_url=metrics_url,
+    )
     try:
         result = tuner.run()
     except NotExplicitModeError as error:

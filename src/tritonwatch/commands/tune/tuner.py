@@ -155,8 +155,11 @@ class Tuner:
         seen = {json.dumps(original, sort_keys=True)}
         try:
             for step in range(1, self._max_steps + 1):
-                fresh = [c for c in self._propose(kept, kept_sweep, self._budget)
-                         if json.dumps(c.apply(kept), sort_keys=True) not in seen]  # fmt: skip
+                fresh = [
+                    c
+                    for c in self._propose(kept, kept_sweep, self._budget)
+                    if json.dumps(c.apply(kept), sort_keys=True) not in seen
+                ]
                 if not fresh:
                     self._report("no candidate left: done")
                     break

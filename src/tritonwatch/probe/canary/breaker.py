@@ -65,7 +65,14 @@ class CircuitBreaker:
         return None
 
 
-_ANSWERED = frozenset({Outcome.SUCCESS, Outcome.BAD_RESPONSE, Outcome.CLIENT_ERROR,
-                       Outcome.TOO_LARGE, Outcome.REJECTED})  # fmt: skip
+_ANSWERED = frozenset(
+    {
+        Outcome.SUCCESS,
+        Outcome.BAD_RESPONSE,
+        Outcome.CLIENT_ERROR,
+        Outcome.TOO_LARGE,
+        Outcome.REJECTED,
+    }
+)
 """Outcomes of a server that answered: they close the breaker, never trip it (a model
 that refuses the canary's input has a back-off of its own: probe/canary/refusals.py)."""

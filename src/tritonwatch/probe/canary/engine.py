@@ -162,9 +162,15 @@ class CanaryEngine:
                 loop.call_soon_threadsafe(failed.set)
 
         channel = Channel(
-            canary, addresses[0], request, timeout, max_in_flight, tls=tls, addresses=addresses,
+            canary,
+            addresses[0],
+            request,
+            timeout,
+            max_in_flight,
+            tls=tls,
+            addresses=addresses,
             connect_failed=connect_failed,
-        )  # fmt: skip
+        )
         self._command(added=(channel, first_send))
 
         def moved(fresh: tuple[Address, ...]) -> None:
@@ -250,8 +256,9 @@ class CanaryEngine:
                         backoff = RESTART_BACKOFF_MIN  # ran a good while since the last one
                     self._restarts += 1
                     self._crashed_at = now
-                    _log.exception("canary_engine_crashed", restarts=self._restarts,
-                                   restart_in_seconds=backoff)  # fmt: skip
+                    _log.exception(
+                        "canary_engine_crashed", restarts=self._restarts, restart_in_seconds=backoff
+                    )
                     self._recover()
                     engine_sockets.wait_ready([waker.read], [], backoff)  # a stop ends the wait
                     backoff = min(backoff * 2, RESTART_BACKOFF_MAX)

@@ -177,16 +177,23 @@ async def follow_name(
         try:
             fresh = tuple(await resolve(host, port))
         except OSError as error:
-            _log.warning("canary_resolve_failed", host=host, error=str(error)[:200],
-                         **canary_fields(channel.canary))  # fmt: skip
+            _log.warning(
+                "canary_resolve_failed",
+                host=host,
+                error=str(error)[:200],
+                **canary_fields(channel.canary),
+            )
             continue
         if not fresh or fresh == known:
             continue
         _log.info(
-            "canary_address_changed", host=host, port=port,
-            old=[shown(a) for a in known], new=[shown(a) for a in fresh],
+            "canary_address_changed",
+            host=host,
+            port=port,
+            old=[shown(a) for a in known],
+            new=[shown(a) for a in fresh],
             **canary_fields(channel.canary),
-        )  # fmt: skip
+        )
         known = fresh
         moved(fresh)
 

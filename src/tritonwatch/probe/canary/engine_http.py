@@ -65,8 +65,9 @@ class HeadedConnection(Http1Connection):
         parsed = self._answer(head)  # consumes the answer from the buffer when complete
         if parsed is not None:
             self.head = head
-            self.headers = {name: head.headers[name] for name in _KEPT_HEADERS
-                            if name in head.headers}  # fmt: skip
+            self.headers = {
+                name: head.headers[name] for name in _KEPT_HEADERS if name in head.headers
+            }
         return parsed
 
     @property

@@ -71,8 +71,14 @@ def wait_ready(
     for sock in writers:
         poller.register(sock, select.POLLOUT)
     ready = poller.poll(timeout * 1e3)
-    readable = [by_fd[fd] for fd, event in ready if event & ~select.POLLOUT and fd in by_fd
-                and by_fd[fd] in readers]  # fmt: skip
-    writable = [by_fd[fd] for fd, event in ready if event & ~select.POLLIN and fd in by_fd
-                and by_fd[fd] in writers]  # fmt: skip
+    readable = [
+        by_fd[fd]
+        for fd, event in ready
+        if event & ~select.POLLOUT and fd in by_fd and by_fd[fd] in readers
+    ]
+    writable = [
+        by_fd[fd]
+        for fd, event in ready
+        if event & ~select.POLLIN and fd in by_fd and by_fd[fd] in writers
+    ]
     return readable, writable

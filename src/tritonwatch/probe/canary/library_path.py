@@ -149,10 +149,16 @@ def _http_exchange(
 
     try:
         response = pool.urlopen(
-            request.method, request.path, body=request.body, headers=request.headers,
-            retries=False, timeout=timeout,
-            preload_content=False, decode_content=False, redirect=False,
-        )  # fmt: skip
+            request.method,
+            request.path,
+            body=request.body,
+            headers=request.headers,
+            retries=False,
+            timeout=timeout,
+            preload_content=False,
+            decode_content=False,
+            redirect=False,
+        )
         try:
             answer_headers = {name.lower(): value for name, value in response.headers.items()}
             declared = answer_headers.get("content-length", "")

@@ -19,6 +19,7 @@ from typing import Any
 
 from tritonwatch.common.logs import get_logger
 from tritonwatch.probe.canary import breaker
+from tritonwatch.probe.canary.answer_verdict import judge_answer, recorded_latency
 from tritonwatch.probe.canary.clients import (
     BINARY_TENSOR_EXTENSION,
     GrpcInferenceClient,
@@ -45,12 +46,12 @@ from tritonwatch.probe.canary.library_path import LibraryCall
 from tritonwatch.probe.canary.model_info import fetch_model_info, is_decoupled
 from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import DYNAMIC_DIM, CanaryPlan
-from tritonwatch.probe.canary.refusals import REFUSED_PROBE_SECONDS, canary_outcome
+from tritonwatch.probe.canary.refusals import REFUSED_PROBE_SECONDS
 from tritonwatch.probe.canary.request_source import CanaryRequests, varying_requests
 from tritonwatch.probe.canary.send_gates import SendGates
 from tritonwatch.probe.canary.sequence import control_inputs
 from tritonwatch.probe.canary.timing import WakeTimer
-from tritonwatch.probe.infer_response import HttpAnswerDecoder, ResponseDecodeError, check_outputs
+from tritonwatch.probe.infer_response import HttpAnswerDecoder
 from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
 from tritonwatch.records.observations import CanaryResult, Outcome
@@ -149,10 +150,14 @@ class ModelCanary:
             controls = control_inputs(config)  # Triton fills them: never sent
             specs = [s for s in input_specs(plan.model, metadata, config) if s.name not in controls]
             tensors = build_inputs(
-                plan.model, specs, plan.inputs, "zero" if plan.data == "zero" else "random",
-                string_length=plan.string_length, string_data=plan.string_data,
+                plan.model,
+                specs,
+                plan.inputs,
+                "zero" if plan.data == "zero" else "random",
+                string_length=plan.string_length,
+                string_data=plan.string_data,
                 dynamic_dim=DYNAMIC_DIM,
-            )  # fmt: skip
+            )
             poisson = self._random if plan.poisson else None
             first, self._requests = varying_requests(plan, config, specs, tensors, poisson=poisson)
             self._tensors = list(first)
@@ -321,10 +326,16 @@ class ModelCanary:
         assert self._engine is not None
         serving = asyncio.ensure_future(
             self._engine.serve(
-                self, host, port, request, timeout=timeout,
-                max_in_flight=plan.max_in_flight, first_send=first_send, tls=tls,
+                self,
+                host,
+                port,
+                request,
+                timeout=timeout,
+                max_in_flight=plan.max_in_flight,
+                first_send=first_send,
+                tls=tls,
             )
-        )  # fmt: skip
+        )
         leaving = asyncio.ensure_future(self._engine_left.wait())
         try:
             try:
@@ -338,8 +349,12 @@ class ModelCanary:
             if self._fallback.active:
                 return False
         except OSError as error:
-            _log.warning("canary_engine_unavailable", target=plan.target, model=plan.model,
-                         error=str(error)[:200])  # fmt: skip
+            _log.warning(
+                "canary_engine_unavailable",
+                target=plan.target,
+                model=plan.model,
+                error=str(error)[:200],
+            )
             return False
         finally:
             self._failure_log.flush()
@@ -424,9 +439,9 @@ class ModelCanary:
         self, intended: float, answer: Any, woke: float | None, ended: float | None
     ) -> None:
         """Judges one request's ``answer`` (a decoded result, or the exception it ended
-        with) and records it: latency from ``woke`` (when the sending thread took the
-        request up, ``intended`` when not given) to the answer's last byte, or to now for
-        a failure. Both send paths end here, the event loop's and the engine's.
+        with; answer_verdict.py) and records it: latency from ``woke`` (when the sending
+        thread took the request up, ``intended`` when not given) to the answer's last
+        byte, or to now for a failure. Both send paths end here, the event loop's and the engine's.
 
         Why not from ``intended``: a thread the OS wakes late would put the client's own
         scheduling into the server's tail; perf_analyzer, too, times from when it sends. What the
@@ -435,35 +450,17 @@ class ModelCanary:
         ``ended``: when a failure happened, if earlier than now (a second opinion came
         after it)."""
         plan = self.plan
-        outcome, text = Outcome.SUCCESS, ""
-        finished: float | None = None
-        failure: Failure | None = None
-        try:
-            if isinstance(answer, BaseException):
-                raise answer
-            finished = _received_at(answer)
-            check_outputs(answer, self._outputs)
-        except Exception as error:
-            # (a ResponseDecodeError too: it answered, but not with what was asked)
-            outcome = (
-                Outcome.BAD_RESPONSE
-                if isinstance(error, ResponseDecodeError)
-                else canary_outcome(classify_error(error, plan.protocol), error, plan.protocol)
-            )
-            text = error_text(error, timeout=plan.timeout)
-            failure = self.failure_of(error, outcome, text)
+        verdict = judge_answer(answer, self._outputs, plan.protocol, plan.timeout)
+        outcome, text = verdict.outcome, verdict.text
+        failure = None if verdict.error is None else self.failure_of(verdict.error, outcome, text)
         if self._requests is not None:
             self._requests.finished(intended, ok=outcome == Outcome.SUCCESS)
         now = self.account(outcome, failure)
         origin = intended if woke is None else max(intended, woke)
+        finished = verdict.received
         if finished is None:
             finished = now if ended is None else ended
-        elapsed = finished - origin
-        latency: float | None = elapsed
-        if outcome == Outcome.TIMEOUT:
-            latency = plan.timeout
-        elif outcome not in (Outcome.SUCCESS, Outcome.BAD_RESPONSE):
-            latency = None  # a refused connection (an answer cut off) says nothing of it
+        latency = recorded_latency(outcome, finished - origin, plan.timeout)
         self._stats.record(
             CanaryResult(
                 plan.target,
@@ -572,13 +569,6 @@ class ModelCanary:
         return await self._client.infer(
             plan.model, plan.version, self._tensors, binary=self._binary, timeout=timeout
         )
-
-
-def _received_at(result: Any) -> float | None:
-    """When the answer's last byte arrived, if its client says (ours do: the decoding
-    that follows is client CPU, which perf_analyzer does not count either)."""
-    received = getattr(result, "received_at", None)
-    return received if isinstance(received, float) else None
 
 
 async def run_canaries(canaries: Sequence[ModelCanary]) -> None:

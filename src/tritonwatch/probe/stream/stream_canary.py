@@ -104,8 +104,13 @@ class StreamTransport(Protocol):
 class HttpStream:
     """``generate_stream`` or OpenAI streaming: one POST, an SSE body read as it arrives."""
 
-    def __init__(self, url: str, ssl_context: ssl.SSLContext | None, limit: int,
-                 codec: GenerateCodec | OpenAICodec) -> None:  # fmt: skip
+    def __init__(
+        self,
+        url: str,
+        ssl_context: ssl.SSLContext | None,
+        limit: int,
+        codec: GenerateCodec | OpenAICodec,
+    ) -> None:
         parts = urlsplit(url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
         host = parts.hostname or "127.0.0.1"
@@ -128,8 +133,9 @@ class HttpStream:
     async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
         codec = self._codec
         body = codec.encode(prompt, max_tokens)
-        request = encode_request("POST", self._host, self._prefix + codec.path, body,
-                                 STREAM_HEADERS)  # fmt: skip
+        request = encode_request(
+            "POST", self._host, self._prefix + codec.path, body, STREAM_HEADERS
+        )
         parser = SseParser()
         end: float | None = None
         async with contextlib.aclosing(self._pool.stream(request)) as reads:
@@ -148,8 +154,12 @@ class HttpStream:
 class GrpcStream:
     """Triton's ``ModelStreamInfer``: requests up the canary's one call, responses by id."""
 
-    def __init__(self, session: Callable[[], GrpcStreamSession], codec: GrpcStreamCodec,
-                 address: tuple[str, int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        session: Callable[[], GrpcStreamSession],
+        codec: GrpcStreamCodec,
+        address: tuple[str, int] | None = None,
+    ) -> None:
         """``session``: opens the event loop's call, on the first :meth:`send` (so a
         canary the engine streams for never imports ``grpc``); ``address``: (host, port)
         of a plaintext target, which the engine may stream from instead (None: TLS, or
@@ -222,8 +232,12 @@ def longest_request(stream: StreamConfig) -> tuple[str, int]:
 
 def prompt_sampler(seed: int, stream: StreamConfig) -> PromptSampler:
     """The prompts and token counts ``canary.stream`` asks for."""
-    return PromptSampler(seed, prompt=stream.prompt, prompt_words=_length(stream.prompt_words),
-                         max_tokens=_length(stream.max_tokens))  # fmt: skip
+    return PromptSampler(
+        seed,
+        prompt=stream.prompt,
+        prompt_words=_length(stream.prompt_words),
+        max_tokens=_length(stream.max_tokens),
+    )
 
 
 class StreamSource(Protocol):
@@ -270,14 +284,19 @@ def kserve_codec(
     fallback = []
     if fields.text_input not in {spec.name for spec in specs}:
         fallback = build_inputs(
-            source.model, specs, source.inputs, "zero" if source.data == "zero" else "random",
-            string_length=source.string_length, string_data=source.string_data,
+            source.model,
+            specs,
+            source.inputs,
+            "zero" if source.data == "zero" else "random",
+            string_length=source.string_length,
+            string_data=source.string_data,
             dynamic_dim=DYNAMIC_DIM,
-        )  # fmt: skip
+        )
     outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
     kind = GrpcStreamCodec if source.protocol == "grpc" else GenerateCodec
-    return kind(source.model, source.version, fields, inputs=specs, outputs=outputs,
-                fallback=fallback)  # fmt: skip
+    return kind(
+        source.model, source.version, fields, inputs=specs, outputs=outputs, fallback=fallback
+    )
 
 
 def open_transport(
@@ -342,8 +361,13 @@ class StreamingCanary(ModelCanary):
         try:
             transport = await self._new_transport()
         except PayloadError as error:
-            _log.warning("canary_skipped", target=plan.target, model=plan.model,
-                         input=error.input_name, reason=error.reason)  # fmt: skip
+            _log.warning(
+                "canary_skipped",
+                target=plan.target,
+                model=plan.model,
+                input=error.input_name,
+                reason=error.reason,
+            )
             self._stats.set_skipped(plan.key, error.reason, self._clock())
             return False
         await self._close_transport()  # a prepare again (never, today) drops the old one
@@ -447,10 +471,15 @@ class StreamingCanary(ModelCanary):
             text = error_text(error, timeout=plan.stream.timeout)
             entry = self.failure_of(error, failure, text)
         result = clock.result(
-            target=plan.target, model=plan.model, protocol=plan.protocol, at=self._clock(),
-            end=end, failure=failure, error=text,
+            target=plan.target,
+            model=plan.model,
+            protocol=plan.protocol,
+            at=self._clock(),
+            end=end,
+            failure=failure,
+            error=text,
             send_lateness_seconds=clock.origin - intended,
-        )  # fmt: skip
+        )
         if failure is None and result.outcome != Outcome.SUCCESS:
             entry = Failure(result.outcome, result.error, None)  # in-band error, no output
         self.account(result.outcome, entry)

@@ -88,12 +88,27 @@ def quantile_summary(values: Sequence[float], percentile: float) -> dict[str, fl
 def _spec(settings: SweepSettings, tensors: list[Tensor], level: float) -> LoadSpec:
     build = grpc_load_spec if settings.protocol == "grpc" else http_load_spec
     if settings.mode == "rate":
-        return build(settings.url, settings.model, settings.version, tensors, mode="rate",
-                     concurrency=settings.rate_in_flight, rate=level,
-                     timeout=settings.timeout, tls=settings.tls)  # fmt: skip
-    return build(settings.url, settings.model, settings.version, tensors,
-                 mode="concurrency", concurrency=int(level), timeout=settings.timeout,
-                 tls=settings.tls)  # fmt: skip
+        return build(
+            settings.url,
+            settings.model,
+            settings.version,
+            tensors,
+            mode="rate",
+            concurrency=settings.rate_in_flight,
+            rate=level,
+            timeout=settings.timeout,
+            tls=settings.tls,
+        )
+    return build(
+        settings.url,
+        settings.model,
+        settings.version,
+        tensors,
+        mode="concurrency",
+        concurrency=int(level),
+        timeout=settings.timeout,
+        tls=settings.tls,
+    )
 
 
 class SweepRunner:
@@ -147,8 +162,16 @@ class SweepRunner:
             stats.close()
         return SweepSteps(settings, tuple(steps), stopped_at_budget, tuple(warnings))
 
-    def _step(self, tensors: list[Tensor], batch: int, level: float, *, processes: int,
-              stats: StatsReader, progress: ProgressCallback | None) -> StepResult:  # fmt: skip
+    def _step(
+        self,
+        tensors: list[Tensor],
+        batch: int,
+        level: float,
+        *,
+        processes: int,
+        stats: StatsReader,
+        progress: ProgressCallback | None,
+    ) -> StepResult:
         settings = self.settings
         concurrency = settings.rate_in_flight if settings.mode == "rate" else int(level)
         workers = start_workers(_spec(settings, tensors, level), min(processes, concurrency))
@@ -171,9 +194,14 @@ class SweepRunner:
             stop_workers(workers)
         server = breakdown(before, after) if before and after else None
         step = _step_result(
-            level, batch, samples, windows, processes=len(workers),
-            percentile=settings.percentile, server=server,
-        )  # fmt: skip
+            level,
+            batch,
+            samples,
+            windows,
+            processes=len(workers),
+            percentile=settings.percentile,
+            server=server,
+        )
         return replace(step, gpu_utilization=gpu)
 
     def _more_processes_would_help(self, step: StepResult, processes: int) -> bool:
@@ -184,8 +212,9 @@ class SweepRunner:
             and not self.stop.is_set()
         )
 
-    def _collect_window(self, workers: list[Worker], samples: list[WindowSamples],
-                        windows: list[WindowResult]) -> None:  # fmt: skip
+    def _collect_window(
+        self, workers: list[Worker], samples: list[WindowSamples], windows: list[WindowResult]
+    ) -> None:
         settings = self.settings
         if settings.window_requests is None:
             self.stop.wait(settings.window_seconds)
@@ -204,9 +233,16 @@ class SweepRunner:
         windows.append(WindowResult(throughput, chosen))
 
 
-def _step_result(level: float, batch: int, samples: list[WindowSamples],
-                 windows: list[WindowResult], *, processes: int, percentile: float,
-                 server: ServerBreakdown | None) -> StepResult:  # fmt: skip
+def _step_result(
+    level: float,
+    batch: int,
+    samples: list[WindowSamples],
+    windows: list[WindowResult],
+    *,
+    processes: int,
+    percentile: float,
+    server: ServerBreakdown | None,
+) -> StepResult:
     used = samples[-STABILITY_WINDOWS:] or [WindowSamples()]  # stopped before any window
     merged = used[0]
     for window in used[1:]:

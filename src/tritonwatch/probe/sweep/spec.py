@@ -48,9 +48,16 @@ def http_load_spec(
 ) -> LoadSpec:
     encoded = encode_http_infer(url, model, version, tensors)
     return LoadSpec(
-        "http", encoded.host, encoded.port, encoded.payload, mode, concurrency, rate, timeout,
+        "http",
+        encoded.host,
+        encoded.port,
+        encoded.payload,
+        mode,
+        concurrency,
+        rate,
+        timeout,
         tls_for(url, tls),
-    )  # fmt: skip
+    )
 
 
 def grpc_load_spec(

@@ -159,8 +159,9 @@ class StreamSweepRunner:
         transport = await self._transport()
         stats = None
         if settings.protocol != "openai":
-            stats = StatsReader(settings.protocol, settings.url, settings.model,
-                                settings.version, settings.tls)  # fmt: skip
+            stats = StatsReader(
+                settings.protocol, settings.url, settings.model, settings.version, settings.tls
+            )
         sampler = prompt_sampler(SEED, settings.stream)
         steps: list[StepResult] = []
         warnings: list[str] = []
@@ -206,9 +207,14 @@ class StreamSweepRunner:
     async def _snapshot(self, stats: StatsReader | None) -> StatsSnapshot | None:
         return None if stats is None else await asyncio.to_thread(stats.snapshot)
 
-    async def _step(self, transport: StreamTransport, sampler: PromptSampler, level: float,
-                    stats: StatsReader | None,
-                    progress: ProgressCallback | None) -> StepResult:  # fmt: skip
+    async def _step(
+        self,
+        transport: StreamTransport,
+        sampler: PromptSampler,
+        level: float,
+        stats: StatsReader | None,
+        progress: ProgressCallback | None,
+    ) -> StepResult:
         settings = self.settings
         recorder = _Recorder()
         workers = [
@@ -259,10 +265,17 @@ class StreamSweepRunner:
             except Exception as error:  # every failure is counted, never a crash
                 failure = classify_error(error, settings.protocol)
                 text = error_text(error, timeout=settings.timeout)
-            recorder.add(clock.result(
-                target=settings.url, model=settings.model, protocol=settings.protocol,
-                at=time.monotonic(), end=end, failure=failure, error=text,
-            ))  # fmt: skip
+            recorder.add(
+                clock.result(
+                    target=settings.url,
+                    model=settings.model,
+                    protocol=settings.protocol,
+                    at=time.monotonic(),
+                    end=end,
+                    failure=failure,
+                    error=text,
+                )
+            )
             if failure is not None:
                 await asyncio.sleep(0)  # a refusing server must not starve the loop
 
@@ -297,9 +310,14 @@ def _window_result(window: StreamWindow, settings: SweepSettings) -> WindowResul
     return WindowResult(tokens_per_second, chosen)
 
 
-def stream_step_result(level: float, samples: Sequence[StreamWindow],
-                       windows: Sequence[WindowResult], percentile: float, *,
-                       server: ServerBreakdown | None = None) -> StepResult:  # fmt: skip
+def stream_step_result(
+    level: float,
+    samples: Sequence[StreamWindow],
+    windows: Sequence[WindowResult],
+    percentile: float,
+    *,
+    server: ServerBreakdown | None = None,
+) -> StepResult:
     """The step's numbers from its last three windows (as the plain sweep's)."""
     used = list(samples[-STABILITY_WINDOWS:]) or [StreamWindow()]
     merged = used[0]
