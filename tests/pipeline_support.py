@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from tritonwatch.records.model_traits import model_traits
 from tritonwatch.records.observations import (
     CacheRates,
     DynamicBatching,
@@ -110,7 +109,6 @@ def snapshot(raw: Mapping[str, Any]) -> ModelConfigSnapshot:
         ),
         instance_groups=groups,
         raw=MappingProxyType(dict(raw)),
-        traits=model_traits(raw),
     )
 
 

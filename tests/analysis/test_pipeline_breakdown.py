@@ -22,8 +22,8 @@ from tritonwatch.analysis.pipeline_shape import (
     calls_per_request,
     pipeline_shape,
     pipeline_shapes,
-    step_counts,
 )
+from tritonwatch.records.model_traits import ensemble_step_counts
 from tritonwatch.records.target_state import ModelState, StepBreakdown, StepTime, TargetState
 
 
@@ -145,7 +145,7 @@ def test_a_loop_between_ensemble_configs_ends() -> None:
 
 def test_a_model_named_by_two_steps_runs_twice() -> None:
     raw = ensemble_config("twice", ["prep", "prep", "post"])
-    assert step_counts(raw) == {"prep": 2, "post": 1}
+    assert ensemble_step_counts(raw) == {"prep": 2, "post": 1}
 
 
 def test_a_step_without_readings_is_listed_as_missing() -> None:

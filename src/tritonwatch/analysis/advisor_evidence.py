@@ -113,9 +113,8 @@ def _stream_p95(stream: StreamSnapshot | None, measure: str) -> float | None:
 
 def _decoupled(model_state: ModelState | None) -> bool:
     """The loaded config says ``model_transaction_policy { decoupled: true }``."""
-    raw = model_state.config.raw if model_state and model_state.config else {}
-    policy = raw.get("model_transaction_policy")
-    return isinstance(policy, dict) and policy.get("decoupled") is True
+    config = model_state.config if model_state else None
+    return config is not None and config.traits.decoupled
 
 
 class LlmWindows:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tritonwatch.records.model_traits import ensemble_step_counts
 from tritonwatch.records.observations import ModelRates
 from tritonwatch.records.target_state import ModelState, PipelineKind, TargetState
 
@@ -69,18 +70,6 @@ class PipelineShape:
         return any(name == step for name, _ in self.steps)
 
 
-def step_counts(raw: Mapping[str, object]) -> dict[str, int]:
-    """An ensemble config's step models → how many steps name each, in step order."""
-    scheduling = raw.get("ensemble_scheduling")
-    steps = scheduling.get("step") if isinstance(scheduling, Mapping) else None
-    counts: dict[str, int] = {}
-    for step in steps if isinstance(steps, list) else []:
-        name = step.get("model_name") if isinstance(step, Mapping) else None
-        if isinstance(name, str) and name:
-            counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
 def _is_ensemble(state: ModelState | None) -> bool:
     return state is not None and state.config is not None and state.config.traits.ensemble
 
@@ -92,7 +81,7 @@ def _leaves(
     model = state.model_state(name)
     if model is None or model.config is None or len(path) > MAX_DEPTH:
         return
-    for step, count in step_counts(model.config.raw).items():
+    for step, count in ensemble_step_counts(model.config.raw).items():
         if _is_ensemble(state.model_state(step)) and step not in path:
             _leaves(step, state, factor * count, (*path, step), found)
         else:

@@ -89,15 +89,21 @@ def _microseconds(value: Any) -> int:
     return 0
 
 
-def ensemble_steps(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """The model names of ``ensemble_scheduling.step``, in order, each once."""
+def ensemble_step_counts(config: Mapping[str, Any]) -> dict[str, int]:
+    """The model names of ``ensemble_scheduling.step`` → how many steps name each, in
+    step order (a model named by two steps runs twice per request)."""
     steps = _object(config.get("ensemble_scheduling")).get("step")
-    names: list[str] = []
+    counts: dict[str, int] = {}
     for step in steps if isinstance(steps, list) else []:
         name = _object(step).get("model_name")
-        if isinstance(name, str) and name and name not in names:
-            names.append(name)
-    return tuple(names)
+        if isinstance(name, str) and name:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def ensemble_steps(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The model names of ``ensemble_scheduling.step``, in order, each once."""
+    return tuple(ensemble_step_counts(config))
 
 
 def _sequence_batching(config: Mapping[str, Any]) -> SequenceBatching | None:

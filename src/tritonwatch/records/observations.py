@@ -13,7 +13,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import NamedTuple
 
-from tritonwatch.records.model_traits import ModelTraits
+from tritonwatch.records.model_traits import ModelTraits, model_traits
 
 
 class Outcome(StrEnum):
@@ -429,10 +429,13 @@ class ModelConfigSnapshot:
     dynamic_batching: DynamicBatching | None
     instance_groups: tuple[InstanceGroup, ...]
     raw: Mapping[str, object]
-    traits: ModelTraits = field(default_factory=ModelTraits)
+    traits: ModelTraits = field(init=False)
     """What kind of model the config describes (ensemble steps, Python backend, sequence
     batching, response cache, decoupled): :func:`~tritonwatch.records.model_traits.model_traits`
-    of ``raw``."""
+    of ``raw``, derived from it on construction so the two never disagree."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "traits", model_traits(self.raw))
 
 
 @dataclass(frozen=True, slots=True)

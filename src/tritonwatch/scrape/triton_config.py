@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from tritonwatch.records.model_traits import model_traits
 from tritonwatch.records.observations import (
     DynamicBatching,
     InstanceGroup,
@@ -94,7 +93,6 @@ def parse_model_config(document: Any, model: str, at: float) -> ModelConfigSnaps
         dynamic_batching=_dynamic_batching(document.get("dynamic_batching")),
         instance_groups=_instance_groups(document.get("instance_group")),
         raw=MappingProxyType(dict(document)),
-        traits=model_traits(document),
     )
 
 

@@ -43,7 +43,7 @@ from tritonwatch.probe.canary.engine_wires import (
 from tritonwatch.probe.canary.failures import Failure, FailureLog
 from tritonwatch.probe.canary.library_fallback import LibraryFallback, error_start
 from tritonwatch.probe.canary.library_path import LibraryCall
-from tritonwatch.probe.canary.model_info import fetch_model_info, is_decoupled
+from tritonwatch.probe.canary.model_info import fetch_model_info, is_decoupled, report_skipped
 from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import DYNAMIC_DIM, CanaryPlan
 from tritonwatch.probe.canary.refusals import REFUSED_PROBE_SECONDS
@@ -162,16 +162,7 @@ class ModelCanary:
             first, self._requests = varying_requests(plan, config, specs, tensors, poisson=poisson)
             self._tensors = list(first)
         except PayloadError as error:
-            # Skipped, not retried: the model's metadata will not change by waiting. A
-            # config reload (a sample file, a shape) prepares it again.
-            _log.warning(
-                "canary_skipped",
-                target=plan.target,
-                model=plan.model,
-                input=error.input_name,
-                reason=error.reason,
-            )
-            self._stats.set_skipped(plan.key, error.reason, self._clock())
+            report_skipped(plan, self._stats, error, self._clock())
             return False
         self._stats.set_skipped(plan.key, None)
         self._outputs = [str(o["name"]) for o in metadata.get("outputs", [])]

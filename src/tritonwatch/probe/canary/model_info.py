@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from tritonwatch.common.logs import get_logger
 from tritonwatch.probe.canary.clients import classify_error
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.interfaces import InferenceClient
+from tritonwatch.probe.payload import PayloadError
 from tritonwatch.probe.server_errors import server_error_types
+from tritonwatch.records.model_traits import model_traits
 from tritonwatch.state.canary_board import CanaryBoard
 
 _log = get_logger("canary")
@@ -55,8 +58,21 @@ async def fetch_model_info(
     return metadata, config
 
 
-def is_decoupled(config: dict[str, Any] | None) -> bool:
+def report_skipped(plan: CanaryPlan, stats: CanaryBoard, error: PayloadError, at: float) -> None:
+    """One ``canary_skipped`` line and the board's reason (``tritonwatch_canary_skipped``,
+    the status page) for a model whose request cannot be built: not retried, since its
+    metadata will not change by waiting; a config reload prepares it again."""
+    _log.warning(
+        "canary_skipped",
+        target=plan.target,
+        model=plan.model,
+        input=error.input_name,
+        reason=error.reason,
+    )
+    stats.set_skipped(plan.key, error.reason, at)
+
+
+def is_decoupled(config: Mapping[str, Any] | None) -> bool:
     """Whether a model config (HTTP JSON form) says the model may answer a request any
     number of times (``model_transaction_policy.decoupled``): a generative model."""
-    policy = (config or {}).get("model_transaction_policy")
-    return isinstance(policy, dict) and policy.get("decoupled") is True
+    return model_traits(config).decoupled

@@ -54,6 +54,7 @@ from tritonwatch.probe.canary.engine_stream_grpc import GrpcStreamRequests
 from tritonwatch.probe.canary.engine_wires import RawAnswer
 from tritonwatch.probe.canary.failures import Failure
 from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.model_info import report_skipped
 from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import DYNAMIC_DIM, CanaryPlan
 from tritonwatch.probe.grpc_stream import GrpcStreamSession, open_channel
@@ -361,14 +362,7 @@ class StreamingCanary(ModelCanary):
         try:
             transport = await self._new_transport()
         except PayloadError as error:
-            _log.warning(
-                "canary_skipped",
-                target=plan.target,
-                model=plan.model,
-                input=error.input_name,
-                reason=error.reason,
-            )
-            self._stats.set_skipped(plan.key, error.reason, self._clock())
+            report_skipped(plan, self._stats, error, self._clock())
             return False
         await self._close_transport()  # a prepare again (never, today) drops the old one
         self._transport = transport
