@@ -60,10 +60,12 @@ def silent_url() -> Iterator[str]:
     listener.close()
 
 
-def _config(path: Path, url: str, metrics_url: str, models: list[str], timeout: str) -> Path:
+def _config(
+    path: Path, url: str, metrics_url: str, models: list[str], timeout: str, interval: str = "5s"
+) -> Path:
     listed = ", ".join(f"{{name: {model}}}" for model in models)
     path.write_text(
-        f"scrape: {{interval: 5s, timeout: {timeout}}}\n"
+        f"scrape: {{interval: {interval}, timeout: {timeout}}}\n"
         f"canary: {{rate: 5/s, timeout: {timeout}}}\n"
         f"targets: [{{name: t, url: '{url}', metrics_url: '{metrics_url}', models: [{listed}]}}]\n"
     )
@@ -77,7 +79,12 @@ def test_healthy_at_once_ready_once_every_first_scrape_and_canary_answer_are_in(
     Kubernetes readiness probe would route to an exporter with nothing true to say), or
     never after they ended (failures count: a down server is something true), or if
     /-/healthy is not 200 from the start."""
-    path = _config(tmp_path / "c.yaml", silent_url, f"{silent_url}/metrics", ["simple"], "4s")
+    # The canary's reason shows until its metadata request to the silent server times out
+    # (the canary is then excused as unprepared): 8 s, so that a loaded host that starts
+    # the daemon slowly still sees the window open.
+    path = _config(
+        tmp_path / "c.yaml", silent_url, f"{silent_url}/metrics", ["simple"], "8s", "10s"
+    )
     daemon = DaemonProcess(path)
     try:
         status, body = http_get(f"{daemon.url}/-/healthy")
@@ -86,7 +93,7 @@ def test_healthy_at_once_ready_once_every_first_scrape_and_canary_answer_are_in(
         # first scrape and canary request time out, what it waits for.
         status, body = wait_until(
             lambda: (answer := http_get(f"{daemon.url}/-/ready"))[1].count("the first") and answer,
-            10,
+            20,
             "the started daemon's reasons",
         )
         assert status == 503
@@ -95,7 +102,7 @@ def test_healthy_at_once_ready_once_every_first_scrape_and_canary_answer_are_in(
         assert "waiting for the first scrape of t" in lines
         assert "waiting for the first canary answer of t/simple (http)" in lines
         wait_until(
-            lambda: http_get(f"{daemon.url}/-/ready")[0] == 200, 20, "ready after the timeouts"
+            lambda: http_get(f"{daemon.url}/-/ready")[0] == 200, 40, "ready after the timeouts"
         )
         assert http_get(f"{daemon.url}/-/ready") == (200, "tritonwatch is Ready.\n")
         head = _request(f"{daemon.url}/-/healthy", "HEAD")
