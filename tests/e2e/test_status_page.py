@@ -269,6 +269,10 @@ def test_status_page_in_chromium(tmp_path: Path) -> None:
             )  # fmt: skip
             wait_until(lambda: _llm_timed(http_get(f"{daemon.url}/")[1]), 30,
                        "llm's TTFT and ITL p95 and SLO budgets on the page")  # fmt: skip
+            # The advice stands on the page (a loaded host can leave an evaluation window
+            # without it for a moment after the event): the page is dumped once it shows.
+            wait_until(lambda: 'class="recommendation"' in http_get(f"{daemon.url}/")[1], 30,
+                       "resnet50's advice on the page")  # fmt: skip
             dom = _chromium(tmp_path, "--dump-dom", f"{daemon.url}/")
             shot = tmp_path / "status.png"
             _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,1600", f"{daemon.url}/")
