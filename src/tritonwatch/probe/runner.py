@@ -119,6 +119,9 @@ class CanaryRunner:
             plan.key: (plan, (revisions or {}).get((plan.target, plan.model), "")) for plan in plans
         }
         timeout = APPLY_TIMEOUT_SECONDS
+        # Declared at once, in apply order (= reconcile order): readiness and the board
+        # know the canaries even while a slow reconcile has not landed yet.
+        self.stats.declare(wanted)
         done = asyncio.run_coroutine_threadsafe(self._reconcile_in_turn(wanted), self._loop)
         try:
             done.result(timeout=timeout)
@@ -130,9 +133,8 @@ class CanaryRunner:
             ) from None
 
     async def _reconcile_in_turn(self, wanted: Mapping[SeriesKey, tuple[CanaryPlan, str]]) -> None:
-        """Declares ``wanted`` and reconciles to it, in its turn (see ``_turn``)."""
+        """Reconciles to ``wanted`` in its turn (see ``_turn``)."""
         async with self._turn:
-            self.stats.declare(wanted)
             await self._reconcile(wanted)
 
     async def _cancel_all_in_turn(self) -> None:
