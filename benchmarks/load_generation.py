@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritonwatch.probe.payload import Tensor, TensorSpec, build_inputs
-from tritonwatch.probe.sweep.pool import cut_all, start_workers, stop_workers
-from tritonwatch.probe.sweep.spec import LoadSpec, grpc_load_spec, http_load_spec
+from tritonwatch.kserve.payload import Tensor, TensorSpec, build_inputs
+from tritonwatch.sweep.pool import cut_all, start_workers, stop_workers
+from tritonwatch.sweep.spec import LoadSpec, grpc_load_spec, http_load_spec
 
 CANNED = (
     '{"model_name":"simple","model_version":"1","outputs":[{"name":"OUTPUT0",'

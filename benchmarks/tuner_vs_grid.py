@@ -24,8 +24,8 @@ from sim_process import SimProcess
 from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.commands.tune.repository import ModelRepository
 from tritonwatch.commands.tune.tuner import Tuner
-from tritonwatch.probe.sweep.load_sweep import SweepRunner
 from tritonwatch.records.sweep_records import SweepSettings
+from tritonwatch.sweep.load_sweep import SweepRunner
 
 INSTANCES = (1, 2, 3, 4, 5)
 DELAYS_US = (0, 1000, 4000, 16000)

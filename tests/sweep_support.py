@@ -25,7 +25,7 @@ def quantiles(p95: float) -> dict[str, float]:
 
 def stream_step(level: float, *, tokens_per_second: float, requests_per_second: float,
                 ttft_p95: float, itl_p95: float, latency_p95: float = 1.0) -> StepResult:  # fmt: skip
-    """A streaming sweep's step, as :class:`~tritonwatch.probe.sweep.stream_sweep.StreamSweepRunner`
+    """A streaming sweep's step, as :class:`~tritonwatch.sweep.stream_sweep.StreamSweepRunner`
     fills one: 100 streams, TTFT/ITL (and the per-request ITL, equal to ITL) around their p95."""
     return StepResult(
         level=level, requests_per_second=requests_per_second,

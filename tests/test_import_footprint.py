@@ -114,11 +114,11 @@ sys.meta_path.insert(0, Spy())
 _HTTP_CANARY = """
 import tritonwatch.commands.cli
 import tritonwatch.runtime.daemon
-from tritonwatch.probe.canary.clients import HttpInferenceClient
-from tritonwatch.probe.infer_response import check_outputs, decode_http_infer_response
-from tritonwatch.probe.payload import build_inputs, input_specs
+from tritonwatch.probe.canary.clients import client_for
+from tritonwatch.kserve.infer_response import check_outputs, decode_http_infer_response
+from tritonwatch.kserve.payload import build_inputs, input_specs
 
-client = HttpInferenceClient("http://127.0.0.1:9")
+client = client_for("http", "http://127.0.0.1:9", "grpc://127.0.0.1:9")
 models = {
     "dense": {"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 16]}]},
     "text": {"inputs": [{"name": "t", "datatype": "BYTES", "shape": [-1, 1]}]},

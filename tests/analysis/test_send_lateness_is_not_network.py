@@ -8,9 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from canary_record_support import with_sender
 from tritonwatch.analysis.advisor_records import AdvisorInput, AdvisorThresholds
 from tritonwatch.analysis.advisor_rules import reduce_network_overhead
 from tritonwatch.analysis.breakdown import latency_breakdown
+from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import ModelRates
@@ -34,14 +36,17 @@ def _rates() -> ModelRates:
 
 def _late_requests(stats: CanaryBoard, count: int = 10) -> None:
     """Requests answered 5 ms after the canary's thread woke, 40 ms late, for their
-    intended times; recorded by the canary's own judging (both send paths end there)."""
+    intended times; recorded by the canary's own judging (``record``, where the engine and
+    the library path hand each request's end)."""
     stats.declare([PLAN.key])
-    canary = ModelCanary(PLAN, object(), stats, clock=lambda: 150.0)  # type: ignore[arg-type]
+    engine = CanaryEngine()
+    canary = ModelCanary(PLAN, object(), stats, engine=engine, clock=lambda: 150.0)  # type: ignore[arg-type]
+    with_sender(canary)
     for n in range(count):
         intended = 100.0 + n
         woke = intended + LATE
         answer = SimpleNamespace(received_at=woke + ANSWER_AFTER_WAKE, abs=1e-9)
-        canary.finish(intended, answer, woke)
+        canary.record(intended, answer, woke)
 
 
 def test_the_canary_records_lateness_beside_the_latency_not_in_it() -> None:

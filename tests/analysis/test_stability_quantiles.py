@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tritonwatch.probe.sweep.stability import WindowResult, is_stable
 from tritonwatch.records.quantiles import nearest_rank, quantiles
+from tritonwatch.sweep.stability import WindowResult, is_stable
 
 pytestmark = pytest.mark.real
 

@@ -10,8 +10,8 @@ from structlog.testing import capture_logs
 
 from support import TRITONWATCH
 from tritonwatch.config import parse_config
-from tritonwatch.probe.sweep.schedule import sweep_plans
 from tritonwatch.sim.server import Simulator
+from tritonwatch.sweep.schedule import sweep_plans
 
 pytestmark = pytest.mark.real
 

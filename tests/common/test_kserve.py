@@ -15,15 +15,14 @@ import requests
 
 from tritonwatch.common.kserve import model_path
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.probe.canary.clients import HttpInferenceClient
-from tritonwatch.probe.encoded import encode_http_infer
-from tritonwatch.probe.payload import Tensor
-from tritonwatch.probe.server_errors import ServerError
-from tritonwatch.records.observations import ModelKey
-from tritonwatch.records.target_state import ScrapeSource
-from tritonwatch.runtime.model_discovery import HttpModelReader
-from tritonwatch.scrape.model_apis import HttpModelApis
+from tritonwatch.kserve.encoded import encode_http_infer
+from tritonwatch.kserve.payload import Tensor
+from tritonwatch.kserve.server_errors import ServerError
+from tritonwatch.probe.canary import clients as canary_clients
+from tritonwatch.runtime.model_discovery import client_for, read_model
 from tritonwatch.sim.server import Simulator
+from tritonwatch.triton_api.client import ModelApiClient
+from tritonwatch.triton_api.endpoint import ApiEndpoint
 
 pytestmark = pytest.mark.sim
 
@@ -93,7 +92,7 @@ def recorder() -> Iterator[tuple[str, list[str]]]:
 
 
 async def _canary_asks(url: str, model: str, version: str) -> None:
-    client = HttpInferenceClient(url)
+    client = canary_clients.client_for("http", url, "")
     try:
         async with asyncio.timeout(30):
             await client.metadata(model, version)
@@ -111,14 +110,13 @@ def test_canary_sweep_scraper_and_discovery_ask_under_one_url(
     root = model_path(AWKWARD, "2")
     asyncio.run(_canary_asks(url, AWKWARD, "2"))
     with requests.Session() as session:
-        apis = HttpModelApis(url, session)
-        for source in (ScrapeSource.CONFIG, ScrapeSource.STATS):
-            deadline = time.monotonic() + 30
-            assert apis.read(source, ModelKey(AWKWARD, "2"), deadline=deadline).ok
-    reader = HttpModelReader(TargetConfig(name="t", url=url), timeout=10.0)
+        apis = ModelApiClient(ApiEndpoint(url), session=session)  # the scraper's
+        deadline = time.monotonic() + 30
+        assert apis.model_config(AWKWARD, "2", deadline=deadline).ok
+        assert apis.statistics(AWKWARD, "2", deadline=deadline).ok
+    reader = client_for(TargetConfig(name="t", url=url), timeout=10.0)  # discovery's
     try:
-        reader.metadata(AWKWARD)
-        reader.model_config(AWKWARD)
+        read_model(reader, AWKWARD)
     finally:
         reader.close()
     assert paths == [
@@ -129,14 +127,14 @@ def test_canary_sweep_scraper_and_discovery_ask_under_one_url(
         model_path(AWKWARD),
         f"{model_path(AWKWARD)}/config",
     ]
-    canary_infer = HttpInferenceClient(url).infer_request(AWKWARD, "2", [TENSOR], binary=True)
+    canary_infer = canary_clients.client_for("http", url, "").infer_request(AWKWARD, "2", [TENSOR], binary=True)
     sweep_infer = encode_http_infer(url, AWKWARD, "2", [TENSOR]).payload
     for request in (canary_infer, sweep_infer):
         assert request.startswith(f"POST {root}/infer HTTP/1.1\r\n".encode())
 
 
 async def _metadata_error(url: str, model: str) -> ServerError:
-    client = HttpInferenceClient(url)
+    client = canary_clients.client_for("http", url, "")
     try:
         async with asyncio.timeout(30):
             await client.metadata(model, "")

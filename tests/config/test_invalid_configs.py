@@ -15,6 +15,7 @@ EXPECTED = {
     "duration_not_a_duration.yaml": (
         "scrape.interval: must be a duration like 500ms, 2s, 5m, 1h or 1h30m, got: 'fast'"
     ),
+    "not_serving_for_zero.yaml": "alerting.not_serving_for: must be positive, got: '0s'",
     "scrape_timeout_not_below_interval.yaml": (
         "scrape.timeout: must be shorter than scrape.interval (10s), got: '10s'"
     ),

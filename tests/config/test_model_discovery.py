@@ -22,9 +22,8 @@ from tritonwatch.runtime.daemon import Daemon
 from tritonwatch.runtime.fleet import Shard
 from tritonwatch.runtime.model_discovery import (
     FoundModel,
-    HttpModelReader,
     ModelDiscovery,
-    ModelReader,
+    client_for,
     discover,
     parse_index,
     ready_names,
@@ -32,6 +31,7 @@ from tritonwatch.runtime.model_discovery import (
     with_discovered_models,
 )
 from tritonwatch.sim.server import Simulator
+from tritonwatch.triton_api.client import ModelApiClient
 
 pytestmark = pytest.mark.sim
 
@@ -68,7 +68,7 @@ INDEX = [
 def test_only_ready_models_each_once_sorted() -> None:
     """An unloaded or loading model must not be watched; versions collapse to the name."""
     assert ready_names(parse_index(INDEX)) == ["bert", "bert_test"]
-    assert ready_names(parse_index({"models": INDEX})) == ["bert", "bert_test"]  # gRPC JSON
+    assert parse_index([{"version": "1"}, "junk"]) == []  # rows without a name
 
 
 def test_include_and_exclude_filter_by_search() -> None:
@@ -112,27 +112,26 @@ def test_the_signature_follows_what_the_canary_sends_and_nothing_else(sim: Simul
     """A reload with other input dims must change the signature (the canary is rebuilt);
     one with other instance counts only (what tune does) must not restart the canary."""
     target = TargetConfig.model_validate({"name": "t", "url": sim.http_url})
-    reader: ModelReader = HttpModelReader(target, timeout=5.0)
+    client = client_for(target, timeout=5.0)
 
     def simple() -> str:
-        read = discover(target, reader, cap=10, known={})
+        read = discover(target, client, cap=10, known={})
         (found,) = [model for model in read.models if model.name == "simple"]
         return found.signature
 
     try:
         before = simple()
-        config = reader.model_config("simple")
-        assert config is not None
+        config = client.model_config("simple").document_or_raise()
         config["instance_group"][0]["count"] = 3
         _load(sim, "simple", config)
-        assert (reader.model_config("simple") or {})["instance_group"][0]["count"] == 3
+        assert client.model_config("simple").document["instance_group"][0]["count"] == 3
         assert simple() == before
         for tensor in (*config["input"], *config["output"]):
             tensor["dims"] = [8]
         _load(sim, "simple", config)
         assert simple() != before
     finally:
-        reader.close()
+        client.close()
 
 
 def test_listed_models_keep_their_settings_and_win_over_discovered_ones() -> None:
@@ -206,13 +205,13 @@ def test_each_replica_discovers_only_the_targets_it_owns(
     path = tmp_path / "c.yaml"
     path.write_text("discovery: {files: [targets.json]}\n")
     asked: list[str] = []
-    real_reader_for = model_discovery.reader_for
+    real_client_for = model_discovery.client_for
 
-    def spied_reader_for(target: TargetConfig, timeout: float) -> ModelReader:
+    def spied_client_for(target: TargetConfig, timeout: float) -> ModelApiClient:
         asked.append(target.name)
-        return real_reader_for(target, timeout)
+        return real_client_for(target, timeout)
 
-    monkeypatch.setattr(model_discovery, "reader_for", spied_reader_for)
+    monkeypatch.setattr(model_discovery, "client_for", spied_client_for)
     watched = {}
     for index in (0, 1):
         asked.clear()

@@ -65,3 +65,14 @@ def test_no_module_is_over_600_lines() -> None:
         if (count := len(path.read_text().splitlines())) > 600
     }
     assert long == {}
+
+
+def test_the_request_paths_name_modules_that_exist() -> None:
+    """Breaks if docs/architecture.md's list of request paths names a module that is no
+    longer there (a path removed or moved without the list saying so), or lists none."""
+    text = ARCHITECTURE.read_text()
+    section = text.split("## Request paths", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`((?:[a-z_]+/)+[a-z_0-9]+\.py)`", section))
+    assert {"probe/canary/engine.py", "probe/canary/library_path.py"} <= named
+    missing = {path for path in named if not (REPO / "src" / "tritonwatch" / path).is_file()}
+    assert missing == set()

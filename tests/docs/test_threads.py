@@ -36,7 +36,7 @@ def test_the_walk_finds_the_known_threads_and_locks(generator: ModuleType) -> No
     """Breaks if the AST walk stops seeing the threads, processes and locks it must see."""
     threads, locks, nested = generator.concurrency_sites()
     names = {name for _, _, name in threads}
-    assert {"canary", "canary-http", "exporter-http", "alerts-{self.receiver}", "load"} <= names
+    assert {"canary", "canary-engine", "exporter-http", "alerts-{self.receiver}", "load"} <= names
     kinds = {kind for _, kind, _ in threads}
     assert {"process", "thread pool", "scheduler thread", "asyncio default executor"} <= kinds
     assert {"grpc channel", "grpc server", "thread per request", "timer thread"} <= kinds

@@ -22,12 +22,12 @@ from support import SMOKE_FACTOR, wait_until
 from tritonwatch.analysis.advisor_records import Recommendation
 from tritonwatch.analysis.slo import Severity
 from tritonwatch.config import load_config
-from tritonwatch.probe.payload import TensorSpec, build_inputs
-from tritonwatch.probe.sweep.pool import ProcessWorker, stop_workers
-from tritonwatch.probe.sweep.spec import http_load_spec
-from tritonwatch.probe.sweep.worker import Worker
+from tritonwatch.kserve.payload import TensorSpec, build_inputs
 from tritonwatch.runtime.daemon import Daemon
 from tritonwatch.sim.models import ModelSet, parse_model_set
+from tritonwatch.sweep.pool import ProcessWorker, stop_workers
+from tritonwatch.sweep.spec import http_load_spec
+from tritonwatch.sweep.worker import Worker
 
 pytestmark = pytest.mark.sim
 

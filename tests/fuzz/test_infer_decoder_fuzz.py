@@ -1,7 +1,7 @@
 """Property tests: no answer a server sends breaks the canary's or the sweep's readers.
 
 Three readers face the network: the KServe v2 HTTP response decoder and the gRPC
-``ModelInferResponse`` decoder (:mod:`tritonwatch.probe.infer_response`, the canary's)
+``ModelInferResponse`` decoder (:mod:`tritonwatch.kserve.infer_response`, the canary's)
 and the raw HTTP/1.1 parser of the sweep's load generator
 (:mod:`tritonwatch.wire.http1`). Each either returns what was sent or raises its
 own typed error, which the callers count as a failed request; anything else would be
@@ -28,8 +28,7 @@ from tritonclient.grpc import service_pb2
 from tritonclient.http import InferResult as HttpInferResult
 from tritonclient.utils import triton_to_np_dtype
 
-from tritonwatch.probe.canary.clients import classify_error
-from tritonwatch.probe.infer_response import (
+from tritonwatch.kserve.infer_response import (
     InferResponse,
     ResponseDecodeError,
     check_outputs,
@@ -37,6 +36,7 @@ from tritonwatch.probe.infer_response import (
     decode_http_infer_response,
     decompressed,
 )
+from tritonwatch.probe.canary.clients import classify_error
 from tritonwatch.records.observations import CanaryResult, Outcome
 from tritonwatch.wire.http1 import Http1Connection, HttpProtocolError
 from tritonwatch.wire.limits import AnswerTooLargeError
@@ -756,35 +756,6 @@ def test_chunked_wins_over_content_length_and_trailers_are_consumed() -> None:
 # -- the callers count a decode error as a failed request --------------------------------
 
 
-class _AnsweringClient:
-    """An InferenceClient whose infer raises ``error`` or answers ``result``."""
-
-    protocol = "http"
-
-    def __init__(self, answer: Any) -> None:
-        self.answer = answer
-
-    async def extensions(self) -> frozenset[str]:
-        return frozenset({"binary_tensor_data"})
-
-    async def metadata(self, model: str, version: str) -> dict[str, Any]:
-        return {
-            "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 2]}],
-            "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 2]}],
-        }
-
-    async def config(self, model: str, version: str) -> dict[str, Any] | None:
-        return None
-
-    async def infer(self, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(self.answer, BaseException):
-            raise self.answer
-        return self.answer
-
-    async def close(self) -> None:
-        pass
-
-
 @pytest.mark.parametrize(
     ("answer", "error_text"),
     [
@@ -796,10 +767,12 @@ class _AnsweringClient:
 def test_the_canary_counts_an_unreadable_answer_as_bad_response(
     answer: Any, error_text: str
 ) -> None:
-    """Breaks if the canary counts an unreadable answer as a success or logs an error for it."""
+    """Breaks if the canary counts an unreadable answer as a success or logs an error for
+    it: one our decoder refused (which the library, asked for a second opinion, could not
+    read either), or a decoded one whose output cannot be read or is missing."""
     from structlog.testing import capture_logs
 
-    from tritonwatch.probe.canary.model_canary import ModelCanary
+    from canary_record_support import library_answers, prepared, scripted_client, until
     from tritonwatch.probe.canary.plans import CanaryPlan
     from tritonwatch.state.canary_board import CanaryBoard
 
@@ -813,13 +786,19 @@ def test_the_canary_counts_an_unreadable_answer_as_bad_response(
             results.append(result)
             super().record(result)
 
+    def library_cannot_read(_timeout: float) -> Any:
+        raise ResponseDecodeError("the library could not read it either")
+
     stats = RecordingStats()
     stats.declare([plan.key])
-    canary = ModelCanary(plan, _AnsweringClient(answer), stats)
+    client = scripted_client(plan)
+    library_answers(client, library_cannot_read)
 
     async def one_request() -> None:
-        assert await canary.prepare()
-        await canary._one(asyncio.get_running_loop().time())
+        canary = await prepared(plan, client, stats)
+        now = asyncio.get_running_loop().time()
+        canary.record(now, answer, now)
+        await until(lambda: bool(results), "the request's outcome")
 
     with capture_logs() as logs:
         asyncio.run(one_request())
@@ -829,12 +808,14 @@ def test_the_canary_counts_an_unreadable_answer_as_bad_response(
     assert not [log for log in logs if log["log_level"] in ("error", "critical")]
     assert [(r.outcome, r.error) for r in results] == [(Outcome.BAD_RESPONSE, error_text)]
     assert results[0].latency_seconds is not None  # it answered: the latency counts
+    asked = [log for log in logs if log["event"] == "canary_library_agrees"]
+    assert len(asked) == (1 if isinstance(answer, BaseException) else 0)
 
 
 def test_the_load_worker_counts_a_malformed_answer_as_an_error() -> None:
     """A server answering ``Content-Length: -4`` (once read as a 200) gets errors only."""
-    from tritonwatch.probe.sweep.spec import LoadSpec
-    from tritonwatch.probe.sweep.worker import LoadWorker
+    from tritonwatch.sweep.spec import LoadSpec
+    from tritonwatch.sweep.worker import LoadWorker
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -885,7 +866,7 @@ def test_an_error_answer_becomes_the_exception_tritonclient_raises(
     body: bytes, message: str
 ) -> None:
     """The status travels as a string: the canary's JSON fallback looks for "400"."""
-    from tritonwatch.probe.infer_response import http_status_error
+    from tritonwatch.kserve.infer_response import http_status_error
 
     error = http_status_error(400, body)
     assert error.status() == "400"
@@ -897,6 +878,6 @@ def test_an_error_answer_becomes_the_exception_tritonclient_raises(
 @given(st.binary(max_size=300), st.integers(100, 599))
 def test_any_error_body_becomes_an_inference_server_exception(body: bytes, status: int) -> None:
     """Breaks if some error body with a status fails to become an exception with that status."""
-    from tritonwatch.probe.infer_response import http_status_error
+    from tritonwatch.kserve.infer_response import http_status_error
 
     assert http_status_error(status, body).status() == str(status)

@@ -23,9 +23,9 @@ from engine_support import RawServer, read_request
 from structlog.testing import capture_logs
 
 from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.inference_client import InferenceClient
 from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
-from tritonwatch.probe.interfaces import InferenceClient
 from tritonwatch.state.canary_board import CanaryBoard
 
 METADATA = {
@@ -91,7 +91,9 @@ class AnswerServer:
             elif path == "/v2":
                 conn.sendall(http_answer(json.dumps({"extensions": []}).encode()))
             elif path.endswith("/config"):
-                conn.sendall(http_answer(b'{"error": "no config API"}', status="404 Not Found"))
+                # A plain KServe v2 server's 404 (FastAPI's body, no Triton error):
+                # it has no config API.
+                conn.sendall(http_answer(b'{"detail": "Not Found"}', status="404 Not Found"))
             else:
                 conn.sendall(http_answer(json.dumps(METADATA).encode()))
 

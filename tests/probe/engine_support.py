@@ -166,7 +166,7 @@ class Recorder:
             self.refused += 1
         return self.allow
 
-    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
+    def record(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
         assert woke >= intended  # the engine never takes a request up before its time
         self.answers.append((intended, answer))
         self.woke.append(woke)

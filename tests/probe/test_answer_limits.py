@@ -10,7 +10,8 @@ import pytest
 
 from tritonwatch.config.canary_schema import CanaryLimits
 from tritonwatch.probe.canary.clients import classify_error
-from tritonwatch.probe.canary.engine_http import HeadedConnection, StreamBody
+from tritonwatch.probe.canary.engine_http1 import HeadedConnection, StreamBody
+from tritonwatch.probe.canary.engine_wires import Http1Wire
 from tritonwatch.probe.canary.library_path import ClientFaultError, answer_start, doubted
 from tritonwatch.records.observations import Outcome
 from tritonwatch.wire.http1 import HttpProtocolError, response_head
@@ -28,8 +29,7 @@ from tritonwatch.wire.limits import (
     DEFAULT_LIMITS,
     AnswerLimits,
     AnswerTooLargeError,
-    LimitedRequest,
-    limits_of,
+    HttpRequest,
 )
 
 SMALL = AnswerLimits(max_answer_bytes=100_000, max_header_bytes=2048, http2_window=70_000)
@@ -54,14 +54,16 @@ def test_too_large_is_its_outcome_and_no_doubt() -> None:
     assert classify_error(fault, "http") == Outcome.CLIENT_ERROR
 
 
-def test_a_limited_request_carries_its_limits_to_the_parser() -> None:
+def test_a_request_carries_its_limits_to_the_parser() -> None:
     """Breaks if the engine's parser reads an answer under the defaults when the
     canary's request says otherwise."""
-    request = LimitedRequest(b"POST / HTTP/1.1\r\n\r\n", SMALL)
-    assert request == b"POST / HTTP/1.1\r\n\r\n"
-    assert limits_of(request) is SMALL
-    assert limits_of(b"plain") is DEFAULT_LIMITS
+    request = HttpRequest(b"POST / HTTP/1.1\r\n\r\n", SMALL)
+    assert HttpRequest(b"plain").limits is DEFAULT_LIMITS
     assert HeadedConnection.for_request(request).limits is SMALL
+    wire = Http1Wire(request)  # what one engine connection speaks
+    assert wire.start() == b"POST / HTTP/1.1\r\n\r\n"
+    with pytest.raises(AnswerTooLargeError, match="Content-Length of 100001 bytes"):
+        wire.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 100001\r\n\r\n", 0.0)
 
 
 def test_http1_refuses_a_content_length_over_the_limit_at_the_head() -> None:

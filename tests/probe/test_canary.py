@@ -46,7 +46,7 @@ def runner() -> Iterator[CanaryRunner]:
 
 
 def _series(runner: CanaryRunner, model: str = "simple") -> SeriesSnapshot:
-    for snap in runner.stats.snapshot(time.monotonic()):
+    for snap in runner.board.snapshot(time.monotonic()):
         if snap.model == model:
             return snap
     raise AssertionError(f"no series for {model}")
@@ -75,7 +75,7 @@ def test_canary_succeeds_and_fills_histogram_and_windows(
     assert sum(v for k, v in snap.outcomes.items() if k != "success") == 0
     assert snap.latency_count >= 10
     assert snap.bucket_counts[-1] == snap.latency_count  # +Inf holds everything
-    assert 0.05 in runner.stats.buckets
+    assert 0.05 in runner.board.buckets
     one_minute = snap.window_quantiles["1m"]
     assert set(one_minute) == {0.5, 0.9, 0.95, 0.99}
     assert 0.0005 < one_minute[0.5] < 0.1  # ~1 ms model plus client and loopback time
@@ -141,7 +141,7 @@ def test_a_model_it_cannot_fill_is_reported_and_the_others_run(runner: CanaryRun
     assert errors[0]["model"] == "text_identity"
     assert errors[0]["reason"].startswith("input 'PROMPT': no such input")
     assert sum(_series(runner, "text_identity").outcomes.values()) == 0
-    assert runner.stats.skipped() == {("sim", "text_identity", "http"): errors[0]["reason"]}
+    assert runner.board.skipped() == {("sim", "text_identity", "http"): errors[0]["reason"]}
 
 
 def test_a_hanging_target_never_delays_another(runner: CanaryRunner, hanging_endpoint: str) -> None:
@@ -157,6 +157,6 @@ def test_a_hanging_target_never_delays_another(runner: CanaryRunner, hanging_end
     # 30 successes at 20/s: 1.5 s, not held up by the stuck target's 0.5 s timeouts.
     assert_within_smoke_bound(elapsed, 1.5, "30 canary successes beside a hanging target")
     now = time.monotonic()
-    stuck_series = next(s for s in runner.stats.snapshot(now) if s.target == "stuck")
+    stuck_series = next(s for s in runner.board.snapshot(now) if s.target == "stuck")
     assert stuck_series.outcomes["success"] == 0
     assert snap.outcomes["timeout"] == 0

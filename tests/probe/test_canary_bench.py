@@ -43,7 +43,7 @@ def runner() -> Iterator[CanaryRunner]:
 
 def _series(runner: CanaryRunner) -> SeriesSnapshot:
     now = time.monotonic()
-    return next(snap for snap in runner.stats.snapshot(now) if snap.model == "simple")
+    return next(snap for snap in runner.board.snapshot(now) if snap.model == "simple")
 
 
 def test_canary_p95_within_five_percent_of_the_servers_true_p95(runner: CanaryRunner) -> None:

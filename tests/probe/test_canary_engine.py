@@ -45,6 +45,7 @@ from tritonwatch.probe.canary.engine_wires import GrpcAnswer
 from tritonwatch.wire import http2
 from tritonwatch.wire.http1 import HttpProtocolError
 from tritonwatch.wire.http2 import UnaryRequest, frame_bytes, grpc_unary_request
+from tritonwatch.wire.limits import HttpRequest
 
 
 def _serve_for(
@@ -66,7 +67,7 @@ def _serve_for(
     async def main() -> float:
         first = time.monotonic() + 0.05
         serving = engine.serve(
-            canary, "127.0.0.1", port, request,
+            canary, "127.0.0.1", port, HttpRequest(request) if isinstance(request, bytes) else request,
             timeout=timeout, max_in_flight=max_in_flight, first_send=first,
         )  # fmt: skip
         task = asyncio.create_task(serving)
@@ -117,7 +118,7 @@ def _lockstep(
 
     async def main() -> None:
         serving = engine.serve(
-            canary, "127.0.0.1", port, request,
+            canary, "127.0.0.1", port, HttpRequest(request) if isinstance(request, bytes) else request,
             timeout=timeout, max_in_flight=max_in_flight, first_send=first,
         )  # fmt: skip
         task = asyncio.create_task(serving)
@@ -386,7 +387,7 @@ def test_a_connect_that_fails_at_once_hands_the_connection_to_the_next_waiting()
 
     async def main() -> None:
         serving = engine.serve(
-            canary, "127.0.0.1", server.port, REQUEST,
+            canary, "127.0.0.1", server.port, HttpRequest(REQUEST),
             timeout=5.0, max_in_flight=1, first_send=time.monotonic() + 0.02,
         )  # fmt: skip
         task = asyncio.create_task(serving)

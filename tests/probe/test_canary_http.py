@@ -1,4 +1,5 @@
-"""The HTTP canary's client against a small fake KServe v2 server on loopback.
+"""The HTTP canary (its client, its engine) against a small fake KServe v2 server on
+loopback.
 
 What no real server does on demand: answers compressed by hand (a gzip bomb among
 them), and ``GET /v2`` that lists or lacks ``binary_tensor_data``, fails, or is no JSON.
@@ -21,12 +22,14 @@ import pytest
 from aiohttp import web
 from structlog.testing import capture_logs
 
-from tritonwatch.probe.canary.clients import ACCEPT_ENCODING, HttpInferenceClient
+from engine_infer_support import engine_answer, engine_infer
+from tritonwatch.kserve.infer_response import MAX_DECOMPRESSED_BYTES
+from tritonwatch.kserve.payload import Tensor
+from tritonwatch.probe.canary.clients import client_for
 from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.inference_client import InferenceClient
 from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
-from tritonwatch.probe.infer_response import MAX_DECOMPRESSED_BYTES
-from tritonwatch.probe.payload import Tensor
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.limits import AnswerTooLargeError
@@ -57,19 +60,16 @@ class FakeServer:
     )
     requests: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
     """Headers and body of every infer request, in order."""
-    metadata_headers: list[dict[str, str]] = field(default_factory=list)
-    """Headers of every model metadata request, in order."""
     url: str = ""
 
     async def _v2(self, _request: web.Request) -> web.Response:
         return self.server_metadata()
 
-    async def _metadata(self, request: web.Request) -> web.Response:
-        self.metadata_headers.append(dict(request.headers))
+    async def _metadata(self, _request: web.Request) -> web.Response:
         return web.json_response(METADATA)
 
     async def _config(self, _request: web.Request) -> web.Response:
-        return web.json_response({"error": "no config API"}, status=404)
+        return web.json_response({"detail": "Not Found"}, status=404)  # (FastAPI servers)
 
     async def _infer(self, request: web.Request) -> web.Response:
         self.requests.append((dict(request.headers), await request.read()))
@@ -109,10 +109,15 @@ def _run(server: FakeServer, body: Callable[[FakeServer], Awaitable[None]]) -> N
     asyncio.run(asyncio.wait_for(server.serve(body), timeout=60))
 
 
+def _client(server: FakeServer) -> InferenceClient:
+    return client_for("http", server.url, "grpc://127.0.0.1:1")
+
+
 async def _one_infer(server: FakeServer) -> Any:
-    client = HttpInferenceClient(server.url)
+    """One infer sent by the engine as the canary sends it, decoded as it decodes it."""
+    client = _client(server)
     try:
-        return await client.infer("m", "", INPUTS, binary=False, timeout=30)
+        return await engine_infer(client, "m", "", INPUTS, binary=False, timeout=30)
     finally:
         await client.close()
 
@@ -126,8 +131,8 @@ async def _one_infer(server: FakeServer) -> Any:
     ids=["gzip", "deflate"],
 )
 def test_a_compressed_answer_is_inflated_once(encoding: str, packed: bytes) -> None:
-    """Breaks if aiohttp inflates the body before the decoder does (real Triton's gzipped
-    answers were then all bad_response: "incorrect header check")."""
+    """Breaks if anything inflates the body before the decoder does (real Triton's
+    gzipped answers were then all bad_response: "incorrect header check")."""
     results: list[Any] = []
 
     async def body(server: FakeServer) -> None:
@@ -137,25 +142,25 @@ def test_a_compressed_answer_is_inflated_once(encoding: str, packed: bytes) -> N
     np.testing.assert_array_equal(results[0].as_numpy("y"), [[1.5, 2.5]])
 
 
-def test_infer_requests_offer_no_encoding_and_metadata_only_what_the_decoder_reads() -> None:
+def test_infer_requests_offer_no_encoding() -> None:
     """Breaks if an infer request asks for compression (Triton then gzips every canary
     answer: server CPU, and an inflater per answer in the canary; perf_analyzer asks for
-    none) or the metadata requests offer br (aiohttp's default with brotli installed),
-    which the decoder cannot read."""
+    none), in either tensor form."""
     server = FakeServer(_extensions())
 
     async def body(server: FakeServer) -> None:
-        client = HttpInferenceClient(server.url)
+        client = _client(server)
         try:
-            await client.metadata("m", "")
-            await client.infer("m", "", INPUTS, binary=False, timeout=30)
+            for binary in (False, True):
+                await engine_answer(client, "m", "", INPUTS, binary=binary, timeout=30)
         finally:
             await client.close()
 
     _run(server, body)
-    headers = server.requests[0][0]
-    assert "Accept-Encoding" not in headers
-    assert server.metadata_headers[0]["Accept-Encoding"] == ACCEPT_ENCODING == "gzip, deflate"
+    assert len(server.requests) == 2
+    assert "Inference-Header-Content-Length" in server.requests[1][0]  # binary tensors
+    for headers, _ in server.requests:
+        assert "Accept-Encoding" not in headers
 
 
 def _gzip_bomb(inflated: int) -> bytes:
@@ -209,15 +214,17 @@ def _canary_against(
     server: FakeServer, sends: int, engine: CanaryEngine | None = None, *, succeed: bool = True
 ) -> tuple[ModelCanary, list[dict[str, Any]]]:
     """Runs the canary (as the runner does: prepare, tensor format, sends) for ``sends``
-    requests, from ``engine`` when given; returns it and its log lines."""
+    requests, from ``engine`` when given (else from one of its own, stopped after);
+    returns it and its log lines."""
     outcome: list[ModelCanary] = []
+    sender = engine if engine is not None else CanaryEngine()
 
     async def body(server: FakeServer) -> None:
         plan = replace(PLAN, http_url=server.url)
         stats = CanaryBoard()
         stats.declare([plan.key])
-        client = HttpInferenceClient(server.url)
-        canary = ModelCanary(plan, client, stats, engine=engine)
+        client = _client(server)
+        canary = ModelCanary(plan, client, stats, engine=sender)
         task = asyncio.create_task(canary.run())
         try:
             while len(server.requests) < sends:
@@ -232,9 +239,18 @@ def _canary_against(
             assert stats.snapshot(0)[0].outcomes[Outcome.SUCCESS] >= sends
         outcome.append(canary)
 
-    with capture_logs() as logs:
-        _run(server, body)
+    try:
+        with capture_logs() as logs:
+            _run(server, body)
+    finally:
+        if engine is None:
+            sender.stop()
     return outcome[0], logs
+
+
+def _tensor_format(canary: ModelCanary) -> str:
+    assert canary.sender is not None, "the canary was prepared"
+    return canary.sender.tensor_format
 
 
 def _is_plain_json(headers: dict[str, str], body: bytes) -> bool:
@@ -254,7 +270,7 @@ def test_a_server_listing_binary_tensor_data_gets_binary_tensors() -> None:
     """Breaks if the extension Triton lists in GET /v2 stops selecting binary tensors."""
     server = FakeServer(_extensions("binary_tensor_data", "statistics"))
     canary, logs = _canary_against(server, sends=3)
-    assert canary.tensor_format == "binary"
+    assert _tensor_format(canary) == "binary"
     assert all("Inference-Header-Content-Length" in h for h, _ in server.requests)
     started = [log for log in logs if log["event"] == "canary_started"]
     assert started[0]["tensors"] == "binary"
@@ -292,7 +308,7 @@ def test_a_server_lacking_binary_tensor_data_gets_json_from_the_first_request(
 
     server = FakeServer(server_metadata, infer=answer)
     canary, logs = _canary_against(server, sends=3)
-    assert canary.tensor_format == "json"
+    assert _tensor_format(canary) == "json"
     assert all(_is_plain_json(h, b) for h, b in server.requests)
     assert json.loads(server.requests[0][1])["inputs"] == [
         {"name": "x", "shape": [1, 2], "datatype": "FP32", "data": [0.0, 0.0]}
@@ -316,7 +332,7 @@ def test_without_a_readable_v2_the_canary_falls_back_to_json_and_says_so(
     """Breaks if an unreadable GET /v2 stops the canary, or it guesses binary anyway."""
     server = FakeServer(server_metadata)
     canary, logs = _canary_against(server, sends=2)
-    assert canary.tensor_format == "json"
+    assert _tensor_format(canary) == "json"
     assert all(_is_plain_json(h, b) for h, b in server.requests)
     (line,) = [log for log in logs if log["event"] == "canary_server_metadata_unavailable"]
     assert (line["outcome"], line["tensors"]) == (outcome, "json")
@@ -332,7 +348,7 @@ def test_the_server_metadata_is_asked_once_per_client() -> None:
         return _extensions("binary_tensor_data")()
 
     async def body(server: FakeServer) -> None:
-        client = HttpInferenceClient(server.url)
+        client = _client(server)
         try:
             assert await client.extensions() == {"binary_tensor_data"}
             assert await client.extensions() == {"binary_tensor_data"}
@@ -343,7 +359,7 @@ def test_the_server_metadata_is_asked_once_per_client() -> None:
     assert calls == [1]
 
 
-# -- the same through the engine (the daemon's plain-HTTP canaries send from it) ----------
+# -- what the engine sends for the canary, and how the canary judges what it read -------
 
 
 @pytest.fixture
@@ -357,7 +373,7 @@ def engine() -> Any:
 def test_the_engine_sends_the_clients_bytes_and_decodes_like_it(
     engine: CanaryEngine, encoding: str | None
 ) -> None:
-    """Fails if the engine's requests differ from the event loop's (binary tensors, no
+    """Fails if the engine's requests differ from the client's (binary tensors, no
     Accept-Encoding) or its answers skip the client's decoder (a server that compresses
     unasked is still read)."""
     reply = (
@@ -370,7 +386,7 @@ def test_the_engine_sends_the_clients_bytes_and_decodes_like_it(
     server = FakeServer(_extensions("binary_tensor_data"), infer=reply)
     canary, logs = _canary_against(server, sends=3, engine=engine)
     assert engine.sent == len(server.requests) >= 3
-    assert canary.tensor_format == "binary"
+    assert _tensor_format(canary) == "binary"
     for headers, body in server.requests:
         assert "Accept-Encoding" not in headers
         assert int(headers["Inference-Header-Content-Length"]) < len(body)
@@ -380,8 +396,9 @@ def test_the_engine_sends_the_clients_bytes_and_decodes_like_it(
 def test_through_the_engine_a_wrong_answer_is_a_bad_response_and_a_500_an_http_error(
     engine: CanaryEngine,
 ) -> None:
-    """Fails if the engine's answers are not judged as the event loop's are: an answer
-    lacking the model's output is bad_response, a 500 is http_error with its status."""
+    """Fails if the engine's answers are not judged as the client's decoder reads them:
+    an answer lacking the model's output is bad_response, a 500 is http_error with its
+    status."""
     answers = iter(
         [
             web.Response(body=b'{"outputs": []}', content_type="application/json"),

@@ -15,9 +15,11 @@ from structlog.testing import capture_logs
 from tritonwatch.config.canary_schema import InputOverride
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.status_page import ModelStatus, StatusSnapshot, render_status_page
+from tritonwatch.kserve.payload import PayloadError, TensorSpec, build_inputs, input_specs
+from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
-from tritonwatch.probe.payload import PayloadError, TensorSpec, build_inputs, input_specs
+from tritonwatch.probe.canary.unary import UnarySender
 from tritonwatch.state.canary_board import SKIPPED, CanaryBoard
 from tritonwatch.wire.datatypes import TRITON_DATATYPES, item_size
 
@@ -159,6 +161,9 @@ class _MetadataClient:
     def __init__(self, metadata: dict[str, Any], config: dict[str, Any] | None) -> None:
         self._metadata, self._config = metadata, config
 
+    async def extensions(self) -> frozenset[str]:
+        return frozenset({"binary_tensor_data"})
+
     async def metadata(self, model: str, version: str) -> dict[str, Any]:
         return self._metadata
 
@@ -185,8 +190,10 @@ SHAPE_REASON = (
 )
 
 
-def _prepare(stats: CanaryBoard, client: _MetadataClient, plan: CanaryPlan = PLAN) -> bool:
-    canary = ModelCanary(plan, client, stats, clock=lambda: 50.0)  # type: ignore[arg-type]
+def _prepare(stats: CanaryBoard, client: _MetadataClient, plan: CanaryPlan = PLAN) -> Any:
+    """The canary's sender (None: skipped)."""
+    engine = CanaryEngine()  # never served: no thread, no socket
+    canary = ModelCanary(plan, client, stats, engine=engine, clock=lambda: 50.0)  # type: ignore[arg-type]
     return asyncio.run(canary.prepare())
 
 
@@ -195,7 +202,7 @@ def test_a_model_it_cannot_fill_is_skipped_with_one_log_line_a_metric_and_a_stat
     stats = CanaryBoard(wall_clock=lambda: 1_700_000_000.0)
     stats.declare([PLAN.key])
     with capture_logs() as logs:
-        assert not _prepare(stats, _MetadataClient(SHAPE_TENSOR_METADATA, SHAPE_TENSOR_CONFIG))
+        assert _prepare(stats, _MetadataClient(SHAPE_TENSOR_METADATA, SHAPE_TENSOR_CONFIG)) is None
     assert [log for log in logs if log["log_level"] in ("warning", "error")] == [
         {
             "component": "canary",
@@ -247,11 +254,11 @@ def test_a_reload_that_makes_the_model_fillable_clears_the_skip(tmp_path: Path) 
     stats = CanaryBoard()
     stats.declare([PLAN.key])
     client = _MetadataClient(SHAPE_TENSOR_METADATA, SHAPE_TENSOR_CONFIG)
-    assert not _prepare(stats, client)
+    assert _prepare(stats, client) is None
     sample = tmp_path / "shape.json"
     sample.write_text("[2, 2]")
     fixed = CanaryPlan(**{**_fields(PLAN), "inputs": {"SHAPE": InputOverride(file=sample)}})
-    assert _prepare(stats, client, fixed)
+    assert isinstance(_prepare(stats, client, fixed), UnarySender)
     assert stats.skipped() == {}
     (series,) = stats.snapshot(60.0)
     assert series.last_error is None
@@ -277,7 +284,7 @@ def test_a_model_with_dynamic_dims_and_optional_inputs_is_prepared_without_confi
         "max_batch_size": 8,
         "input": [*OPTIONAL_CONFIG["input"], {"name": "IDS", "dims": [-1]}],
     }
-    canary = ModelCanary(PLAN, _MetadataClient(metadata, config), stats)  # type: ignore[arg-type]
-    assert asyncio.run(canary.prepare())
-    assert [(t.name, t.shape) for t in canary._tensors] == [("INPUT0", (1, 4)), ("IDS", (1, 1))]
+    sender = _prepare(stats, _MetadataClient(metadata, config))
+    assert isinstance(sender, UnarySender)
+    assert [(t.name, t.shape) for t in sender._tensors] == [("INPUT0", (1, 4)), ("IDS", (1, 1))]
     assert stats.skipped() == {}

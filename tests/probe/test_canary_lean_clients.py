@@ -1,5 +1,6 @@
 """The canary's lean infer path: bodies encoded once and as tritonclient encodes them,
-HTTP/1.1 keep-alive connections that are reused only after a whole exchange.
+sent by the engine on HTTP/1.1 keep-alive connections that are reused only after a
+whole exchange.
 
 The requests are built without numpy or tritonclient (wire/datatypes.py); tritonclient
 (fed the same tensors as numpy arrays) is the reference they are held to byte for byte.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -19,19 +21,20 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from engine_support import Recorder, SteppedClock, until, wake
 from tritonclient.grpc import service_pb2
 
-from tritonwatch.probe.binary_tensors import binary_request_body
-from tritonwatch.probe.canary.clients import (
-    EncodedRequests,
-    GrpcInferenceClient,
-    HttpInferenceClient,
-    json_request_body,
-)
-from tritonwatch.probe.encoded import encode_http_infer, grpc_infer_request
-from tritonwatch.probe.payload import DataMode, Tensor, TensorSpec, build_inputs
+from tritonwatch.kserve.binary_tensors import binary_request_body
+from tritonwatch.kserve.encoded import encode_http_infer, grpc_infer_request
+from tritonwatch.kserve.json_tensors import json_request_body
+from tritonwatch.kserve.payload import DataMode, Tensor, TensorSpec, build_inputs
+from tritonwatch.probe.canary import engine as engine_module
+from tritonwatch.probe.canary.clients import client_for, http_infer_answer
+from tritonwatch.probe.canary.encoded_requests import EncodedRequests
+from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.wire.datatypes import TRITON_DATATYPES
 from tritonwatch.wire.http2 import DATA, HEADERS
+from tritonwatch.wire.limits import DEFAULT_LIMITS
 
 pytestmark = pytest.mark.real
 
@@ -164,6 +167,9 @@ ANSWER = json.dumps(
     {"outputs": [{"name": "y", "datatype": "FP32", "shape": [1, 1], "data": [7.0]}]}
 ).encode()
 Handler = Callable[[int, asyncio.StreamWriter], Awaitable[None]]
+GAP = 1.0
+"""Seconds between the engine's sends, on its stepped clock."""
+TIMEOUT = 0.5
 
 
 def _answer(body: bytes = ANSWER, extra: str = "") -> bytes:
@@ -204,66 +210,143 @@ async def _serve(handler: Handler, body: Callable[[str], Awaitable[None]]) -> li
     return per_connection
 
 
-def _infer_all(handler: Handler, timeouts: list[float]) -> tuple[list[object], list[int]]:
-    """One infer per timeout, in order, on one client; what each returned or raised."""
-    outcomes: list[object] = []
+class _Engine:
+    """The HTTP canary client's own infer request sent by a :class:`CanaryEngine` on a
+    stepped clock, one send every :data:`GAP`: the test moves the clock (:meth:`to`), so
+    each send finds the connections exactly as the last exchange left them."""
+
+    def __init__(self) -> None:
+        self.clock = SteppedClock()
+        self.engine = CanaryEngine(clock=self.clock)
+        self.canary = Recorder(gap=GAP)
+        self.first = self.clock.now + GAP
+
+    async def to(self, at: float, done: Callable[[], bool], what: str) -> None:
+        """Moves the engine's clock to ``at`` (seconds after the first send) and waits
+        until ``done``."""
+        self.clock.now = self.first + at
+        wake(self.engine)
+        await until(done, what)
+
+    def outcomes(self) -> list[object]:
+        """Each answer decoded as the canary decodes it (``y``), or its error's name."""
+        outcomes: list[object] = []
+        for _, answer in self.canary.answers:
+            try:
+                if isinstance(answer, BaseException):
+                    raise answer
+                assert isinstance(answer, tuple)
+                outcomes.append(float(http_infer_answer(*answer).as_numpy("y")[0, 0]))
+            except Exception as error:
+                outcomes.append(type(error).__name__)
+        return outcomes
+
+
+def _on_engine(
+    handler: Handler, script: Callable[[_Engine], Awaitable[None]]
+) -> tuple[list[object], list[int]]:
+    """Runs ``script`` with the engine sending the HTTP client's request to ``handler``'s
+    server; what each request got, and how many requests each connection carried."""
+    run = _Engine()
 
     async def body(url: str) -> None:
-        client = HttpInferenceClient(url)
+        client = client_for("http", url, "grpc://127.0.0.1:1")
+        encoded = client.infer_request("m", "", TENSORS[:1], binary=False)
+        request = client.wire_request(encoded, timeout=TIMEOUT, limits=DEFAULT_LIMITS)
+        host, port, tls = client.engine_endpoint
+        assert request is not None
+        serving = asyncio.create_task(
+            run.engine.serve(
+                run.canary,
+                host,
+                port,
+                request,
+                timeout=TIMEOUT,
+                max_in_flight=1,
+                first_send=run.first,
+                tls=tls,
+            )
+        )
         try:
-            for timeout in timeouts:
-                try:
-                    result = await client.infer("m", "", TENSORS[:1], binary=False, timeout=timeout)
-                    outcomes.append(float(result.as_numpy("y")[0, 0]))
-                except Exception as error:
-                    outcomes.append(type(error).__name__)
+            await script(run)
         finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+            await asyncio.to_thread(run.engine.stop)  # its connections closed: the server ends
             await client.close()
 
     async def main() -> list[int]:
         return await asyncio.wait_for(_serve(handler, body), timeout=30)
 
-    return outcomes, asyncio.run(main())
+    try:
+        connections = asyncio.run(main())
+    finally:
+        run.engine.stop()
+    return run.outcomes(), connections
+
+
+@pytest.fixture(autouse=True)
+def _answers_read_as_they_come(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's clock is stepped, the kernel's stamps are real time: answers are
+    read as they come and timed by the engine's clock (no wait for a collection that
+    a clock standing still would never bring)."""
+    monkeypatch.setattr(engine_module, "stamp_arrivals", lambda sock: False)
 
 
 def test_requests_share_one_kept_alive_connection() -> None:
-    """Breaks if the lean client opens a connection per request (a handshake added to
-    every latency) or reads one answer as two."""
+    """Breaks if the engine opens a connection per request for the client's requests (a
+    handshake added to every latency) or reads one answer as two."""
 
     async def handler(_: int, writer: asyncio.StreamWriter) -> None:
         writer.write(_answer())
 
-    outcomes, connections = _infer_all(handler, [5.0, 5.0, 5.0])
+    async def script(run: _Engine) -> None:
+        for k in range(3):
+            await run.to(k * GAP, lambda k=k: len(run.canary.answers) == k + 1, f"answer {k + 1}")
+
+    outcomes, connections = _on_engine(handler, script)
     assert outcomes == [7.0, 7.0, 7.0]
     assert connections == [3]
 
 
 def test_a_connection_whose_answer_timed_out_is_never_reused() -> None:
-    """Breaks if a timed-out exchange's connection goes back to the pool: its late
-    answer would then be read as the next request's."""
+    """Breaks if a timed-out exchange's connection is used again: its late answer, sent
+    after the next request went out, would then be read as that request's."""
+    release = asyncio.Event()
 
     async def handler(number: int, writer: asyncio.StreamWriter) -> None:
         if number == 1:
-            await asyncio.sleep(0.5)  # answers after the client gave up
+            await release.wait()  # answers after the engine gave up on it
             writer.write(_answer(ANSWER.replace(b"7.0", b"1.0")))
         else:
             writer.write(_answer())
 
-    outcomes, connections = _infer_all(handler, [0.1, 5.0])
+    async def script(run: _Engine) -> None:
+        canary = run.canary
+        await run.to(0.0, lambda: len(canary.asked) == 1, "the first send")
+        await run.to(TIMEOUT + 0.1, lambda: len(canary.answers) == 1, "the first's timeout")
+        await run.to(GAP, lambda: len(canary.asked) == 2, "the second send")
+        release.set()  # the first request's late answer goes out now
+        await until(lambda: len(canary.answers) == 2, "the second answer")
+
+    outcomes, connections = _on_engine(handler, script)
     assert outcomes == ["TimeoutError", 7.0]
     assert connections == [1, 1]
 
 
 def test_an_answer_that_closes_the_connection_is_not_reused() -> None:
-    """Breaks if the client writes the next request to a connection the server said it
-    closes (that request would fail as a connection error)."""
+    """Breaks if the engine writes the next request to a connection the server said it
+    closes (that request would fail as a connection error), even while the server has
+    not closed it yet."""
 
     async def handler(_: int, writer: asyncio.StreamWriter) -> None:
-        writer.write(_answer(extra="Connection: close\r\n"))
-        await writer.drain()
-        writer.close()
+        writer.write(_answer(extra="Connection: close\r\n"))  # and keeps it open
 
-    outcomes, connections = _infer_all(handler, [5.0, 5.0])
+    async def script(run: _Engine) -> None:
+        for k in range(2):
+            await run.to(k * GAP, lambda k=k: len(run.canary.answers) == k + 1, f"answer {k + 1}")
+
+    outcomes, connections = _on_engine(handler, script)
     assert outcomes == [7.0, 7.0]
     assert connections == [1, 1]
 
@@ -274,13 +357,16 @@ def test_the_http_canary_imports_neither_tritonclient_nor_numpy_nor_aiohttp() ->
     code = (
         "import sys\n"
         "from tritonwatch.probe import runner\n"
-        "from tritonwatch.probe.canary.clients import HttpInferenceClient\n"
-        "from tritonwatch.probe.infer_response import check_outputs, decode_http_infer_response\n"
-        "from tritonwatch.probe.payload import TensorSpec, build_inputs\n"
-        "client = HttpInferenceClient('http://127.0.0.1:9')\n"
+        "from tritonwatch.kserve.infer_response import check_outputs, decode_http_infer_response\n"
+        "from tritonwatch.kserve.payload import TensorSpec, build_inputs\n"
+        "from tritonwatch.probe.canary.clients import client_for\n"
+        "from tritonwatch.wire.limits import DEFAULT_LIMITS\n"
+        "client = client_for('http', 'http://127.0.0.1:9', 'grpc://127.0.0.1:9')\n"
         "tensors = build_inputs('m', [TensorSpec('x', 'BF16', (1, 2))], {})\n"
         "client.encode_infer('m', '', tensors, binary=True)\n"
         "client.encode_infer('m', '', tensors, binary=False)\n"
+        "encoded = client.infer_request('m', '', tensors, binary=True)\n"
+        "client.wire_request(encoded, timeout=1.0, limits=DEFAULT_LIMITS)\n"
         'body = b\'{"outputs": [{"name": "y", "datatype": "FP16", "shape": [1],'
         ' "data": [1.5]}]}\'\n'
         "check_outputs(decode_http_infer_response(body), ['y'])\n"
@@ -294,27 +380,30 @@ def test_the_http_canary_imports_neither_tritonclient_nor_numpy_nor_aiohttp() ->
 
 
 def test_the_engines_grpc_call_carries_the_grpc_clients_message_and_deadline() -> None:
-    """Breaks if the engine's gRPC call sends other bytes than grpc.aio would, loses the
-    deadline, goes to the engine over TLS, or is built for a message that no fresh
-    connection's flow-control window takes (grpc.aio must send that one)."""
+    """Breaks if the engine's gRPC call sends other bytes than the client's message, loses
+    the deadline, goes elsewhere than the gRPC URL's address (in clear, or over TLS
+    checking the host's name), or is built for a message that no fresh connection's
+    flow-control window takes (the library path must send that one)."""
 
     async def built() -> tuple[Any, ...]:
-        plain = GrpcInferenceClient("grpc://127.0.0.1:8001")
-        secure = GrpcInferenceClient("grpcs://127.0.0.1:8001")
+        plain = client_for("grpc", "http://127.0.0.1:8000", "grpc://127.0.0.1:8001")
+        secure = client_for("grpc", "https://127.0.0.1:8000", "grpcs://127.0.0.1:8001")
         big = [Tensor.from_numpy("a", "FP32", np.zeros((1, 20_000), dtype=np.float32))]
+
+        def wire(tensors: list[Tensor]) -> Any:
+            encoded = plain.infer_request("m", "2", tensors)
+            return plain.wire_request(encoded, timeout=1.5, limits=DEFAULT_LIMITS)
+
         try:
-            return (
-                plain.address,
-                secure.address,
-                plain.engine_request("m", "2", TENSORS, timeout=1.5),
-                plain.engine_request("m", "2", big, timeout=1.5),
-            )
+            return plain.engine_endpoint, secure.engine_endpoint, wire(TENSORS), wire(big)
         finally:
             await plain.close()
             await secure.close()
 
-    address, secure_address, call, too_big = asyncio.run(built())
-    assert (address, secure_address, too_big) == (("127.0.0.1", 8001), None, None)
+    endpoint, (host, port, tls), call, too_big = asyncio.run(built())
+    assert (endpoint, too_big) == (("127.0.0.1", 8001, None), None)
+    assert (host, port, tls.server_name) == ("127.0.0.1", 8001, "127.0.0.1")
+    assert tls.context.verify_mode == ssl.CERT_REQUIRED and tls.context.check_hostname
     frames = call.for_stream(1)
     head_length = int.from_bytes(frames[:3], "big")
     assert frames[3] == HEADERS

@@ -28,9 +28,10 @@ from answer_server_support import (
 from prometheus_client.core import Metric
 
 from tritonwatch.export.canary_metrics import CanaryCollector
-from tritonwatch.probe import infer_response
-from tritonwatch.probe.canary import library_fallback
-from tritonwatch.probe.canary.clients import GrpcInferenceClient, HttpInferenceClient
+from tritonwatch.kserve import infer_response
+from tritonwatch.probe.canary import library_path
+from tritonwatch.probe.canary.clients import client_for
+from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire import http1
@@ -52,6 +53,12 @@ def _inject_parser_bug(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(http1.Http1Connection, "_read_head", buggy)
     return refused
+
+
+def _on_library(canary: ModelCanary) -> bool:
+    """Whether the canary's requests went over to the library path."""
+    assert canary.sender is not None and canary.sender.library is not None
+    return canary.sender.library.active
 
 
 def _client_errors(stats: CanaryBoard) -> dict[tuple[str, str, str], float]:
@@ -81,7 +88,7 @@ def test_an_answer_our_http_parser_mis_reads_is_a_client_error_and_the_model_lea
                 left.append(engine.sent)
             return bool(left) and outcome_count(stats, Outcome.SUCCESS) >= 3
 
-        run = run_canary(plan, HttpInferenceClient(server.url), until)
+        run = run_canary(plan, client_for("http", server.url, ""), until)
     outcomes = run.outcomes()
     assert outcomes.get(Outcome.BAD_RESPONSE, 0) == 0
     assert outcomes[Outcome.CLIENT_ERROR] == len(refused) >= 1
@@ -103,13 +110,13 @@ def test_an_answer_neither_reader_can_read_is_the_servers_bad_response() -> None
     with answer_server(answer_with(broken)) as server:
         run = run_canary(
             http_plan(server),
-            HttpInferenceClient(server.url),
+            client_for("http", server.url, ""),
             lambda stats, _engine: outcome_count(stats, Outcome.BAD_RESPONSE) >= 4,
         )
         infers = server.infers
     outcomes = run.outcomes()
     assert outcomes.get(Outcome.CLIENT_ERROR, 0) == 0
-    assert not run.canary._fallback.active
+    assert not _on_library(run.canary)
     assert run.engine_sent >= 4
     assert infers == run.engine_sent + 1  # one second opinion, then the verdict stood
     agreed = [log for log in run.logs if log["event"] == "canary_library_agrees"]
@@ -120,12 +127,12 @@ def test_an_answer_neither_reader_can_read_is_the_servers_bad_response() -> None
 def test_a_verdict_of_the_server_expires(monkeypatch: pytest.MonkeyPatch) -> None:
     """Breaks if, once the library agreed it is the server's, doubted answers are never
     asked about again (a later bug of ours would then be billed to the server)."""
-    monkeypatch.setattr(library_fallback, "VERDICT_SECONDS", 0.0)
+    monkeypatch.setattr(library_path, "VERDICT_SECONDS", 0.0)
     broken = http_answer(b"this is no KServe v2 answer")
     with answer_server(answer_with(broken)) as server:
         run = run_canary(
             http_plan(server),
-            HttpInferenceClient(server.url),
+            client_for("http", server.url, ""),
             lambda stats, _engine: outcome_count(stats, Outcome.BAD_RESPONSE) >= 3,
         )
     agreed = [log for log in run.logs if log["event"] == "canary_library_agrees"]
@@ -181,7 +188,7 @@ def _grpc_run(answer: bytes, until: Any) -> tuple[Any, int]:
     ):
         url = f"grpc://127.0.0.1:{port}"
         plan = http_plan(api, protocol="grpc", grpc_url=url)
-        client = GrpcInferenceClient(url, api=HttpInferenceClient(api.url, connections=1))
+        client = client_for("grpc", api.url, url)  # its model APIs over the HTTP server
         run = run_canary(plan, client, until)
         return run, len(calls)
 
@@ -224,5 +231,5 @@ def test_a_grpc_answer_no_reader_can_read_is_the_servers_bad_response() -> None:
         lambda stats, _engine: outcome_count(stats, Outcome.BAD_RESPONSE) >= 3,
     )
     assert run.outcomes().get(Outcome.CLIENT_ERROR, 0) == 0
-    assert not run.canary._fallback.active
+    assert not _on_library(run.canary)
     assert calls == run.engine_sent + 1

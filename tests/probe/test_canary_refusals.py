@@ -8,11 +8,14 @@ from typing import Any
 
 import pytest
 
+from canary_record_support import with_sender
 from tritonwatch.analysis.serving import not_serving
 from tritonwatch.analysis.slo import SliSource, SLOKind, SLOSpec
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.status_page import ModelStatus, StatusSnapshot, render_status_page
+from tritonwatch.kserve.server_errors import ServerError
 from tritonwatch.probe.canary.breaker import BREAKER_FAILURES
+from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.model_canary import STALL_INTERVALS, ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.canary.refusals import (
@@ -21,7 +24,6 @@ from tritonwatch.probe.canary.refusals import (
     RefusalWatch,
     refused_input,
 )
-from tritonwatch.probe.server_errors import ServerError
 from tritonwatch.records.observations import Outcome, ReadinessObservation
 from tritonwatch.runtime.slo_event_store import SeriesKey
 from tritonwatch.runtime.slo_tracker import SLOTracker
@@ -95,10 +97,11 @@ def test_a_refusal_run_broken_by_a_success_starts_over() -> None:
 def _refusing_canary() -> tuple[ModelCanary, CanaryBoard, float]:
     board = CanaryBoard()
     board.declare([KEY])
-    canary = ModelCanary(PLAN, _NoClient(), board)
+    canary = ModelCanary(PLAN, _NoClient(), board, engine=CanaryEngine())  # type: ignore[arg-type]
+    with_sender(canary)  # (its client never asked: the refusals alone decide)
     now = time.monotonic()
     for n in range(REFUSALS_IN_ROW):
-        canary.finish(now + n, ServerError(TOKENS, status="400"))
+        canary.record(now + n, ServerError(TOKENS, status="400"))
     return canary, board, now
 
 

@@ -87,7 +87,7 @@ def _plan(sim: Simulator, model: str, **changes: Any) -> CanaryPlan:
 
 
 def _successes(runner: CanaryRunner) -> dict[str, int]:
-    return {s.model: s.outcomes["success"] for s in runner.stats.snapshot(time.monotonic())}
+    return {s.model: s.outcomes["success"] for s in runner.board.snapshot(time.monotonic())}
 
 
 def _wait_successes(runner: CanaryRunner, model: str, at_least: int) -> None:
@@ -164,7 +164,7 @@ def test_a_restarted_canary_stays_paused_and_a_skipped_one_tries_again(
     simple = _plan(sim, "simple")
     unfillable = _plan(sim, "resnet50", inputs={"NOT_AN_INPUT": InputOverride(shape=(1,))})
     runner.start([simple, unfillable])
-    wait_until(runner.stats.skipped, timeout=20, what="the skipped canary")
+    wait_until(runner.board.skipped, timeout=20, what="the skipped canary")
     runner.set_paused(TARGET, "simple", True)
 
     runner.apply([simple, unfillable], {(TARGET, "simple"): "reloaded"})

@@ -44,7 +44,7 @@ def _key(protocol: str = "http") -> SeriesKey:
 
 
 def _outcomes(runner: CanaryRunner, protocol: str = "http") -> dict[str, int]:
-    for snap in runner.stats.snapshot(time.monotonic()):
+    for snap in runner.board.snapshot(time.monotonic()):
         if (snap.target, snap.model, snap.protocol) == _key(protocol):
             return snap.outcomes
     raise AssertionError(f"no series for {_key(protocol)}")
@@ -181,11 +181,11 @@ def test_a_server_restarted_on_its_ports_is_watched_again_and_the_breaker_closes
         wait_until(lambda: _successes(runner, protocol) >= 5, WAIT, "successes before")
     finally:
         first.stop()  # a SIGKILL's effect on the canary: refused connects from now on
-    wait_until(lambda: key in runner.stats.open_circuits(), WAIT, "the breaker to open")
+    wait_until(lambda: key in runner.board.open_circuits(), WAIT, "the breaker to open")
     failed = sum(n for outcome, n in _outcomes(runner, protocol).items() if outcome != "success")
     before = _successes(runner, protocol)
     with Simulator(http_port=http_port, grpc_port=grpc_port):
-        wait_until(lambda: key not in runner.stats.open_circuits(), WAIT, "the breaker to close")
+        wait_until(lambda: key not in runner.board.open_circuits(), WAIT, "the breaker to close")
         wait_until(lambda: _successes(runner, protocol) >= before + 10, WAIT, "successes after")
         (canary,) = runner.running().values()
         assert not canary.breaker_open
@@ -200,7 +200,13 @@ def test_a_poisson_schedule_is_allowed_its_long_gaps() -> None:
     intervals) read as stalls: with many models /health would read degraded most of
     the time."""
     plan = _plan("http://127.0.0.1:9", "127.0.0.1:9")
-    constant = ModelCanary(plan, object(), CanaryBoard())  # type: ignore[arg-type]
-    poisson = ModelCanary(replace(plan, poisson=True), object(), CanaryBoard())  # type: ignore[arg-type]
+    engine = CanaryEngine()  # never served: no thread, no socket
+    constant = ModelCanary(plan, object(), CanaryBoard(), engine=engine)  # type: ignore[arg-type]
+    poisson = ModelCanary(
+        replace(plan, poisson=True),
+        object(),  # type: ignore[arg-type]
+        CanaryBoard(),
+        engine=engine,
+    )
     assert constant.silence_allowed() == pytest.approx(3 / RATE + TIMEOUT)
     assert poisson.silence_allowed() == pytest.approx(15 / RATE + TIMEOUT)

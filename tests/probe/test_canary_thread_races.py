@@ -1,10 +1,10 @@
 """The canary's state shared between threads, each race held open on purpose.
 
-Three threads touch a canary: the event loop's (``CanaryRunner._reconcile``, hand-overs,
-second opinions), the engine's (``may_send`` and ``answered`` for every engine canary)
-and a sweep job's (``CanaryRunner.set_paused``). Each test holds one thread at the racy
-point with threading events, lets the other do its part, then releases it: no sleeps,
-and the interleaving is the same on every run.
+Three threads touch a canary: the event loop's (``CanaryRunner._reconcile``, a canary's
+prepare, second opinions and the library path), the engine's (``may_send`` and
+``record`` for every engine canary) and a sweep job's (``CanaryRunner.set_paused``).
+Each test holds one thread at the racy point with threading events, lets the other do
+its part, then releases it: no sleeps, and the interleaving is the same on every run.
 """
 
 from __future__ import annotations
@@ -12,18 +12,20 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from canary_record_support import with_sender
+from support import wait_until
 from tritonwatch.probe import runner as canary_runner
 from tritonwatch.probe.canary.breaker import BREAKER_FAILURES, BREAKER_PROBE_SECONDS
+from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
-from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.runner import CanaryRunner
-from tritonwatch.probe.stream.stream_canary import StreamingCanary
+from tritonwatch.probe.stream.stream_canary import StreamSender
 from tritonwatch.state.canary_board import CanaryBoard
 
 WAIT = 10.0
@@ -61,13 +63,8 @@ class FakeClient:
         self.cancelled = threading.Event()
         self.release = threading.Event()
         self.config_gate = threading.Event()
-        self.metadata_calls = 0
-        self.second_metadata = threading.Event()
 
     async def metadata(self, model: str, version: str) -> dict[str, Any]:
-        self.metadata_calls += 1
-        if self.metadata_calls == 2:
-            self.second_metadata.set()
         if not self.hold_metadata:
             return METADATA
         try:
@@ -86,10 +83,6 @@ class FakeClient:
 
     async def extensions(self) -> frozenset[str]:
         return frozenset()
-
-    async def infer(self, model: str, version: str, tensors: Sequence[Tensor], *,
-                    binary: bool, timeout: float) -> Any:  # fmt: skip
-        raise ConnectionRefusedError("no server in this test")
 
     async def close(self) -> None:
         pass
@@ -134,57 +127,27 @@ def test_an_unpause_while_a_changed_canary_stops_reaches_its_replacement(
     assert replacement.may_send(0.0) is True
 
 
-class HeldName(str):
-    """A model name whose first comparison holds the comparing thread (``entered`` set)
-    until ``release``: set_paused is held after it took the running canaries, before it
-    wrote their pause."""
-
-    __hash__ = str.__hash__
-
-    def __init__(self, value: str) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def __eq__(self, other: object) -> bool:
-        if not self.entered.is_set():
-            self.entered.set()
-            assert self.release.wait(WAIT), "the test never released set_paused"
-        return str.__eq__(self, other)
-
-
-def test_a_pause_during_the_hand_over_to_a_streaming_canary_holds_the_streaming_one(
+def test_a_pause_while_a_canary_learns_its_model_streams_holds_its_streaming_sends(
     runner: CanaryRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """R2 (hand-over). Breaks if a pause that comes while the plain canary hands a
-    decoupled model over to a streaming one lands on the plain canary only: the streaming
-    canary would load the model through the sweep."""
+    """R2 (the sender chosen at prepare). Breaks if a pause that comes while the canary
+    is still asking its model's config, before it knows the model is decoupled, does not
+    hold the streaming sends it then makes: the stream would load the model through the
+    sweep."""
     client = FakeClient(hold_metadata=False, config=DECOUPLED)
     _use(monkeypatch, client)
     plan = _plan()
-    runner.start([plan])
-    name = HeldName("m")
-    done = threading.Event()
-
-    def pause() -> None:
-        try:
-            runner.set_paused("t", name, True)
-        finally:
-            done.set()
-            name.entered.set()
-
-    pausing = threading.Thread(target=pause)
-    pausing.start()
-    try:
-        assert name.entered.wait(WAIT)  # held inside set_paused (today), or done (owned)
-        client.config_gate.set()  # the plain canary learns the model is decoupled
-        assert client.second_metadata.wait(WAIT), "no streaming canary took over"
-    finally:
-        name.release.set()
-        pausing.join(WAIT)
-    assert done.is_set()
-    streaming = runner.running()[plan.key]
-    assert isinstance(streaming, StreamingCanary)
-    assert streaming.paused is True
+    runner.start([plan])  # its canary waits in prepare for the config (config_gate)
+    (canary,) = runner.running().values()
+    assert canary.sender is None
+    runner.set_paused("t", "m", True)
+    client.config_gate.set()  # the canary learns the model is decoupled
+    wait_until(lambda: isinstance(canary.sender, StreamSender), WAIT, "the streaming sender")
+    assert runner.running()[plan.key] is canary  # the same canary: no hand-over
+    assert canary.paused is True
+    assert canary.may_send(time.monotonic()) is False
+    runner.set_paused("t", "m", False)
+    assert canary.may_send(time.monotonic()) is True
 
 
 class HeldTime(float):
@@ -218,9 +181,10 @@ def test_a_probe_decided_on_the_engine_thread_never_reopens_a_breaker_closed_mea
     stats = CanaryBoard()
     plan = _plan()
     stats.declare([plan.key])
-    canary = ModelCanary(plan, FakeClient(hold_metadata=False), stats)
+    canary = ModelCanary(plan, FakeClient(hold_metadata=False), stats, engine=CanaryEngine())  # type: ignore[arg-type]
+    with_sender(canary)
     for _ in range(BREAKER_FAILURES):
-        canary.finish(0.0, ConnectionRefusedError("refused"))
+        canary.record(0.0, ConnectionRefusedError("refused"))
     assert canary.breaker_open and stats.open_circuits() == {plan.key}
     at = HeldTime(time.monotonic() + 1000.0)  # past the first probe time (its clock)
     sends: list[bool] = []
@@ -233,7 +197,7 @@ def test_a_probe_decided_on_the_engine_thread_never_reopens_a_breaker_closed_mea
     engine.start()
     try:
         assert at.entered.wait(WAIT), "the engine thread never asked the breaker"
-        canary.finish(at, _Answer())  # an answer on the loop's thread closes the breaker
+        canary.record(at, _Answer())  # an answer on the loop's thread closes the breaker
     finally:
         at.release.set()
         engine.join(WAIT)

@@ -33,7 +33,7 @@ from answer_server_support import (
 )
 from engine_support import RawServer, raw_server
 
-from tritonwatch.probe.canary.clients import GrpcInferenceClient, HttpInferenceClient
+from tritonwatch.probe.canary.clients import client_for
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.http2 import DATA, END_HEADERS, HEADERS, SETTINGS, frame_bytes
@@ -78,7 +78,9 @@ def _run_http(head: bytes, piece: bytes) -> tuple[Any, AnswerServer, int]:
     ref: list[AnswerServer] = []
     with answer_server(flood(ref, head, piece, GIB)) as server, _peak_rss_growth() as growth:
         ref.append(server)
-        run = run_canary(http_plan(server, rate=2.0), HttpInferenceClient(server.url), _too_large)
+        run = run_canary(
+            http_plan(server, rate=2.0), client_for("http", server.url, ""), _too_large
+        )
         assert server.closed_by_peer.wait(30), "the server was never cut off"
     return run, server, growth[0]
 
@@ -125,7 +127,9 @@ def test_a_gzip_bomb_is_too_large_when_inflated_past_the_limit(gzip_bomb: bytes)
     """Breaks if a compressed answer is inflated past the limit (1 GiB in memory)."""
     answer = http_answer(gzip_bomb, "Content-Encoding: gzip")
     with answer_server(answer_with(answer)) as server, _peak_rss_growth() as growth:
-        run = run_canary(http_plan(server, rate=2.0), HttpInferenceClient(server.url), _too_large)
+        run = run_canary(
+            http_plan(server, rate=2.0), client_for("http", server.url, ""), _too_large
+        )
     assert run.outcomes().get(Outcome.CLIENT_ERROR, 0) == 0
     assert growth[0] < RSS_GROWTH_BOUND, f"RSS grew by {growth[0] >> 20} MiB"
     failed = next(log for log in run.logs if log["event"] == "canary_request_failed")
@@ -176,7 +180,7 @@ def test_http2_data_flooding_a_call_is_too_large(claimed: int, error: str) -> No
     ):
         url = f"grpc://127.0.0.1:{h2.port}"
         plan = http_plan(api, protocol="grpc", grpc_url=url, rate=2.0)
-        client = GrpcInferenceClient(url, api=HttpInferenceClient(api.url, connections=1))
+        client = client_for("grpc", api.url, url)  # its model APIs over the HTTP server
         run = run_canary(plan, client, _too_large)
         assert closed.wait(30), "the server was never cut off"
     assert run.outcomes().get(Outcome.CLIENT_ERROR, 0) == 0

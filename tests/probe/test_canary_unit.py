@@ -1,142 +1,125 @@
-"""Canary behaviour that needs a misbehaving server no real one reproduces on demand."""
+"""Canary behaviour that needs a misbehaving server no real one reproduces on demand:
+each request's end handed to ``canary.record`` as the engine (a raw answer, or the
+exception the request failed with) or the library path (its own timeout) hands it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import threading
+import time
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import pytest
 from structlog.testing import capture_logs
-from tritonclient.utils import InferenceServerException
 
+from canary_record_support import (
+    WAIT,
+    ScriptedApi,
+    http_answer,
+    library_answers,
+    prepared,
+    scripted_client,
+    total_outcomes,
+    until,
+)
+from tritonwatch.probe.canary import library_path
 from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
-from tritonwatch.probe.payload import Tensor
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_board import CanaryBoard
+from tritonwatch.wire.limits import HttpRequest
 
-METADATA = {
-    "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 2]}],
-    "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 2]}],
-}
-
-
-class _Result:
-    def __init__(self, outputs: dict[str, Any]) -> None:
-        self._outputs = outputs
-
-    def as_numpy(self, name: str) -> Any:
-        return self._outputs.get(name)
-
-
-class ScriptedClient:
-    """An InferenceClient whose infer answers come from a script, one per call."""
-
-    protocol = "http"
-
-    def __init__(
-        self, answers: list[Any], extensions: frozenset[str] = frozenset({"binary_tensor_data"})
-    ) -> None:
-        self.answers = answers
-        self.binary_flags: list[bool] = []
-        self._extensions = extensions
-
-    async def extensions(self) -> frozenset[str]:
-        return self._extensions
-
-    async def metadata(self, model: str, version: str) -> dict[str, Any]:
-        return METADATA
-
-    async def config(self, model: str, version: str) -> dict[str, Any] | None:
-        return None  # a plain KServe v2 server: no Triton config API
-
-    async def infer(
-        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
-    ) -> Any:
-        self.binary_flags.append(binary)
-        answer = self.answers.pop(0)
-        if answer is HANG:
-            await asyncio.sleep(30)
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
-
-    async def close(self) -> None:
-        pass
-
-
-HANG = object()
-"""A scripted answer that never comes (within any canary timeout)."""
 PLAN = CanaryPlan(
     "t", "m", "", "http", "http://127.0.0.1:1", "grpc://127.0.0.1:2", 1.0, False, 1.0, 4, "zero"
 )
+BINARY_HEADER = b"Inference-Header-Content-Length: "
+"""What a request with binary tensors carries (and a JSON one does not)."""
 
 
-def _run_once(
-    client: ScriptedClient, calls: int = 1, plan: CanaryPlan = PLAN
-) -> tuple[CanaryBoard, ModelCanary]:
+def _board(plan: CanaryPlan = PLAN) -> CanaryBoard:
     stats = CanaryBoard(wall_clock=lambda: 1_700_000_000.0)
     stats.declare([plan.key])
-    canary = ModelCanary(plan, client, stats)
+    return stats
 
-    async def go() -> None:
-        assert await canary.prepare()
-        await canary.choose_tensor_format()
-        loop = asyncio.get_running_loop()
-        for _ in range(calls):
-            await canary._one(loop.time())
 
-    asyncio.run(go())
-    return stats, canary
+def _recorded(
+    answers: list[Any], api: ScriptedApi | None = None
+) -> tuple[CanaryBoard, ModelCanary]:
+    """A prepared canary's board after ``answers`` were recorded, one request each."""
+    stats = _board()
+
+    async def go() -> ModelCanary:
+        canary = await prepared(PLAN, scripted_client(PLAN, api), stats)
+        for answer in answers:
+            now = time.monotonic()
+            canary.record(now, answer, now)
+        return canary
+
+    return stats, asyncio.run(go())
+
+
+def _engine_request(canary: ModelCanary) -> bytes:
+    assert canary.sender is not None
+    found = canary.sender.engine_request()
+    assert found is not None
+    request, _endpoint = found
+    assert isinstance(request, HttpRequest)
+    return request.data
 
 
 def test_a_response_missing_an_output_is_a_bad_response() -> None:
     """Breaks if an answer lacking the model's output is counted as anything but bad_response."""
-    stats, _ = _run_once(ScriptedClient([_Result({})]))
+    stats, _ = _recorded([http_answer(b'{"outputs": []}')])
     assert stats.snapshot(0)[0].outcomes[Outcome.BAD_RESPONSE] == 1
 
 
 def test_complete_response_is_a_success() -> None:
     """Breaks if an answer holding every output is not counted as a success."""
-    stats, _ = _run_once(ScriptedClient([_Result({"y": np.zeros((1, 2))})]))
+    stats, _ = _recorded([http_answer()])
     assert stats.snapshot(0)[0].outcomes[Outcome.SUCCESS] == 1
 
 
-@pytest.mark.parametrize("status", ["400", "415", "422", "500"])
-def test_an_http_error_never_switches_the_tensor_format(status: str) -> None:
+@pytest.mark.parametrize("status", [400, 415, 422, 500])
+def test_an_http_error_never_switches_the_tensor_format(status: int) -> None:
     """Breaks if error codes are read as "binary refused" again: the format comes from
     GET /v2, and MLServer's 500 to a binary body looks like any failing model's. (A 400
     is the request refused: ``rejected``, probe/canary/refusals.py.)"""
-    ok = _Result({"y": np.zeros((1, 2))})
-    client = ScriptedClient([InferenceServerException("boom", status=status), ok])
-    stats, canary = _run_once(client, calls=2)
-    assert client.binary_flags == [True, True]
-    assert canary.tensor_format == "binary"
+    stats, canary = _recorded([http_answer(b'{"error": "boom"}', status), http_answer()])
+    assert canary.sender is not None and canary.sender.tensor_format == "binary"
+    assert BINARY_HEADER in _engine_request(canary)  # what the engine sends after them
     snap = stats.snapshot(0)[0]
-    failed = Outcome.REJECTED if status == "400" else Outcome.HTTP_ERROR
+    failed = Outcome.REJECTED if status == 400 else Outcome.HTTP_ERROR
     assert (snap.outcomes[failed], snap.outcomes[Outcome.SUCCESS]) == (1, 1)
     assert snap.latency_count == 1  # an error is no latency sample
 
 
 def test_a_server_without_the_extension_gets_json_tensors() -> None:
-    """Breaks if a KServe v2 server whose GET /v2 lacks binary_tensor_data gets binary."""
-    ok = _Result({"y": np.zeros((1, 2))})
-    client = ScriptedClient([ok, ok], extensions=frozenset({"statistics"}))
-    _, canary = _run_once(client, calls=2)
-    assert client.binary_flags == [False, False]
-    assert canary.tensor_format == "json"
+    """Breaks if a KServe v2 server whose GET /v2 lacks binary_tensor_data gets binary,
+    from the engine or through the library path."""
+    client = scripted_client(PLAN, ScriptedApi(extensions=frozenset({"statistics"})))
+    made = library_answers(client, lambda _timeout: None)
+
+    async def go() -> ModelCanary:
+        canary = await prepared(PLAN, client, _board())
+        assert canary.sender is not None and canary.sender.library is not None
+        canary.sender.library.call()
+        return canary
+
+    canary = asyncio.run(go())
+    assert canary.sender is not None and canary.sender.tensor_format == "json"
+    for request in (_engine_request(canary), *made):
+        assert BINARY_HEADER not in request
+        assert b"Content-Type: application/json" in request
+    assert len(made) == 1
 
 
 def test_a_failure_is_logged_with_its_reason_and_kept_as_the_last_error() -> None:
     """Breaks if an HTTP failure is counted without a line saying why, or the stats
     forget it once the next request succeeds."""
-    error = InferenceServerException("model 'm' crashed: CUDA out of memory", status="500")
-    client = ScriptedClient([error, _Result({"y": np.zeros((1, 2))})])
+    crashed = http_answer(b'{"error": "model \'m\' crashed: CUDA out of memory"}', 500)
     with capture_logs() as logs:
-        stats, _ = _run_once(client, calls=2)
+        stats, _ = _recorded([crashed, http_answer()])
     (line,) = [log for log in logs if log["event"] == "canary_request_failed"]
     assert line == {
         "event": "canary_request_failed",
@@ -156,26 +139,53 @@ def test_a_failure_is_logged_with_its_reason_and_kept_as_the_last_error() -> Non
 
 
 def test_a_timeout_is_logged_with_a_reason_not_an_empty_string() -> None:
-    """Breaks if a timed-out request's error text is str(TimeoutError()): empty."""
+    """Breaks if a timed-out request's error text is str(TimeoutError()): empty (the
+    library path's timeout raises a bare one)."""
     plan = replace(PLAN, timeout=0.05)
+    stats = _board(plan)
+    client = scripted_client(plan)
+    release = threading.Event()
+
+    def never_answers(_timeout: float) -> Any:
+        release.wait(WAIT)  # (released once the canary has timed it out)
+        raise ConnectionError("released")
+
+    library_answers(client, never_answers)
+
+    async def go() -> None:
+        canary = await prepared(plan, client, stats)
+        assert canary.sender is not None and canary.sender.library is not None
+        loop = asyncio.get_running_loop()
+        serving = asyncio.create_task(
+            library_path.serve(
+                canary.sender.library, canary, loop.time(), timeout=0.05, max_in_flight=1
+            )
+        )
+        try:
+            await until(lambda: total_outcomes(stats) >= 1, "the timeout")
+        finally:
+            serving.cancel()
+            release.set()
+            await asyncio.gather(serving, return_exceptions=True)
+
     with capture_logs() as logs:
-        stats, _ = _run_once(ScriptedClient([HANG]), plan=plan)
+        asyncio.run(go())
     (line,) = [log for log in logs if log["event"] == "canary_request_failed"]
     assert (line["outcome"], line["error"]) == (
         "timeout",
         "no answer within 0.05 s (canary timeout)",
     )
     assert "status" not in line
-    last = stats.snapshot(0)[0].last_error
-    assert last is not None
-    assert last.error == line["error"]
+    snap = stats.snapshot(0)[0]
+    assert snap.outcomes[Outcome.TIMEOUT] == 1
+    assert snap.last_error is not None
+    assert snap.last_error.error == line["error"]
 
 
 def test_refused_connections_are_counted_and_kept_but_not_logged_each() -> None:
     """Breaks if a server that is down floods the log (readiness and the breaker say so)."""
-    client = ScriptedClient([ConnectionRefusedError(111, "Connection refused")] * 4)
     with capture_logs() as logs:
-        stats, _ = _run_once(client, calls=4)
+        stats, _ = _recorded([ConnectionRefusedError(111, "Connection refused")] * 4)
     assert not [log for log in logs if log["event"] == "canary_request_failed"]
     snap = stats.snapshot(0)[0]
     assert snap.outcomes[Outcome.CONNECTION_ERROR] == 4
@@ -187,25 +197,19 @@ def test_consecutive_failures_open_the_circuit_and_a_success_closes_it() -> None
     """After 5 failures the canary sends only a probe every 10 s; one success closes it."""
     from tritonwatch.probe.canary.breaker import BREAKER_PROBE_SECONDS
 
-    failures = [ConnectionRefusedError("refused")] * 5
-    client = ScriptedClient([*failures, _Result({"y": np.zeros((1, 2))})])
     stats = CanaryBoard()
     stats.declare([PLAN.key])
-    canary = ModelCanary(PLAN, client, stats)
 
     async def go() -> tuple[list[bool], set[tuple[str, str, str]]]:
-        assert await canary.prepare()
-        loop = asyncio.get_running_loop()
+        canary = await prepared(PLAN, scripted_client(PLAN), stats)
         for _ in range(5):
-            await canary._one(loop.time())
-        now = loop.time()
-        gates = [
-            canary._gates.breaker.allows(now),
-            canary._gates.breaker.allows(now + BREAKER_PROBE_SECONDS),
-        ]
+            now = time.monotonic()
+            canary.record(now, ConnectionRefusedError("refused"), now)
+        now = time.monotonic()
+        gates = [canary.may_send(now), canary.may_send(now + BREAKER_PROBE_SECONDS)]
         opened = stats.open_circuits()
-        await canary._send(loop.time(), loop.time())  # the probe (its gate opened above) succeeds
-        gates.append(canary._gates.breaker.allows(loop.time()))
+        canary.record(now + BREAKER_PROBE_SECONDS, http_answer())  # the probe succeeds
+        gates.append(canary._gates.breaker.allows(time.monotonic()))
         return gates, opened
 
     gates, opened = asyncio.run(go())

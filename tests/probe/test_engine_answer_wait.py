@@ -23,6 +23,7 @@ from engine_support import OK, REQUEST, Recorder, VirtualTime, raw_server
 from tritonwatch.probe.canary import engine as engine_module
 from tritonwatch.probe.canary.engine import ANSWER_WAIT, CanaryEngine
 from tritonwatch.probe.canary.engine_wires import RawAnswer
+from tritonwatch.wire.limits import HttpRequest
 
 FIRST = 1000.0625
 """The first canary's first send, on the virtual clock (which starts at 1000)."""
@@ -35,10 +36,10 @@ class TimedRecorder(Recorder):
     clock: VirtualTime | None = None
     delivered: list[float] = field(default_factory=list)
 
-    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
+    def record(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
         assert self.clock is not None
         self.delivered.append(self.clock.now)
-        super().answered(intended, answer, woke)
+        super().record(intended, answer, woke)
 
 
 def _run(
@@ -69,7 +70,7 @@ def _run(
                     canary,
                     "127.0.0.1",
                     port,
-                    REQUEST,
+                    HttpRequest(REQUEST),
                     timeout=timeout,
                     max_in_flight=4,
                     first_send=FIRST + k * stagger,

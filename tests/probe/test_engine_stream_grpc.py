@@ -15,7 +15,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import hpack
@@ -24,9 +24,14 @@ from engine_support import read_frame
 
 from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import CanaryPlan
-from tritonwatch.probe.stream.stream_canary import StreamingCanary
+from tritonwatch.probe.stream.stream_canary import (
+    TOO_LONG_FOR_GRPC,
+    StreamSender,
+    stream_senders,
+)
 from tritonwatch.records.observations import Outcome, StreamResult
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.state.stream_board import StreamBoard
@@ -171,15 +176,18 @@ def _h2(scripts: list[list[Step]]) -> Iterator[H2Server]:
         server.close()
 
 
+def _plan(port: int, stream: StreamConfig) -> CanaryPlan:
+    return CanaryPlan(
+        target="t", model="llm", version="", protocol="grpc", http_url="http://127.0.0.1:1",
+        grpc_url=f"grpc://127.0.0.1:{port}", rate=5.0, poisson=False, timeout=2.0,
+        max_in_flight=1, data="random", stream=stream,
+    )  # fmt: skip
+
+
 def _stream(server: H2Server, count: int, *, timeout: float = 2.0) -> tuple[list[StreamResult],
                                                                              int]:  # fmt: skip
     """The first ``count`` streams of a gRPC canary on the engine; and how many it sent."""
-    plan = CanaryPlan(
-        target="t", model="llm", version="", protocol="grpc", http_url="http://127.0.0.1:1",
-        grpc_url=f"grpc://127.0.0.1:{server.port}", rate=5.0, poisson=False, timeout=2.0,
-        max_in_flight=1, data="random",
-        stream=StreamConfig(max_tokens=3, prompt="hello", timeout=timeout),
-    )  # fmt: skip
+    plan = _plan(server.port, StreamConfig(max_tokens=3, prompt="hello", timeout=timeout))
     results: list[StreamResult] = []
 
     class Recording(StreamBoard):
@@ -189,18 +197,20 @@ def _stream(server: H2Server, count: int, *, timeout: float = 2.0) -> tuple[list
     engine = CanaryEngine()
 
     async def main() -> None:
-        pauses = Pauses()
-        canary = StreamingCanary(
-            plan, _Llm(), CanaryBoard(), Recording(), seed=1, engine=engine, pauses=pauses
-        )
+        pauses, stats = Pauses(), CanaryBoard()
+        canary = ModelCanary(plan, _Llm(), stats, engine=engine,
+                             streams=stream_senders(stats, Recording()), seed=1,
+                             pauses=pauses)  # fmt: skip
         task = asyncio.create_task(canary.run())
         deadline = time.monotonic() + 15
         while len(results) < count and time.monotonic() < deadline:
+            assert not task.done(), (task, stats.skipped())
             await asyncio.sleep(0.01)
         pauses.set(plan.target, plan.model, True, time.monotonic())
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        assert isinstance(canary.sender, StreamSender)  # the decoupled model's, from prepare
 
     try:
         asyncio.run(asyncio.wait_for(main(), TEST_TIMEOUT_S))
@@ -259,3 +269,22 @@ def test_a_failed_grpc_stream_keeps_its_tokens_and_the_next_one_goes_out(
     assert error in results[0].error, results[0].error
     reused = expected[0] == Outcome.GRPC_ERROR  # the call ended cleanly: its connection stays
     assert server.served_on == ([1, 1] if reused else [1, 2])
+
+
+def test_a_grpc_stream_request_over_one_window_is_skipped_at_prepare() -> None:
+    """Breaks if a ModelStreamInfer request larger than the 64 KiB window the engine's
+    HTTP/2 sends at once gets a streaming sender (the engine cannot send it: every
+    stream would fail) instead of being skipped at prepare with the reason on the board,
+    or if a request that fits is skipped too."""
+    stats, streams = CanaryBoard(), StreamBoard()
+    sizes = {"long": "word " * (http2.MAX_REQUEST_DATA // 5), "short": "hello"}
+    plans = {name: replace(_plan(1, StreamConfig(max_tokens=3, prompt=prompt)), model=name)
+             for name, prompt in sizes.items()}  # fmt: skip
+    stats.declare([plan.key for plan in plans.values()])
+    prepared: dict[str, object] = {}
+    for name, plan in plans.items():
+        canary = ModelCanary(plan, _Llm(), stats, engine=CanaryEngine(),
+                             streams=stream_senders(stats, streams), seed=1)  # fmt: skip
+        prepared[name] = asyncio.run(asyncio.wait_for(canary.prepare(), TEST_TIMEOUT_S))
+    assert prepared["long"] is None and isinstance(prepared["short"], StreamSender)
+    assert stats.skipped() == {("t", "long", "grpc"): f"input 'canary.stream': {TOO_LONG_FOR_GRPC}"}

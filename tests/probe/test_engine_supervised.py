@@ -28,6 +28,7 @@ from tritonwatch.probe.canary import engine_channels
 from tritonwatch.probe.canary.breaker import BREAKER_PROBE_SECONDS
 from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.engine_channels import Address, EngineCrashedError
+from tritonwatch.wire.limits import HttpRequest
 
 WAIT = 20.0
 """Real seconds each wait may take (what it waits for takes well under one)."""
@@ -47,7 +48,7 @@ def _serving(
     max_in_flight: int = 1,
 ) -> asyncio.Task[None]:
     """The engine serving ``canary`` from now on, until the task is stopped."""
-    serving = engine.serve(canary, host, port, REQUEST, timeout=timeout,
+    serving = engine.serve(canary, host, port, HttpRequest(REQUEST), timeout=timeout,
                            max_in_flight=max_in_flight, first_send=time.monotonic())  # fmt: skip
     return asyncio.create_task(serving)
 

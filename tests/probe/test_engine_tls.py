@@ -50,6 +50,7 @@ from tritonwatch.sim.server import GrpcTLS, Simulator
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire import http2
 from tritonwatch.wire.http2 import frame_bytes, grpc_unary_request
+from tritonwatch.wire.limits import HttpRequest
 
 pytestmark = pytest.mark.real
 
@@ -58,7 +59,7 @@ STAMP = 1234.5
 GRPC_CALL = grpc_unary_request("127.0.0.1:1", "/inference.GRPCInferenceService/ModelInfer",
                                b"ask", 2.0)  # fmt: skip
 PING_ACK = bytes((http2.PING,)) + b"idleping"
-PLAIN_OK = Http1Wire(REQUEST).feed(OK, STAMP)
+PLAIN_OK = Http1Wire(HttpRequest(REQUEST)).feed(OK, STAMP)
 """What the HTTP/1.1 wire makes of the answer in clear: over TLS it must be the same."""
 
 
@@ -200,7 +201,7 @@ def test_http1_over_tls_handshakes_then_answers_twice_on_one_connection(
     garbage), if the handshake's round trips stall, if the answer is not the inner
     wire's (status, headers, body) with its last read's stamp, or if a second request
     cannot go on the same connection."""
-    wire = _settings(pki).wrap(Http1Wire(REQUEST))
+    wire = _settings(pki).wrap(Http1Wire(HttpRequest(REQUEST)))
     assert wire.handshaking
     with raw_server(over_tls(_answer_each_tls(), _server_context(pki))) as server:
         driver = _drive(drivers, server.port, wire)
@@ -257,7 +258,7 @@ def test_the_servers_close_notify_while_idle_ends_the_connections_use(
     """Fails if a connection the server closed with close_notify is taken as usable
     (the next request would be lost on it)."""
     closed = threading.Event()
-    wire = _settings(pki).wrap(Http1Wire(REQUEST))
+    wire = _settings(pki).wrap(Http1Wire(HttpRequest(REQUEST)))
     with raw_server(over_tls(answer_then_close_notify(closed), _server_context(pki))) as server:
         driver = _drive(drivers, server.port, wire)
         assert driver.exchange()[0] == 200
@@ -273,7 +274,7 @@ def test_session_tickets_after_the_handshake_are_no_answer_and_no_harm(pki: Pki)
     server_context = _server_context(pki)
     server_in, server_out = ssl.MemoryBIO(), ssl.MemoryBIO()
     server = server_context.wrap_bio(server_in, server_out, server_side=True)
-    wire = _settings(pki).wrap(Http1Wire(REQUEST))
+    wire = _settings(pki).wrap(Http1Wire(HttpRequest(REQUEST)))
     server_in.write(wire.start())  # ClientHello
     with pytest.raises(ssl.SSLWantReadError):
         server.do_handshake()
@@ -305,7 +306,7 @@ def test_a_handshake_that_fails_verification_raises_an_ssl_error(
     name the certificate lacks) or carries on when the server refuses it for want of a
     client certificate: each must be an ``ssl.SSLError`` (a connection error)."""
     tls = ClientTLS(getattr(pki, client))
-    wire = _settings(pki, tls, name=name).wrap(Http1Wire(REQUEST))
+    wire = _settings(pki, tls, name=name).wrap(Http1Wire(HttpRequest(REQUEST)))
     context = _server_context(pki, mutual=server_mutual)
     with raw_server(over_tls(_answer_each_tls(), context)) as server:
         driver = _drive(drivers, server.port, wire)
@@ -320,7 +321,7 @@ def test_mutual_tls_presents_the_configured_client_certificate(
     """Fails if the engine's context leaves out the client certificate of the target's
     ``tls`` settings (a mutual-TLS Triton would refuse every canary)."""
     tls = ClientTLS(pki.ca, pki.client_cert, pki.client_key)
-    wire = _settings(pki, tls).wrap(Http1Wire(REQUEST))
+    wire = _settings(pki, tls).wrap(Http1Wire(HttpRequest(REQUEST)))
     with raw_server(over_tls(_answer_each_tls(), _server_context(pki, mutual=True))) as server:
         answer = _drive(drivers, server.port, wire).exchange()
     assert answer[0] == 200
@@ -375,7 +376,8 @@ def _lockstep(port: int, canary: Recorder, sends: int, request: bytes | http2.Un
     first = clock.now + canary.gap
 
     async def main() -> None:
-        serving = engine.serve(canary, "127.0.0.1", port, request, timeout=2.0,
+        sent = HttpRequest(request) if isinstance(request, bytes) else request
+        serving = engine.serve(canary, "127.0.0.1", port, sent, timeout=2.0,
                                max_in_flight=max_in_flight, first_send=first, tls=tls)  # fmt: skip
         task = asyncio.create_task(serving)
         for k in range(sends):
@@ -445,8 +447,9 @@ def test_a_handshake_is_read_at_once_even_when_answers_may_wait_in_the_kernel(
     listener = socket.create_server(("127.0.0.1", 0))
     address = (socket.AF_INET, listener.getsockname())
     try:
-        secure = Channel(Recorder(gap=2.0), address, REQUEST, 2.0, 1, tls=_settings(pki))
-        plain = Channel(Recorder(gap=2.0), address, REQUEST, 2.0, 1)
+        request = HttpRequest(REQUEST)
+        secure = Channel(Recorder(gap=2.0), address, request, 2.0, 1, tls=_settings(pki))
+        plain = Channel(Recorder(gap=2.0), address, request, 2.0, 1)
         for channel in (secure, plain):
             engine._start(channel, 1000.0, 1000.0, unhurried=True)
         waits = {type(e.wire).__name__: e.collect_by for _, e in engine._exchanges.values()}
@@ -477,7 +480,7 @@ def api_proxy(sim: Simulator, pki: Pki) -> Iterator[TlsProxy]:
 def test_a_tls_canary_is_sent_by_the_engine_and_succeeds(
     sim: Simulator, api_proxy: TlsProxy, pki: Pki, protocol: str
 ) -> None:
-    """Fails if an ``https://`` or ``grpcs://`` canary is left on the event loop (the
+    """Fails if an ``https://`` or ``grpcs://`` canary is left to the library path (the
     engine sent nothing), or if the engine's TLS does not interoperate with a real TLS
     stack (grpcio's, mutual, ALPN h2; a proxy's for HTTP): every answer a success."""
     tls = ClientTLS(pki.ca, pki.client_cert, pki.client_key)

@@ -12,6 +12,7 @@ from engine_support import OK, Recorder, answer_each, raw_server, until
 from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.engine_wires import VaryingRequests
 from tritonwatch.wire.http2 import UnaryRequest
+from tritonwatch.wire.limits import HttpRequest
 
 SENDS = 12
 
@@ -22,14 +23,14 @@ def test_each_send_gets_the_request_made_for_it() -> None:
     counter = itertools.count()
     made: list[bytes] = []
 
-    def make() -> bytes | UnaryRequest:
+    def make() -> HttpRequest | UnaryRequest:
         body = f"{next(counter):04d}".encode()
         request = (
             b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n"
             b"Content-Length: 4\r\n\r\n" + body
         )
         made.append(request)
-        return request
+        return HttpRequest(request)
 
     canary = Recorder(gap=0.005)
     engine = CanaryEngine()

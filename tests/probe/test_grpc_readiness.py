@@ -1,9 +1,12 @@
-"""Plaintext gRPC readiness on the h2c client, against real gRPC servers (grpcio's and
-Triton's): every way ``ServerReady`` can answer, or not, is an outcome."""
+"""gRPC readiness on the wire code's HTTP/2, against real gRPC servers (grpcio's and
+Triton's): every way ``ServerReady`` can answer, or not, is an outcome. Over TLS:
+tests/probe/test_outbound_tls.py."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -12,12 +15,8 @@ import grpc
 import pytest
 
 from real_triton import RealTriton
-from tritonwatch.config import parse_config
-from tritonwatch.probe.readiness import (
-    GrpcReadinessProbe,
-    H2cReadinessProbe,
-    readiness_probe_for,
-)
+from support import wait_until
+from tritonwatch.probe.readiness import GrpcReadinessProbe, HttpReadinessProbe
 from tritonwatch.records.observations import Outcome, ReadinessObservation
 
 pytestmark = pytest.mark.real
@@ -48,7 +47,7 @@ def grpc_server() -> Iterator[Callable[[Behaviour], str]]:
 
 def _check(url: str, timeout: float = 2.0) -> ReadinessObservation:
     """One check by a fresh probe, its connection closed after."""
-    probe = H2cReadinessProbe("t", url, timeout=timeout)
+    probe = GrpcReadinessProbe("t", url, timeout=timeout)
     try:
         return probe.check()
     finally:
@@ -72,7 +71,7 @@ def test_a_ready_server_is_up_and_the_connection_is_kept(
         peers.add(context.peer())
         return b"\x08\x01"
 
-    probe = H2cReadinessProbe("t", grpc_server(behaviour), timeout=2.0)
+    probe = GrpcReadinessProbe("t", grpc_server(behaviour), timeout=2.0)
     try:
         observations = [probe.check() for _ in range(3)]
     finally:
@@ -155,46 +154,110 @@ def test_an_http1_server_on_the_port_is_no_grpc() -> None:
     assert observation.duration_seconds < 2.0
 
 
-def test_a_check_after_a_failure_reconnects(grpc_server: Callable[[Behaviour], str]) -> None:
-    """Breaks if a connection the server closed is used again instead of a new one."""
-    state = {"ready": True}
-    server_url = grpc_server(lambda request, context: b"\x08\x01" if state["ready"] else b"")
-    probe = H2cReadinessProbe("t", server_url, timeout=2.0)
+def test_a_connection_closed_while_idle_is_replaced_not_failed(
+    grpc_server: Callable[[Behaviour], str],
+) -> None:
+    """Breaks if a connection that ended between checks fails the next check instead of
+    being replaced by a new one."""
+    peers: list[str] = []
+
+    def behaviour(request: bytes, context: grpc.ServicerContext) -> bytes:
+        peers.append(context.peer())
+        return b"\x08\x01"
+
+    probe = GrpcReadinessProbe("t", grpc_server(behaviour), timeout=2.0)
     try:
         assert probe.check().ready
-        assert probe._socket is not None
-        probe._socket.shutdown(socket.SHUT_RDWR)  # the connection breaks under the probe
-        failed = probe.check()
+        kept = probe.socket
+        assert kept is not None
+        kept.shutdown(socket.SHUT_RDWR)  # the connection ends under the idle probe
         again = probe.check()
     finally:
         probe.close()
-    assert not failed.ready
-    assert failed.outcome == Outcome.CONNECTION_ERROR
-    assert again.ready
+    assert (again.ready, again.outcome, again.error) == (True, Outcome.SUCCESS, "")
+    assert len(set(peers)) == 2
 
 
-def test_real_triton_is_ready_over_h2c(real_triton: RealTriton) -> None:
-    """Breaks if the h2c call is no ServerReady real Triton answers as tritonclient's does."""
-    ours = H2cReadinessProbe("t", real_triton.grpc_url, timeout=5.0)
-    theirs = GrpcReadinessProbe("t", real_triton.grpc_url, timeout=5.0)
+def test_a_check_after_a_failure_connects_anew() -> None:
+    """Breaks if a connection whose call failed (here: no answer in time) is used again
+    instead of a new one."""
+    accepted: list[socket.socket] = []
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+
+        def accept() -> None:
+            while len(accepted) < 2:
+                accepted.append(listener.accept()[0])  # and never answer
+
+        threading.Thread(target=accept, daemon=True).start()
+        probe = GrpcReadinessProbe("t", f"grpc://127.0.0.1:{listener.getsockname()[1]}", 0.3)
+        try:
+            outcomes = [probe.check().outcome for _ in range(2)]
+        finally:
+            probe.close()
+        wait_until(lambda: len(accepted) == 2, 5.0, "the second check's connection")
+        for conn in accepted:
+            conn.close()
+    assert outcomes == [Outcome.TIMEOUT, Outcome.TIMEOUT]
+
+
+def test_real_triton_is_ready_as_tritonclient_says(real_triton: RealTriton) -> None:
+    """Breaks if either probe's call is not one real Triton answers as ready on a kept
+    connection, where tritonclient says it is ready (the HTTP probe's own tests are in
+    tests/probe/test_readiness.py)."""
+    import tritonclient.grpc as grpcclient
+
+    ours = [
+        GrpcReadinessProbe("t", real_triton.grpc_url, timeout=5.0),
+        HttpReadinessProbe("t", real_triton.http_url, timeout=5.0),
+    ]
+    theirs = grpcclient.InferenceServerClient(real_triton.grpc_url.partition("://")[2])
     try:
-        mine, reference = ours.check(), theirs.check()
+        mine, kept = [], []
+        for probe in ours:
+            first = probe.check()
+            connection = probe.socket
+            mine.append([first, probe.check()])
+            kept.append(connection is not None and probe.socket is connection)
+        reference = theirs.is_server_ready(client_timeout=5.0)
     finally:
-        ours.close()
+        for probe in ours:
+            probe.close()
         theirs.close()
-    assert (mine.ready, mine.outcome) == (reference.ready, reference.outcome) == (True, "success")
+    assert reference is True
+    assert [[(o.ready, o.outcome, o.error) for o in two] for two in mine] == [
+        [(True, Outcome.SUCCESS, "")] * 2
+    ] * 2
+    assert kept == [True, True]  # Triton keeps both connections between checks
 
 
-def test_plaintext_grpc_targets_get_the_h2c_probe_tls_ones_tritonclients() -> None:
-    """Breaks if a grpc:// target loads tritonclient's gRPC for readiness, or a
-    grpcs:// one is checked in clear."""
-    config = parse_config(
-        """targets:
-  - {name: plain, url: "grpc://127.0.0.1:8001"}
-  - {name: secure, url: "grpcs://127.0.0.1:8001"}
-  - {name: http, url: "http://127.0.0.1:8000"}
-""",
-        "test.yaml",
+READINESS_IMPORTS = """
+import sys
+from tritonwatch.config import parse_config
+from tritonwatch.probe.readiness import readiness_probe_for
+targets = [("plain", "grpc"), ("secure", "grpcs"), ("http", "http"), ("https", "https")]
+text = "targets:\\n" + "".join(
+    f"  - {{name: {name}, url: '{scheme}://127.0.0.1:{port}'}}\\n" for name, scheme in targets
+)
+for target in parse_config(text, "test.yaml").targets:
+    probe = readiness_probe_for(target, 1.0)
+    print(type(probe).__name__, probe.check().outcome)
+    probe.close()
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("grpc", "tritonclient")))
+"""
+
+
+def test_readiness_imports_neither_grpc_nor_tritonclient(closed_url: str) -> None:
+    """Breaks if checking any target's readiness (gRPC or HTTP, in clear or over TLS)
+    loads ``grpc`` or ``tritonclient`` (tens of MiB the daemon otherwise never needs)."""
+    port = closed_url.rpartition(":")[2]
+    code = f"port = {port}\n{READINESS_IMPORTS}"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
-    kinds = [type(readiness_probe_for(t, 1.0)).__name__ for t in config.targets]
-    assert kinds == ["H2cReadinessProbe", "GrpcReadinessProbe", "HttpReadinessProbe"]
+    assert done.stdout.splitlines() == [
+        "GrpcReadinessProbe connection_error",
+        "GrpcReadinessProbe connection_error",
+        "HttpReadinessProbe connection_error",
+        "HttpReadinessProbe connection_error",
+        "[]",
+    ]

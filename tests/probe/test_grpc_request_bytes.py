@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tritonwatch.probe.encoded import grpc_infer_request
-from tritonwatch.probe.payload import Tensor, TensorSpec, build_inputs
+from tritonwatch.kserve.encoded import grpc_infer_request
+from tritonwatch.kserve.payload import Tensor, TensorSpec, build_inputs
 from tritonwatch.wire.datatypes import TRITON_DATATYPES
 
 pytestmark = pytest.mark.real

@@ -3,6 +3,7 @@ and every other answer decoded in full, with the full decoder's outcome and erro
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import struct
@@ -10,15 +11,21 @@ from typing import Any
 
 import pytest
 
-from tritonwatch.probe.canary.model_canary import ModelCanary
-from tritonwatch.probe.canary.plans import CanaryPlan
-from tritonwatch.probe.infer_response import (
+from canary_record_support import (
+    library_answers,
+    prepared,
+    scripted_client,
+    total_outcomes,
+    until,
+)
+from tritonwatch.kserve.infer_response import (
     MAX_REMEMBERED_HEADER_BYTES,
     HttpAnswerDecoder,
     InferResponse,
     ResponseDecodeError,
     decode_http_infer_response,
 )
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.datatypes import serialize_bytes
@@ -160,16 +167,27 @@ def test_a_long_header_is_not_kept() -> None:
 
 def test_the_engines_canary_counts_a_short_answer_after_a_good_one_as_a_bad_response() -> None:
     """Breaks if the canary's engine path reads a repeated header's short binary part as a
-    success: it must record bad_response with the decoder's text."""
+    success: it must record bad_response with the decoder's text (the library, asked for
+    a second opinion, cannot read it either)."""
     plan = CanaryPlan("t", "m", "", "http", "http://127.0.0.1:1", "", 1.0, False, 1.0, 4, "zero")
     stats = CanaryBoard(wall_clock=lambda: 1_700_000_000.0)
     stats.declare([plan.key])
-    canary = ModelCanary(plan, client=None, stats=stats)  # type: ignore[arg-type]
-    canary._outputs = ["y"]
+    client = scripted_client(plan)
+
+    def library_cannot_read(_timeout: float) -> Any:
+        raise ResponseDecodeError("the library could not read it either")
+
+    library_answers(client, library_cannot_read)
     good, length = _answer([_fp32("y", 2)], _floats(1, 2))
     headers = {"inference-header-content-length": str(length)}
-    canary.answered(0.0, (200, headers, good, 0.001), 0.0)
-    canary.answered(1.0, (200, headers, good[:-4], 1.001), 1.0)
+
+    async def record() -> None:
+        canary = await prepared(plan, client, stats)
+        canary.record(0.0, (200, headers, good, 0.001), 0.0)
+        canary.record(1.0, (200, headers, good[:-4], 1.001), 1.0)
+        await until(lambda: total_outcomes(stats) == 2, "both outcomes")
+
+    asyncio.run(record())
     series = stats.snapshot(2.0)[0]
     assert series.outcomes[str(Outcome.SUCCESS)] == 1
     assert series.outcomes[str(Outcome.BAD_RESPONSE)] == 1

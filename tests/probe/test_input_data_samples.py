@@ -1,4 +1,4 @@
-"""``canary.input_data`` samples made into a model's request tensors (probe/input_data.py)."""
+"""``canary.input_data`` samples made into a model's request tensors (kserve/input_data.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tritonwatch.config.canary_schema import InputOverride
-from tritonwatch.probe.input_data import load_samples
-from tritonwatch.probe.payload import PayloadError, Tensor, TensorSpec, build_inputs
+from tritonwatch.kserve.input_data import load_samples
+from tritonwatch.kserve.payload import PayloadError, Tensor, TensorSpec, build_inputs
 from tritonwatch.wire.datatypes import pack, serialize_bytes
 
 TOKENS = TensorSpec("TOKENS", "INT64", (-1,))

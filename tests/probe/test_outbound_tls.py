@@ -15,24 +15,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tritonwatch.sweep.worker as sweep_worker
+from engine_infer_support import engine_infer, library_infer
 from support import DaemonProcess, sample_value, wait_until
 from tls_support import Pki, TlsProxy, make_pki
 from tritonwatch.commands.tune.repository import ModelRepository
 from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.config.schema import TargetConfig, TargetTLS, WatchedModel
-from tritonwatch.probe.canary.clients import (
-    GrpcInferenceClient,
-    HttpInferenceClient,
-    classify_error,
-)
-from tritonwatch.probe.payload import Tensor
+from tritonwatch.kserve.payload import Tensor
+from tritonwatch.probe.canary.clients import classify_error, client_for
+from tritonwatch.probe.canary.inference_client import InferenceClient
 from tritonwatch.probe.readiness import GrpcReadinessProbe, HttpReadinessProbe
-from tritonwatch.probe.sweep.load_sweep import SweepRunner
 from tritonwatch.records.observations import Outcome
 from tritonwatch.records.sweep_records import SweepSettings
 from tritonwatch.records.target_state import ScrapeSource
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import GrpcTLS, Simulator
+from tritonwatch.sweep.load_sweep import SweepRunner
 
 pytestmark = pytest.mark.real
 
@@ -112,46 +111,61 @@ def test_https_readiness_through_a_tls_proxy(api_proxy: TlsProxy, pki: Pki) -> N
     assert "CERTIFICATE_VERIFY_FAILED" in failed.error or "certificate" in failed.error
 
 
+def _canary_client(
+    protocol: str, sim: Simulator, api_proxy: TlsProxy, tls: ClientTLS
+) -> InferenceClient:
+    """The canary's client for ``protocol``, as the runner makes it for a TLS target."""
+    return client_for(protocol, f"https://{api_proxy.base}", f"grpcs://{sim.grpc_url}", tls)
+
+
 def test_canary_clients_infer_over_https_and_grpcs(
     sim: Simulator, api_proxy: TlsProxy, pki: Pki
 ) -> None:
-    """Both canary clients infer over mutual TLS and get the model's right answer."""
+    """Both canary clients infer over mutual TLS and get the model's right answer, from
+    the engine (the canary's own path) and through the library path alike."""
 
-    async def infer_both() -> list[np.ndarray]:
-        clients = [
-            HttpInferenceClient(f"https://{api_proxy.base}", tls=_mutual(pki)),
-            GrpcInferenceClient(f"grpcs://{sim.grpc_url}", tls=_mutual(pki)),
-        ]
+    async def infer_all() -> list[tuple[str, str, list[list[int]]]]:
         outputs = []
-        try:
-            for client in clients:
-                result = await client.infer("simple", "", _simple_inputs(), binary=True, timeout=5)
-                outputs.append(result.as_numpy("OUTPUT0"))
-        finally:
-            for client in clients:
+        for protocol in ("http", "grpc"):
+            client = _canary_client(protocol, sim, api_proxy, _mutual(pki))
+            try:
+                for send in (engine_infer, library_infer):
+                    result = await send(client, "simple", "", _simple_inputs(), timeout=5)
+                    outputs.append((protocol, send.__name__, result.as_numpy("OUTPUT0").tolist()))
+            finally:
                 await client.close()
         return outputs
 
-    for output in asyncio.run(infer_both()):
-        assert output.tolist() == [list(range(0, 32, 2))]
+    assert asyncio.run(infer_all()) == [
+        (protocol, send, [list(range(0, 32, 2))])
+        for protocol in ("http", "grpc")
+        for send in ("engine_infer", "library_infer")
+    ]
 
 
 def test_a_grpc_canary_without_its_certificate_is_a_connection_error(
-    sim: Simulator, pki: Pki
+    sim: Simulator, api_proxy: TlsProxy, pki: Pki
 ) -> None:
-    """A gRPC canary refused for lacking its client certificate counts as a connection error."""
+    """A gRPC canary refused for lacking its client certificate counts as a connection
+    error, from the engine and through the library path alike."""
 
-    async def infer() -> BaseException:
-        client = GrpcInferenceClient(f"grpcs://{sim.grpc_url}", tls=ClientTLS(pki.ca))
+    async def infer() -> list[BaseException]:
+        client = _canary_client("grpc", sim, api_proxy, ClientTLS(pki.ca))
+        errors = []
         try:
-            await client.infer("simple", "", _simple_inputs(), binary=True, timeout=5)
-        except Exception as error:
-            return error
+            for send in (engine_infer, library_infer):
+                try:
+                    await send(client, "simple", "", _simple_inputs(), timeout=5)
+                except Exception as error:
+                    errors.append(error)
+                else:
+                    raise AssertionError("the server accepted a client without a certificate")
         finally:
             await client.close()
-        raise AssertionError("the server accepted a client without a certificate")
+        return errors
 
-    assert classify_error(asyncio.run(infer()), "grpc") is Outcome.CONNECTION_ERROR
+    errors = asyncio.run(infer())
+    assert [classify_error(error, "grpc") for error in errors] == [Outcome.CONNECTION_ERROR] * 2
 
 
 def test_scraper_reads_metrics_stats_and_config_over_https(
@@ -178,11 +192,19 @@ def test_scraper_reads_metrics_stats_and_config_over_https(
     assert scraper.state().models["simple"].config is not None
 
 
-@pytest.mark.parametrize("scheme", ["https", "grpcs"])
+@pytest.mark.parametrize("scheme", ["https", "grpcs", "grpcs-library"])
 def test_sweep_and_repository_over_tls(
-    scheme: str, sim: Simulator, api_proxy: TlsProxy, pki: Pki, tmp_path: Path
+    scheme: str,
+    sim: Simulator,
+    api_proxy: TlsProxy,
+    pki: Pki,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The sweep and the model repository client work over https and grpcs with client certs."""
+    """The sweep and the model repository client work over https and grpcs with client
+    certs; gRPC both on the wire code and on ``grpc`` (what requests over 64 KiB take)."""
+    if scheme == "grpcs-library":
+        monkeypatch.setattr(sweep_worker, "h2_request", lambda spec: None)
     url = f"https://{api_proxy.base}" if scheme == "https" else f"grpcs://{sim.grpc_url}"
     protocol = "http" if scheme == "https" else "grpc"
     settings = SweepSettings(

@@ -12,7 +12,7 @@ import pytest
 
 from support import fixtures_dir
 from tritonwatch.config.canary_schema import InputOverride
-from tritonwatch.probe.payload import (
+from tritonwatch.kserve.payload import (
     STRING_CHARACTERS,
     PayloadError,
     Tensor,

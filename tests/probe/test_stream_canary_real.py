@@ -1,9 +1,10 @@
 """The streaming canary against real Triton 2.51: tokens counted, timed from the send,
 errors mid-stream, TLS, and a decoupled model with streaming off.
 
-The canary runs through :class:`CanaryRunner`, so the plain canary's hand-over to the
-streaming one on a decoupled model is exercised, and the streams go out from the
-canary engine's thread, as in the daemon. Its TTFT/ITL side by side with independent
+The canary runs through :class:`CanaryRunner`, so the choice of a streaming sender for
+a decoupled model (read from its config when the canary is prepared) is exercised, and
+the streams go out from the canary engine's thread, in clear and over TLS, as in the
+daemon. Its TTFT/ITL side by side with independent
 clients is a measurement: test_stream_canary_real_bench.py.
 """
 
@@ -20,6 +21,7 @@ from real_triton import RealTriton
 from support import wait_until
 from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.runner import CanaryRunner
+from tritonwatch.probe.stream.stream_canary import StreamSender
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_board import CanaryBoard
 
@@ -33,14 +35,21 @@ def test_the_stream_canary_times_and_counts_every_token(
     """Breaks if the streaming canary (HTTP SSE or gRPC ModelStreamInfer, sent from the
     engine's thread) miscounts the tokens the model sent, loses a gap between them,
     times the first token from anywhere but the send (the model waits 20 ms before it),
-    or leaves a stream out of the TTFT/ITL histograms."""
+    or leaves a stream out of the TTFT/ITL histograms; or if the canary the runner
+    started for the decoupled model is not the one that streams (no swap), with the
+    streaming sender its prepare chose and its series declared on the stream board."""
     streams = RecordingStreamBoard()
     runner = CanaryRunner(CanaryBoard(), streams)
+    plan = stream_plan(fast_stream, protocol)
     try:
-        runner.start([stream_plan(fast_stream, protocol)])
+        runner.start([plan])
+        started = runner.running()[plan.key]
         wait_until(lambda: len(streams.results) >= 5, 30, "five streams")
+        running = runner.running()
     finally:
         runner.stop()
+    assert running == {plan.key: started}
+    assert isinstance(started.sender, StreamSender)
     results = list(streams.results)
     assert {r.outcome for r in results} == {Outcome.SUCCESS}, {r.error for r in results}
     assert [(r.output_tokens, len(r.gaps_seconds)) for r in results] == [
@@ -122,7 +131,7 @@ def _fails_mid_stream(server: RealTriton, protocol: str, outcome: str) -> None:
 def test_the_http_stream_canary_speaks_mutual_tls(real_triton: RealTriton, tmp_path: Path) -> None:
     """Breaks if the streaming canary's connections skip the target's TLS settings (the
     proxy demands a client certificate, so a stream sent without it never succeeds), or
-    if a TLS stream goes to the engine (whose sockets speak plaintext only)."""
+    if a TLS stream does not go out from the engine (its TLS sockets, engine_tls.py)."""
     from tls_support import TlsProxy, make_pki
     from tritonwatch.common.client_tls import ClientTLS
 
@@ -137,7 +146,7 @@ def test_the_http_stream_canary_speaks_mutual_tls(real_triton: RealTriton, tmp_p
             wait_until(lambda: len(streams.results) >= 3, 30, "three streams over TLS")
         finally:
             runner.stop()
-    assert runner._engine.sent == 0
+    assert runner._engine.sent >= 3  # every stream went out from the engine, over TLS
     assert [(r.outcome, r.output_tokens) for r in streams.results[:3]] == [
         (Outcome.SUCCESS, MAX_TOKENS)
     ] * 3, [r.error for r in streams.results]

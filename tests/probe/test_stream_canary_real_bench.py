@@ -1,9 +1,9 @@
 """The streaming canary against real Triton 2.51, side by side with independent clients:
 a measurement (``pytest -m bench``).
 
-The canary (through :class:`CanaryRunner`, so the plain canary's hand-over to the
-streaming one on a decoupled model is part of what is measured, and the streams go out
-from the canary engine's thread, as in the daemon) and the reference
+The canary (through :class:`CanaryRunner`, so the streaming sender its prepare chooses
+for a decoupled model is part of what is measured, and the streams go out from the
+canary engine's thread, as in the daemon) and the reference
 clients of tests/stream_reference.py take turns on ``llm_stream``, in blocks, never
 overlapping (the Python backend serves one stream at a time), so both see the same
 server. Each side's TTFT and ITL quantiles must agree within the bounds of issue 18

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from tritonclient.grpc import service_pb2
 
 from support import fixtures_dir
-from tritonwatch.probe.payload import PayloadError, TensorSpec, build_inputs
-from tritonwatch.probe.stream_request import (
+from tritonwatch.kserve.payload import PayloadError, TensorSpec, build_inputs
+from tritonwatch.kserve.stream_request import (
     WORDS,
     GenerateCodec,
     GrpcStreamCodec,

@@ -17,11 +17,11 @@ from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.commands.cli import build_parser
 from tritonwatch.commands.sweep_cli import settings_from, streaming_settings
 from tritonwatch.config.canary_schema import StreamConfig
-from tritonwatch.probe.sweep.schedule import SweepPlan
-from tritonwatch.probe.sweep.stream_sweep import StreamSweepRunner, is_streaming
 from tritonwatch.records.sweep_records import StepResult, SweepBoard, SweepProtocol, SweepSettings
 from tritonwatch.runtime.scheduled_sweeps import run_scheduled_sweep
 from tritonwatch.sim.models import ModelSet, parse_model_set
+from tritonwatch.sweep.schedule import SweepPlan
+from tritonwatch.sweep.stream_sweep import StreamSweepRunner, is_streaming
 
 pytestmark = pytest.mark.sim
 

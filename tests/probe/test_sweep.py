@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import tritonwatch.probe.sweep.load_sweep as sweep_module
-import tritonwatch.probe.sweep.worker as worker_module
+import tritonwatch.sweep.load_sweep as sweep_module
+import tritonwatch.sweep.worker as worker_module
 from sim_process import SimProcess
 from support import TRITONWATCH, assert_within_smoke_bound, fixtures_dir, free_port, wait_until
 from sweep_support import TWO_INSTANCES, judged, quantiles
@@ -27,17 +27,17 @@ from tritonwatch.commands.tune.cli import sweep_settings_from
 from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.config import parse_config
 from tritonwatch.export.sweep_report import render_svg, to_csv, to_json
-from tritonwatch.probe.payload import Tensor, TensorSpec, build_inputs
-from tritonwatch.probe.sweep.grpc_callbacks import CallbackGrpcLoad
-from tritonwatch.probe.sweep.h2c import lean_grpc_request
-from tritonwatch.probe.sweep.load_sweep import SweepRunner, _step_result
-from tritonwatch.probe.sweep.pool import cut_all, split_concurrency, start_workers, stop_workers
-from tritonwatch.probe.sweep.schedule import sweep_plans
-from tritonwatch.probe.sweep.spec import LoadSpec, grpc_load_spec, http_load_spec
-from tritonwatch.probe.sweep.stability import WindowResult
-from tritonwatch.probe.sweep.worker import CALLBACK_MAX_CONCURRENCY, WindowSamples, uses_callbacks
+from tritonwatch.kserve.payload import Tensor, TensorSpec, build_inputs
 from tritonwatch.records.sweep_records import LoadMode, ServerBreakdown, StepResult, SweepSettings
 from tritonwatch.sim.testing import model_set_with
+from tritonwatch.sweep.grpc_callbacks import CallbackGrpcLoad
+from tritonwatch.sweep.h2 import h2_request
+from tritonwatch.sweep.load_sweep import SweepRunner, _step_result
+from tritonwatch.sweep.pool import cut_all, split_concurrency, start_workers, stop_workers
+from tritonwatch.sweep.schedule import sweep_plans
+from tritonwatch.sweep.spec import LoadSpec, grpc_load_spec, http_load_spec
+from tritonwatch.sweep.stability import WindowResult
+from tritonwatch.sweep.worker import WindowSamples, uses_library
 
 pytestmark = pytest.mark.real
 
@@ -283,21 +283,21 @@ def _simple_tensors() -> list[Tensor]:
 
 
 @pytest.mark.parametrize(
-    ("engine", "concurrency"),
-    [("h2c", 1), ("h2c", CALLBACK_MAX_CONCURRENCY + 4), ("callbacks", 1),
-     ("aio", CALLBACK_MAX_CONCURRENCY + 4)],
+    ("engine", "mode", "concurrency"),
+    [("h2", "concurrency", 1), ("h2", "concurrency", 8), ("h2", "rate", 4),
+     ("library", "concurrency", 1), ("library", "concurrency", 8), ("library", "rate", 4)],
 )  # fmt: skip
-def test_grpc_closed_loop_measures_on_every_engine(
-    sim: SimProcess, engine: str, concurrency: int, monkeypatch: pytest.MonkeyPatch
+def test_grpc_load_measures_on_both_paths(
+    sim: SimProcess, engine: str, mode: LoadMode, concurrency: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Breaks if a gRPC closed-loop engine (h2c for plaintext; for what h2c cannot carry,
-    callbacks at low concurrency and grpc.aio above) stops keeping requests in flight,
-    recording them or handing windows over."""
-    if engine != "h2c":  # as a TLS target or a request over 64 KiB would
-        monkeypatch.setattr(worker_module, "lean_grpc_request", lambda spec: None)
+    """Breaks if a gRPC load path (the wire code's HTTP/2; grpc's callbacks for what it
+    cannot send), closed or open loop, stops keeping requests in flight, recording
+    them or handing windows over."""
+    if engine == "library":  # as a request over 64 KiB would
+        monkeypatch.setattr(worker_module, "h2_request", lambda spec: None)
     spec = grpc_load_spec(f"grpc://{sim.grpc_url}", "simple", "", _simple_tensors(),
-                          mode="concurrency", concurrency=concurrency)  # fmt: skip
-    assert uses_callbacks(spec) is (engine == "callbacks")
+                          mode=mode, concurrency=concurrency, rate=100.0)  # fmt: skip
+    assert uses_library(spec) is (engine == "library")
     workers = start_workers(spec, processes=1)
     try:
         time.sleep(0.3)
@@ -306,8 +306,8 @@ def test_grpc_closed_loop_measures_on_every_engine(
         window = cut_all(workers)
     finally:
         stop_workers(workers)
-    # 4 ms per request, two instances: about 250/s at concurrency 1, so even a starved
-    # host records dozens in the second; none faster than the model can answer.
+    # 4 ms per request, two instances: about 250/s at concurrency 1 (100/s open loop),
+    # so even a starved host records dozens in the second; none faster than the model.
     assert len(window.latencies) > 20
     assert (window.errors, window.timeouts) == (0, 0)
     assert min(window.latencies) >= 0.004
@@ -315,19 +315,18 @@ def test_grpc_closed_loop_measures_on_every_engine(
     assert_within_smoke_bound(window.wall_seconds, 1.0, "a one-second window")
 
 
-def test_plaintext_grpc_runs_on_h2c_and_only_the_rest_on_callbacks() -> None:
-    """Breaks if plaintext gRPC leaves the h2c client, or if TLS or oversized gRPC moves
-    off callbacks at low concurrency (grpc.aio above, open loop) or HTTP onto them."""
+def test_grpc_goes_to_the_library_only_when_the_wire_code_cannot_send_it() -> None:
+    """Breaks if gRPC the wire code can send (in clear or over TLS, either loop) goes
+    through grpc, or a request over a fresh connection's window does not."""
     plain = LoadSpec("grpc", "127.0.0.1", 1, b"x", "concurrency", 1)
-    assert lean_grpc_request(plain) is not None
-    assert not uses_callbacks(plain)
     tls = replace(plain, tls=ClientTLS())
-    big = replace(plain, payload=bytes(70_000))
-    assert (lean_grpc_request(tls), lean_grpc_request(big)) == (None, None)
-    assert uses_callbacks(tls) and uses_callbacks(big)
-    assert not uses_callbacks(replace(tls, concurrency=CALLBACK_MAX_CONCURRENCY + 1))
-    assert not uses_callbacks(replace(tls, mode="rate", rate=10.0))
-    assert not uses_callbacks(replace(tls, protocol="http"))
+    for spec in (plain, tls, replace(tls, mode="rate", rate=10.0), replace(tls, concurrency=64)):
+        assert h2_request(spec) is not None
+        assert not uses_library(spec)
+    for big in (replace(plain, payload=bytes(70_000)), replace(tls, payload=bytes(70_000))):
+        assert h2_request(big) is None
+        assert uses_library(big)
+    assert not uses_library(replace(plain, protocol="http", payload=bytes(70_000)))
 
 
 def test_callback_grpc_load_counts_failures_and_stops() -> None:

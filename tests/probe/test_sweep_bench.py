@@ -11,9 +11,9 @@ import pytest
 from sim_process import SimProcess
 from sweep_support import TWO_INSTANCES
 from tritonwatch.analysis.sweep_verdict import judge_sweep
-from tritonwatch.probe.sweep.load_sweep import SweepRunner
 from tritonwatch.records.sweep_records import SweepSettings
 from tritonwatch.sim.testing import model_set_with
+from tritonwatch.sweep.load_sweep import SweepRunner
 
 pytestmark = pytest.mark.bench
 

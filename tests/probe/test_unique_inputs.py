@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tritonwatch.kserve.payload import Tensor
 from tritonwatch.probe.canary.unique_inputs import UniqueInputs
-from tritonwatch.probe.payload import Tensor
 from tritonwatch.wire.datatypes import pack, serialize_bytes, unpack
 
 REQUESTS = 3000

@@ -16,18 +16,20 @@ from tritonclient.grpc import service_pb2
 from tritonclient.grpc._utils import _get_inference_request
 
 from tritonwatch.config.canary_schema import SequenceCanary
-from tritonwatch.probe.binary_tensors import binary_request_body
-from tritonwatch.probe.canary.clients import GrpcInferenceClient, HttpInferenceClient
+from tritonwatch.kserve.binary_tensors import binary_request_body
+from tritonwatch.kserve.encoded import grpc_infer_request
+from tritonwatch.kserve.json_tensors import json_request_body
+from tritonwatch.kserve.payload import Tensor, TensorSpec, build_inputs
+from tritonwatch.probe.canary.clients import client_for
+from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.engine_wires import VaryingGrpcWire, VaryingHttp1Wire
 from tritonwatch.probe.canary.model_canary import STALL_INTERVALS, ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.canary.request_source import varying_requests
-from tritonwatch.probe.encoded import grpc_infer_request
-from tritonwatch.probe.json_tensors import json_request_body
-from tritonwatch.probe.payload import Tensor, TensorSpec, build_inputs
+from tritonwatch.probe.canary.unary import UnarySender
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.http2 import UnaryRequest
-from tritonwatch.wire.limits import LimitedRequest
+from tritonwatch.wire.limits import DEFAULT_LIMITS, AnswerLimits, AnswerTooLargeError, HttpRequest
 
 SPECS = [TensorSpec("INPUT0", "FP32", (1, 16))]
 TENSORS = build_inputs("m", SPECS, {}, dynamic_dim=1)
@@ -173,17 +175,23 @@ def test_a_sequence_grpc_request_is_tritonclients(sequence_id: int | str) -> Non
 def test_the_engines_wires_make_a_request_per_send() -> None:
     """Breaks if a connection of a varying canary sends one request twice (HTTP/1.1
     keep-alive and HTTP/2 alike), or a request loses the limits it is read with."""
-    plan = _plan()
+    plan = _plan(limits=AnswerLimits(max_answer_bytes=100_000, max_header_bytes=2048))
+    assert plan.limits != DEFAULT_LIMITS  # (a request that lost them would read the defaults)
     _, cached = varying_requests(plan, CACHED, SPECS, TENSORS)
     assert cached is not None
-    http = cached.engine_requests(HttpInferenceClient(plan.http_url), binary=True)
+    http_client = client_for("http", plan.http_url, plan.grpc_url)
+    http = cached.engine_requests(http_client, binary=True)
     assert http is not None
     wire = http.new_wire()
     assert isinstance(wire, VaryingHttp1Wire)
     sent = [wire.start() for _ in range(3)]
     assert len(set(sent)) == 3
-    assert all(isinstance(r, LimitedRequest) and r.limits == plan.limits for r in sent)
-    grpc = cached.engine_requests(GrpcInferenceClient(plan.grpc_url), binary=False)
+    made = [http.make() for _ in range(3)]
+    assert all(isinstance(r, HttpRequest) and r.limits == plan.limits for r in made)
+    assert len({r.data for r in made if isinstance(r, HttpRequest)} | set(sent)) == 6
+    with pytest.raises(AnswerTooLargeError, match="max_answer_bytes"):  # read within them
+        wire.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 100001\r\n\r\n", 0.0)
+    grpc = cached.engine_requests(client_for("grpc", plan.http_url, plan.grpc_url), binary=False)
     assert grpc is not None
     assert isinstance(grpc.new_wire(), VaryingGrpcWire)
     calls = [grpc.make() for _ in range(3)]  # (a session starts its next after an answer)
@@ -211,6 +219,9 @@ class _ModelApi:
 
     protocol = "http"
 
+    async def extensions(self) -> frozenset[str]:
+        return frozenset({"binary_tensor_data"})
+
     async def metadata(self, model: str, version: str) -> dict[str, Any]:
         inputs = [
             {"name": "INPUT0", "datatype": "FP32", "shape": [-1, 16]},
@@ -231,9 +242,10 @@ def test_a_sequence_canary_sends_no_control_input_and_keeps_its_plan() -> None:
     plan = _plan(rate=1.0, sequence=SequenceCanary())
     board = CanaryBoard()
     board.declare([plan.key])
-    canary = ModelCanary(plan, _ModelApi(), board)  # type: ignore[arg-type]
-    assert asyncio.run(canary.prepare())
-    assert [t.name for t in canary._tensors] == ["INPUT0"]
+    canary = ModelCanary(plan, _ModelApi(), board, engine=CanaryEngine())  # type: ignore[arg-type]
+    sender = canary.sender = asyncio.run(canary.prepare())
+    assert isinstance(sender, UnarySender)
+    assert [t.name for t in sender._tensors] == ["INPUT0"]
     gaps: list[float] = []
     for _ in range(40):
         send = 100.0 + sum(gaps)

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 from sim_traffic import FakeClock
-from stub_server import StubServer
 
+from stub_server import StubServer
 from tritonwatch.sim.server import Simulator
 
 

@@ -11,9 +11,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sim_traffic import FakeClock
-from stub_server import Route, StubServer
 
 from pipeline_support import ensemble_config, python_config
+from stub_server import Route, StubServer
 from tritonwatch.analysis.breakdown import judge_target
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.export.triton_metrics import TritonModelCollector

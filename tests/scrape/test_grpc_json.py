@@ -13,7 +13,6 @@ import pytest
 
 from support import fixtures_dir
 from tritonwatch.common.grpc_json import answer_type, grpc_json_as_http
-from tritonwatch.probe.canary.clients import normalise_grpc_json
 from tritonwatch.scrape.triton_config import parse_model_config
 from tritonwatch.scrape.triton_stats import parse_model_statistics
 
@@ -102,13 +101,3 @@ def test_a_document_that_is_no_triton_answer_is_a_clear_error() -> None:
         grpc_json_as_http({"model_stats": [], "whatever": 1})
     with pytest.raises(ValueError, match="not a ModelConfig"):
         grpc_json_as_http({"max_batch_size": "eight"})
-
-
-def test_the_canary_reads_metadata_and_config_in_the_same_shape() -> None:
-    """Breaks if the canary's normaliser and the scrapers' conversion drift apart."""
-    for model in MODELS:
-        metadata = normalise_grpc_json(recorded(model, "metadata", "grpc"))
-        assert metadata == recorded(model, "metadata", "http")
-        assert metadata["inputs"][0]["shape"] == [-1, 16]
-        config = normalise_grpc_json(recorded(model, "config", "grpc-camel")["config"])
-        assert config == recorded(model, "config", "http")

@@ -8,7 +8,6 @@ Triton is in tests/triton/test_grpc_scrape_real_triton.py.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import MutableMapping, Sequence
 from concurrent import futures
 from pathlib import Path
@@ -19,18 +18,16 @@ import pytest
 import requests
 from sim_traffic import FakeClock, infer
 from structlog.testing import capture_logs
-from stub_server import Route, StubServer
 from tritonclient.grpc import service_pb2_grpc
 
+from stub_server import Route, StubServer
 from support import RefusedHttp, fixtures_dir
 from tls_support import Pki, make_pki
-from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.records.observations import ModelKey
 from tritonwatch.records.target_state import FetchStatus, ScrapeSource
-from tritonwatch.scrape.model_apis import GrpcModelApis, HttpModelApis, model_apis_for
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.sim.server import GrpcTLS, Simulator
+from tritonwatch.triton_api.client import ModelApiClient
 
 pytestmark = pytest.mark.real
 
@@ -136,7 +133,7 @@ def test_an_http_url_keeps_the_apis_on_http(sim: Simulator, clock: FakeClock) ->
     """Breaks if a grpc:// target with an explicit http_url stops using it."""
     target = grpc_target(f"grpc://{sim.grpc_url}", sim.metrics_url, "simple", http_url=sim.http_url)
     session, _, asked = recording_session()
-    assert isinstance(model_apis_for(target, session), HttpModelApis)
+    assert ModelApiClient.for_target(target, session=session).protocol == "http"
     outcome = TargetScraper(target, 2.0, clock, session).scrape_once()
     assert all(o.ok for o in outcome.sources.values())
     assert asked == [
@@ -227,16 +224,6 @@ def test_an_unknown_model_is_a_grpc_error_and_keeps_the_apis(
     assert scraper.state().models["simple"].config is not None
 
 
-def test_a_grpc_answer_over_max_bytes_is_too_large(sim: Simulator) -> None:
-    """Breaks if the size cap does not hold for gRPC answers."""
-    target = grpc_target(f"grpc://{sim.grpc_url}", sim.metrics_url, "simple")
-    apis = GrpcModelApis(target.url, max_bytes=64)
-    answer = apis.read(ScrapeSource.CONFIG, ModelKey("simple", ""), deadline=time.monotonic() + 5)
-    apis.close()
-    assert answer.status is FetchStatus.TOO_LARGE
-    assert "RESOURCE_EXHAUSTED" in answer.error
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
@@ -260,13 +247,3 @@ def test_grpcs_uses_the_targets_tls_for_the_apis(pki: Pki, tmp_path: Path) -> No
     assert outcomes["mutual"][ScrapeSource.STATS].ok and outcomes["mutual"][ScrapeSource.CONFIG].ok
     for source in (ScrapeSource.STATS, ScrapeSource.CONFIG):
         assert outcomes["no client cert"][source].status is FetchStatus.CONNECTION_ERROR
-
-
-def test_a_tls_file_gone_since_the_check_is_a_connection_error(tmp_path: Path) -> None:
-    """Breaks if an unreadable CA file raises out of the cycle instead of being an outcome."""
-    gone = ClientTLS(ca_file=tmp_path / "deleted-ca.pem")
-    apis = GrpcModelApis("grpcs://127.0.0.1:1", gone)
-    answer = apis.read(ScrapeSource.STATS, ModelKey("m", ""), deadline=time.monotonic() + 5)
-    apis.close()
-    assert answer.status is FetchStatus.CONNECTION_ERROR
-    assert "deleted-ca.pem" in answer.error

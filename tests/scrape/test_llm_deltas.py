@@ -7,8 +7,8 @@ import math
 
 import pytest
 from sim_traffic import FakeClock
-from stub_server import Route, StubServer
 
+from stub_server import Route, StubServer
 from support import fixtures_dir
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.records.llm_records import ITL, TTFT, LlmReadings

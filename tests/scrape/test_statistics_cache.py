@@ -20,9 +20,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sim_traffic import FakeClock
-from stub_server import Route, StubServer
 
 from pipeline_support import python_config, rates
+from stub_server import Route, StubServer
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.export.pipeline_view import cache_line
 from tritonwatch.export.triton_metrics import TritonModelCollector

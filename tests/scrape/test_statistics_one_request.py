@@ -18,9 +18,9 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from sim_traffic import FakeClock
 from structlog.testing import capture_logs
-from stub_server import Route, StubServer
 
 import support
+from stub_server import Route, StubServer
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.records.observations import ModelStatistics
 from tritonwatch.records.target_state import FetchStatus, ScrapeOutcome, ScrapeSource

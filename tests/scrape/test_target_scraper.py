@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from sim_traffic import FakeClock, http_client, infer, sim_target
 from structlog.testing import capture_logs
-from stub_server import Route, StubServer
 
+from stub_server import Route, StubServer
 from support import fixtures_dir
 from tritonwatch.analysis.breakdown import judge_target
 from tritonwatch.config.schema import TargetConfig

@@ -6,6 +6,7 @@ from __future__ import annotations
 from tritonwatch.export.health import health_report
 from tritonwatch.export.liveness_metrics import LivenessCollector
 from tritonwatch.probe.canary.breaker import BREAKER_PROBE_SECONDS
+from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import CanaryResult, Outcome
@@ -106,7 +107,7 @@ def test_canaries_not_sending_yet_or_paused_are_not_judged() -> None:
 def test_an_open_breaker_allows_three_probe_periods_of_silence() -> None:
     """Breaks if a canary held back by its circuit breaker (one probe per 10 s) reads as
     stalled between probes."""
-    canary = ModelCanary(PLAN, object(), CanaryBoard())  # type: ignore[arg-type]
+    canary = ModelCanary(PLAN, object(), CanaryBoard(), engine=CanaryEngine())  # type: ignore[arg-type]
     assert canary.silence_allowed() == 3 * (1.0 / PLAN.rate) + PLAN.timeout
     canary._gates.breaker._open_until = 0.0
     assert canary.silence_allowed() == 3 * BREAKER_PROBE_SECONDS + PLAN.timeout

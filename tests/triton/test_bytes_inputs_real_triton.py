@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
 from http.client import HTTPResponse
 from pathlib import Path
 from typing import Any
@@ -23,21 +22,21 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from canary_support import RecordingCanary, RecordingClient
 from tritonclient.grpc import service_pb2
 
 from real_triton import RealTriton
 from support import TRITONWATCH
 from tritonwatch.config import parse_config
+from tritonwatch.kserve.payload import STRING_CHARACTERS, Tensor
 from tritonwatch.probe.canary.clients import client_for
-from tritonwatch.probe.canary.model_canary import ModelCanary
+from tritonwatch.probe.canary.engine import CanaryEngine
 from tritonwatch.probe.canary.plans import canary_plans
-from tritonwatch.probe.interfaces import InferenceClient
-from tritonwatch.probe.payload import STRING_CHARACTERS, Tensor
-from tritonwatch.probe.sweep.load_sweep import prepare_tensors
-from tritonwatch.probe.sweep.spec import grpc_load_spec, http_load_spec
 from tritonwatch.records.observations import Outcome
 from tritonwatch.records.sweep_records import SweepSettings
 from tritonwatch.state.canary_board import CanaryBoard
+from tritonwatch.sweep.load_sweep import prepare_tensors
+from tritonwatch.sweep.spec import grpc_load_spec, http_load_spec
 
 pytestmark = pytest.mark.real
 
@@ -45,29 +44,12 @@ WAIT_SECONDS = 20.0
 PROMPT = "What is Triton? ¿Qué es?"
 
 
-class RecordingClient:
-    """The canary's real client, keeping every request's tensors and decoded answer;
-    everything else is passed through untouched."""
-
-    def __init__(self, inner: InferenceClient, exchanges: list[tuple[list[Tensor], Any]]) -> None:
-        self.inner = inner
-        self.exchanges = exchanges
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def infer(
-        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool, timeout: float
-    ) -> Any:
-        result = await self.inner.infer(model, version, tensors, binary=binary, timeout=timeout)
-        self.exchanges.append((list(tensors), result))
-        return result
-
-
 def _canary_exchanges(
     url: str, canary: str, count: int = 5
 ) -> tuple[dict[str, int], list[tuple[list[Tensor], Any]]]:
-    """Runs the configured canary of ``text`` until ``count`` answers came back."""
+    """Runs the configured canary of ``text`` from an engine, as the daemon's, until
+    ``count`` answers came back; its outcomes, and each answer decoded with the tensors
+    of its request."""
     config = parse_config(
         f"targets: [{{name: real, url: '{url}', models: [{{name: text, canary: {canary}}}]}}]",
         "bytes.yaml",
@@ -75,17 +57,17 @@ def _canary_exchanges(
     (plan,) = canary_plans(config)
     stats = CanaryBoard()
     stats.declare([plan.key])
-    exchanges: list[tuple[list[Tensor], Any]] = []
+    engine = CanaryEngine()
 
-    async def run() -> None:
-        # Made inside the loop: grpc.aio and aiohttp bind to the running loop.
+    async def run() -> list[tuple[list[Tensor], Any]]:
         # As the runner makes it: a grpc:// url without http_url asks metadata over gRPC.
         inner = client_for(plan.protocol, plan.http_url, plan.grpc_url, grpc_only=plan.grpc_only)
-        client = RecordingClient(inner, exchanges)
-        task = asyncio.create_task(ModelCanary(plan, client, stats).run())  # type: ignore[arg-type]
+        client = RecordingClient(inner)
+        canary = RecordingCanary(plan, client, stats, engine=engine)
+        task = asyncio.create_task(canary.run())
         try:
             deadline = time.monotonic() + WAIT_SECONDS
-            while len(exchanges) < count and not task.done():
+            while len(canary.exchanges()) < count and not task.done():
                 if time.monotonic() > deadline:  # a wait that gave up
                     raise AssertionError(f"fewer than {count} canary answers")
                 await asyncio.sleep(0.05)
@@ -94,8 +76,12 @@ def _canary_exchanges(
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await inner.close()
+        return canary.exchanges()
 
-    asyncio.run(run())
+    try:
+        exchanges = asyncio.run(run())
+    finally:
+        engine.stop()
     (series,) = stats.snapshot(time.monotonic())
     return {str(k): v for k, v in series.outcomes.items()}, exchanges
 

@@ -6,9 +6,10 @@ that inflated Triton's answers twice reported 100 % ``bad_response`` on a health
 and logged nothing. These tests hold the canary to what the real server does: every
 answer of the ``batching`` identity model decodes to exactly what was sent, binary
 tensors are chosen from the server's own ``GET /v2``, and a failing model says why in
-its log lines and its stats. The daemon's plain-HTTP and plaintext-gRPC canaries send
-from the select-loop engine (probe/canary/engine.py, gRPC over its own HTTP/2), not the
-event loop: the tests run on both paths.
+its log lines and its stats. The daemon's canaries send from the select-loop engine
+(probe/canary/engine.py, gRPC over its own HTTP/2); the library path
+(probe/canary/library_path.py: ``urllib3``, ``grpcio``) sends what the engine cannot:
+the tests run on both paths.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import urllib.request
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,85 +25,28 @@ from typing import Any
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-from canary_support import RecordingClient, canary_plan
+from canary_support import RecordingCanary, RecordingClient, canary_plan
 from structlog.testing import capture_logs
 from tritonclient.utils import InferenceServerException
 
+from engine_infer_support import library_infer
 from real_triton import RealTriton
 from tritonwatch.config.canary_schema import InputOverride
+from tritonwatch.kserve.infer_response import decode_http_infer_response
+from tritonwatch.kserve.payload import Tensor
 from tritonwatch.probe.canary.breaker import BREAKER_FAILURES
-from tritonwatch.probe.canary.clients import (
-    ACCEPT_ENCODING,
-    GrpcInferenceClient,
-    HttpInferenceClient,
-    classify_error,
-    client_for,
-    error_text,
-)
+from tritonwatch.probe.canary.clients import classify_error, client_for, error_text
 from tritonwatch.probe.canary.engine import CanaryEngine
-from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import CanaryPlan
-from tritonwatch.probe.infer_response import decode_http_infer_response
-from tritonwatch.probe.payload import Tensor
+from tritonwatch.probe.canary.unary import UnarySender
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_board import CanaryBoard, SeriesSnapshot
-from tritonwatch.wire.http2 import UnaryRequest
 
 pytestmark = pytest.mark.real
 WAIT_SECONDS = 30.0
-
-
-class JudgedCanary(ModelCanary):
-    """The daemon's canary, keeping each send time it allowed and each answer it judged,
-    whichever path sent them (the engine calls both from its own thread)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.allowed: list[float] = []
-        self.judged: list[tuple[float, Any]] = []
-        self.woke: list[float] = []
-        """When the sending thread took each judged request up (its latency starts there)."""
-
-    def may_send(self, intended: float) -> bool:
-        allowed = super().may_send(intended)
-        if allowed:
-            self.allowed.append(intended)
-        return allowed
-
-    def finish(self, intended: float, answer: Any, woke: float | None = None) -> None:
-        self.judged.append((intended, answer))
-        self.woke.append(intended if woke is None else max(intended, woke))
-        super().finish(intended, answer, woke)
-
-
-class EncodingClient(HttpInferenceClient):
-    """The plain-HTTP client, as the engine needs it (it serves only this class, never
-    a wrapper), keeping the tensors and form of each infer request it encoded."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.encoded: list[tuple[list[Tensor], bool]] = []
-
-    def infer_request(
-        self, model: str, version: str, tensors: Sequence[Tensor], *, binary: bool
-    ) -> bytes:
-        self.encoded.append((list(tensors), binary))
-        return super().infer_request(model, version, tensors, binary=binary)
-
-
-class EncodingGrpcClient(GrpcInferenceClient):
-    """The gRPC client, as the engine needs it, keeping the tensors of each call it built."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.encoded: list[tuple[list[Tensor], bool]] = []
-
-    def engine_request(
-        self, model: str, version: str, tensors: Sequence[Tensor], *, timeout: float
-    ) -> UnaryRequest | None:
-        self.encoded.append((list(tensors), False))
-        return super().engine_request(model, version, tensors, timeout=timeout)
+OFFERED_ENCODINGS = "gzip, deflate"
+"""What an HTTP client library offers by default (``requests``, ``urllib3``)."""
 
 
 @dataclass
@@ -111,36 +54,31 @@ class Run:
     """What one canary run left: its statistics and what it sent and got."""
 
     snap: SeriesSnapshot
-    canary: JudgedCanary
+    canary: RecordingCanary
     exchanges: list[tuple[list[Tensor], Any]]
     """Each answer (decoded) with the tensors of its request."""
     binary: list[bool]
-    """Whether each request (event loop) or each request encoded (engine) was binary."""
-    engine_sent: int | None
-    """Requests the engine sent (None: the run had no engine)."""
+    """Whether each request the client encoded was binary."""
+    engine_sent: int
+    """Requests the engine sent (0: the library path sent every one)."""
 
 
-def _run(plan: CanaryPlan, results: int, *, engine: bool = False, settle: bool = False) -> Run:
-    """Runs the canary (prepare, tensor format, sends) until ``results`` are recorded;
-    with ``engine`` its requests go from a :class:`CanaryEngine`, as the daemon's do. ``settle``: then pauses it and waits for the answers of those sent."""
+def _run(plan: CanaryPlan, results: int, *, engine: bool = True, settle: bool = False) -> Run:
+    """Runs the canary (prepare, tensor format, sends) until ``results`` are recorded:
+    from a :class:`CanaryEngine`, as the daemon's do, or (``engine`` False) through the
+    library path. ``settle``: then pauses it and waits for the answers of those sent."""
     stats = CanaryBoard()
     stats.declare([plan.key])
-    sender = CanaryEngine() if engine else None
+    sender = CanaryEngine()
 
     def recorded() -> int:
         return sum(stats.snapshot(0)[0].outcomes.values())
 
-    async def go() -> tuple[JudgedCanary, RecordingClient | EncodingClient | EncodingGrpcClient]:
-        # Made inside the loop: grpc.aio binds its channel to the running loop.
-        client: RecordingClient | EncodingClient | EncodingGrpcClient
-        if not engine:
-            client = RecordingClient(client_for(plan.protocol, plan.http_url, plan.grpc_url))
-        elif plan.protocol == "grpc":
-            client = EncodingGrpcClient(plan.grpc_url)
-        else:
-            client = EncodingClient(plan.http_url)
+    async def go() -> tuple[RecordingCanary, RecordingClient]:
+        inner = client_for(plan.protocol, plan.http_url, plan.grpc_url)
+        client = RecordingClient(inner, engine=engine)
         pauses = Pauses()
-        canary = JudgedCanary(plan, client, stats, seed=1, engine=sender, pauses=pauses)
+        canary = RecordingCanary(plan, client, stats, seed=1, engine=sender, pauses=pauses)
         task = asyncio.create_task(canary.run())
         try:
             async with asyncio.timeout(WAIT_SECONDS):
@@ -154,22 +92,15 @@ def _run(plan: CanaryPlan, results: int, *, engine: bool = False, settle: bool =
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            await client.close()
+            await inner.close()
         return canary, client
 
     try:
         canary, client = asyncio.run(go())
     finally:
-        if sender is not None:
-            sender.stop()
-    if isinstance(client, RecordingClient):
-        exchanges, binary = client.exchanges, client.binary
-    else:  # the engine sends the bytes encoded once: every answer is to those tensors
-        answers = [a for _, a in canary.judged if not isinstance(a, BaseException)]
-        exchanges = [(client.encoded[-1][0], answer) for answer in answers]
-        binary = [form for _, form in client.encoded]
-    sent = None if sender is None else sender.sent
-    return Run(stats.snapshot(0)[0], canary, exchanges, binary, sent)
+        sender.stop()
+    binary = [form for _, form in client.encoded]
+    return Run(stats.snapshot(0)[0], canary, canary.exchanges(), binary, sender.sent)
 
 
 def _assert_echoed(exchanges: list[tuple[list[Tensor], Any]], output: str) -> None:
@@ -184,8 +115,8 @@ def _assert_echoed(exchanges: list[tuple[list[Tensor], Any]], output: str) -> No
 
 @pytest.mark.parametrize(
     ("protocol", "engine"),
-    [("http", False), ("http", True), ("grpc", False), ("grpc", True)],
-    ids=["http", "http-engine", "grpc", "grpc-engine"],
+    [("http", True), ("http", False), ("grpc", True), ("grpc", False)],
+    ids=["http-engine", "http-library", "grpc-engine", "grpc-library"],
 )
 def test_the_canary_reads_every_answer_of_a_healthy_model(
     real_triton: RealTriton, protocol: str, engine: bool
@@ -193,8 +124,8 @@ def test_the_canary_reads_every_answer_of_a_healthy_model(
     """Breaks if the canary mis-reads real Triton's answers (over HTTP: inflating its
     gzipped answers a second time, "incorrect header check", 100 % bad_response), if a
     request sent goes unanswered or off the open-loop schedule, if latency is timed from
-    anything but the intended send, or if the engine (the daemon's plain-HTTP and gRPC
-    path, gRPC over its own HTTP/2) judges an answer otherwise than the event loop."""
+    anything but when the request was taken up, or if one path (the engine, the daemon's,
+    gRPC over its own HTTP/2; the library path) judges an answer otherwise than the other."""
     plan = canary_plan(real_triton, "batching", protocol)
     with capture_logs() as logs:
         run = _run(plan, results=20, engine=engine, settle=True)
@@ -204,16 +135,21 @@ def test_the_canary_reads_every_answer_of_a_healthy_model(
     assert sum(snap.outcomes.values()) == successes
     assert snap.last_error is None
     assert successes == len(canary.allowed) == len(canary.judged)  # each one sent, answered
-    assert run.engine_sent == (successes if engine else None)  # and by the path asked for
+    assert run.engine_sent == (successes if engine else 0)  # and by the path asked for
     intended = canary.allowed
     assert intended == pytest.approx(
         [intended[0] + k / plan.rate for k in range(len(intended))], abs=1e-6
     )
-    pairs = zip(canary.judged, canary.woke, strict=True)
-    latencies = [answer.received_at - woke for (_, answer), woke in pairs]
-    assert all(0 < latency < plan.timeout for latency in latencies), latencies
     assert snap.latency_count == successes
-    assert snap.latency_sum == pytest.approx(sum(latencies))
+    if engine:  # our readers stamp each answer's arrival: latency ends there
+        pairs = zip(canary.judged, canary.woke, strict=True)
+        latencies = [answer.received_at - woke for (_, answer), woke in pairs]
+        assert snap.latency_sum == pytest.approx(sum(latencies))
+    else:  # the library's results carry no arrival: latency ends when it is recorded
+        pairs = zip(canary.recorded_at, canary.woke, strict=True)
+        latencies = [recorded - woke for recorded, woke in pairs]
+        assert sum(latencies) <= snap.latency_sum < successes * plan.timeout
+    assert all(0 < latency < plan.timeout for latency in latencies), latencies
     late = [woke - at for (at, _), woke in zip(canary.judged, canary.woke, strict=True)]
     assert snap.send_lateness_count == successes  # the client's lateness, kept beside it
     assert snap.send_lateness_sum == pytest.approx(sum(late))
@@ -232,20 +168,21 @@ def test_the_http_canary_sends_binary_tensors_because_triton_lists_the_extension
     assert status == 200
     assert "binary_tensor_data" in json.loads(body)["extensions"]
     run = _run(canary_plan(real_triton, "batching", "http"), results=3)
-    assert run.canary.tensor_format == "binary"
+    assert isinstance(run.canary.sender, UnarySender)
+    assert run.canary.sender.tensor_format == "binary"
     assert run.binary and all(run.binary)  # from the first request on
 
 
 @pytest.mark.parametrize(
     ("accept", "expected"),
-    [("gzip", "gzip"), ("deflate", "deflate"), (ACCEPT_ENCODING, "gzip"), (None, None)],
+    [("gzip", "gzip"), ("deflate", "deflate"), (OFFERED_ENCODINGS, "gzip"), (None, None)],
 )
 def test_triton_compresses_infer_answers_as_asked_and_each_decodes(
     real_triton: RealTriton, accept: str | None, expected: str | None
 ) -> None:
     """Breaks if Triton's Content-Encoding for an infer answer changes or one of them no
     longer decodes (the canary's infers ask for none: Triton answers plain; a client
-    asking with ACCEPT_ENCODING gets gzip)."""
+    offering what HTTP libraries offer by default gets gzip)."""
     data = np.arange(1, 33, dtype=np.float32).reshape(2, 16)
     tensor = httpclient.InferInput("INPUT0", [2, 16], "FP32")
     tensor.set_data_from_numpy(data, binary_data=True)
@@ -268,12 +205,12 @@ def test_triton_compresses_infer_answers_as_asked_and_each_decodes(
 @pytest.mark.parametrize(
     ("protocol", "engine", "outcome", "status", "error"),
     [
-        ("http", False, Outcome.HTTP_ERROR, 500, "[500] negative input: failure asked for"),
         ("http", True, Outcome.HTTP_ERROR, 500, "[500] negative input: failure asked for"),
-        ("grpc", False, Outcome.GRPC_ERROR, None, "[StatusCode.INTERNAL] negative input: failure"),
+        ("http", False, Outcome.HTTP_ERROR, 500, "[500] negative input: failure asked for"),
         ("grpc", True, Outcome.GRPC_ERROR, None, "[StatusCode.INTERNAL] negative input: failure"),
+        ("grpc", False, Outcome.GRPC_ERROR, None, "[StatusCode.INTERNAL] negative input: failure"),
     ],
-    ids=["http", "http-engine", "grpc", "grpc-engine"],
+    ids=["http-engine", "http-library", "grpc-engine", "grpc-library"],
 )
 def test_a_failing_model_says_why_in_its_log_lines_and_its_stats(
     real_triton: RealTriton,
@@ -286,7 +223,7 @@ def test_a_failing_model_says_why_in_its_log_lines_and_its_stats(
 ) -> None:
     """Breaks if canary failures go unlogged (the real flaky model fails every request
     that holds a negative value) or the log stops limiting itself to 3 whole lines; on
-    the engine too, whose answers the canary judges and logs as the event loop's."""
+    either path, whose answers the canary judges and logs alike."""
     sample = tmp_path / "negative.npy"
     np.save(sample, np.array([[-1, 0, 0, 0]], dtype=np.float32))
     plan = canary_plan(
@@ -297,7 +234,7 @@ def test_a_failing_model_says_why_in_its_log_lines_and_its_stats(
         run = _run(plan, results=BREAKER_FAILURES, engine=engine, settle=True)
     snap = run.snap
     assert snap.outcomes[outcome] == len(run.canary.allowed)
-    assert run.engine_sent == (len(run.canary.allowed) if engine else None)
+    assert run.engine_sent == (len(run.canary.allowed) if engine else 0)
     failures = snap.outcomes[outcome]
     assert failures >= BREAKER_FAILURES
     assert snap.outcomes[Outcome.SUCCESS] == 0
@@ -364,7 +301,7 @@ def test_the_engines_grpc_canary_reached_triton_once_per_request_and_saw_its_tim
     serves one twice), or its latencies miss time the server itself spent (a clock
     stopped at the wrong frame): each is at least Triton's own request duration."""
     before = real_triton.stats("batching")["inference_stats"]["success"]
-    run = _run(canary_plan(real_triton, "batching", "grpc"), results=20, engine=True, settle=True)
+    run = _run(canary_plan(real_triton, "batching", "grpc"), results=20, settle=True)
     after = real_triton.stats("batching")["inference_stats"]["success"]
     served, served_ns = after["count"] - before["count"], after["ns"] - before["ns"]
     successes = run.snap.outcomes[Outcome.SUCCESS]
@@ -373,31 +310,42 @@ def test_the_engines_grpc_canary_reached_triton_once_per_request_and_saw_its_tim
     assert run.snap.latency_sum >= served_ns * 1e-9  # the client's time holds the server's
 
 
-def test_a_missing_model_fails_on_the_engine_with_grpc_aios_error(real_triton: RealTriton) -> None:
+def test_a_missing_model_fails_on_the_engine_with_the_librarys_error(
+    real_triton: RealTriton,
+) -> None:
     """Breaks if the engine's gRPC path reports Triton's refusal (a trailers-only
-    NOT_FOUND) with another outcome or other words than grpc.aio does."""
+    NOT_FOUND) with another outcome or other words than the library path (``grpcio``
+    read by ``tritonclient``) does."""
     stats = CanaryBoard()
     plan = canary_plan(real_triton, "batching", "grpc")
     stats.declare([plan.key])
     sender = CanaryEngine()
 
     async def go() -> tuple[str, str]:
-        client = GrpcInferenceClient(plan.grpc_url)
-        canary = JudgedCanary(plan, client, stats, seed=1, engine=sender)
+        client = client_for("grpc", plan.http_url, plan.grpc_url)
+        canary = RecordingCanary(plan, client, stats, seed=1, engine=sender)
         try:
-            assert await canary.prepare()
-            tensors = canary._tensors
-            with pytest.raises(InferenceServerException) as caught:  # grpc.aio's own failure
-                await client.infer("nope", "", tensors, binary=False, timeout=plan.timeout)
-            aio = (str(classify_error(caught.value, "grpc")), error_text(caught.value))
-            request = client.engine_request("nope", "", tensors, timeout=plan.timeout)
+            canary.sender = await canary.prepare()
+            assert isinstance(canary.sender, UnarySender)
+            tensors = canary.sender._tensors
+            with pytest.raises(InferenceServerException) as caught:  # the library's own failure
+                await library_infer(client, "nope", "", tensors, timeout=plan.timeout)
+            library = (str(classify_error(caught.value, "grpc")), error_text(caught.value))
+            encoded = client.infer_request("nope", "", tensors, binary=False)
+            request = client.wire_request(encoded, timeout=plan.timeout, limits=plan.limits)
             assert request is not None
-            address = client.address
-            assert address is not None
+            host, port, tls = client.engine_endpoint
             now = asyncio.get_running_loop().time()
             serving = asyncio.create_task(
                 sender.serve(
-                    canary, *address, request, timeout=plan.timeout, max_in_flight=1, first_send=now
+                    canary,
+                    host,
+                    port,
+                    request,
+                    timeout=plan.timeout,
+                    max_in_flight=1,
+                    first_send=now,
+                    tls=tls,
                 )
             )
             async with asyncio.timeout(WAIT_SECONDS):
@@ -408,15 +356,17 @@ def test_a_missing_model_fails_on_the_engine_with_grpc_aios_error(real_triton: R
                 await serving
         finally:
             await client.close()
-        return aio
+        return library
 
     try:
         with capture_logs() as logs:
             outcome, text = asyncio.run(go())
     finally:
         sender.stop()
-    assert (outcome, text) == ("grpc_error", "[StatusCode.NOT_FOUND] Request for unknown model: "
-                               "'nope' is not found")  # fmt: skip
+    assert (outcome, text) == (
+        "grpc_error",
+        "[StatusCode.NOT_FOUND] Request for unknown model: 'nope' is not found",
+    )
     (line, *_) = [log for log in logs if log["event"] == "canary_request_failed"]
     assert (line["outcome"], line["error"]) == (outcome, text)
     snap = stats.snapshot(0)[0]

@@ -1,6 +1,6 @@
 """What real Triton 2.51 sends a streaming client, pinned on ``tests/triton_models/llm_stream``.
 
-The streaming canary's readers (wire/sse.py, probe/stream_request.py) are written
+The streaming canary's readers (wire/sse.py, kserve/stream_request.py) are written
 against these facts (docs/plans/issue18.md A1, A2): HTTP ``generate_stream`` is a chunked
 ``text/event-stream`` with one ``data: {...}\\n\\n`` event per response and none for the
 flag-only final; an error after the first token comes as an event under status 200;
@@ -8,7 +8,7 @@ flag-only final; an error after the first token comes as an event under status 2
 marks every response with ``triton_final_response`` and sends the flag-only final as an
 empty response only when the request asks for it. The HTTP side is read off a raw socket
 with a hand-written request, so nothing of ours stands between the test and the bytes;
-the last tests then send our codecs' requests (probe/stream_request.py) and check that a
+the last tests then send our codecs' requests (kserve/stream_request.py) and check that a
 keep-alive connection carries one stream after another, and pin that 2.51 has no
 first-response histogram yet.
 """
@@ -30,8 +30,8 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from real_triton import HISTOGRAM_LATENCIES, RealTriton
 from support import fixtures_dir
-from tritonwatch.probe.payload import input_specs
-from tritonwatch.probe.stream_request import GenerateCodec, GrpcStreamCodec, Piece, StreamFields
+from tritonwatch.kserve.payload import input_specs
+from tritonwatch.kserve.stream_request import GenerateCodec, GrpcStreamCodec, Piece, StreamFields
 from tritonwatch.wire.http1 import ChunkedDecoder, response_head
 from tritonwatch.wire.sse import SseParser
 

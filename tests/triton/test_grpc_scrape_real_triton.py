@@ -25,11 +25,12 @@ from support import DaemonProcess, RefusedHttp, sample_value, wait_until
 from tls_support import Pki, make_pki
 from tritonwatch.analysis.breakdown import judge_target
 from tritonwatch.config.schema import TargetConfig
-from tritonwatch.records.observations import ModelKey, ModelStatistics
+from tritonwatch.records.observations import ModelStatistics
 from tritonwatch.records.target_state import FetchStatus, ScrapeSource
-from tritonwatch.scrape.model_apis import GrpcModelApis
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_stats import parse_model_statistics
+from tritonwatch.triton_api.client import ModelApiClient
+from tritonwatch.triton_api.endpoint import ApiEndpoint
 
 pytestmark = pytest.mark.real
 
@@ -176,10 +177,10 @@ def test_grpc_statistics_records_equal_the_http_ones(
         send(grpc_client, "batching", rows)
     settle(real_triton, "batching", done + 3)
     quiet(real_triton, *MODELS)
-    apis = GrpcModelApis(real_triton.grpc_url)
+    apis = ModelApiClient(ApiEndpoint(real_triton.grpc_url, "grpc"))
     try:
         for model in MODELS:
-            answer = apis.read(ScrapeSource.STATS, ModelKey(model, ""), time.monotonic() + 5)
+            answer = apis.statistics(model, deadline=time.monotonic() + 5)
             assert answer.ok, answer.error
             over_grpc = parse_model_statistics(answer.document, model, "", 0.0)
             assert counts(over_grpc) == counts(http_statistics(real_triton, model))

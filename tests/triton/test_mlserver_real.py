@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from canary_support import RecordingCanary, RecordingClient
 
 from real_mlserver import ECHO_MODEL, RealMLServer
 from support import wait_until
+from tritonwatch.kserve.payload import Tensor
 from tritonwatch.probe import runner as canary_runner
 from tritonwatch.probe.canary.clients import client_for
 from tritonwatch.probe.canary.plans import CanaryPlan
-from tritonwatch.probe.payload import Tensor
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.state.canary_board import CanaryBoard, SeriesSnapshot
 
@@ -37,41 +38,37 @@ REQUESTS = 100
 RATE = 25.0
 
 
-class RecordingClient:
-    """The canary's real client, keeping every (inputs sent, answer decoded) pair and
-    every error, so a test can compare outputs with inputs; all else passes through."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.exchanges: list[tuple[list[Tensor], Any]] = []
-        self.errors: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    async def infer(self, model: str, version: str, tensors: Any, **kwargs: Any) -> Any:
-        try:
-            result = await self._inner.infer(model, version, tensors, **kwargs)
-        except Exception as error:
-            self.errors.append(f"{type(error).__name__}: {error} ({kwargs})")
-            raise
-        self.exchanges.append((list(tensors), result))
-        return result
-
-
 @pytest.fixture
-def recorded(monkeypatch: pytest.MonkeyPatch) -> list[RecordingClient]:
-    """Every client the canary runner makes, wrapped in a :class:`RecordingClient`."""
-    clients: list[RecordingClient] = []
+def recorded(monkeypatch: pytest.MonkeyPatch) -> list[RecordingCanary]:
+    """Every canary the canary runner makes, a :class:`RecordingCanary` on a
+    :class:`RecordingClient`: each answer decoded, with the tensors it was sent."""
+    canaries: list[RecordingCanary] = []
     real: Callable[..., Any] = canary_runner.client_for
 
     def recording_client_for(*args: Any, **kwargs: Any) -> Any:
-        client = RecordingClient(real(*args, **kwargs))
-        clients.append(client)
-        return client
+        return RecordingClient(real(*args, **kwargs))
+
+    def recording_canary(*args: Any, **kwargs: Any) -> RecordingCanary:
+        canary = RecordingCanary(*args, **kwargs)
+        canaries.append(canary)
+        return canary
 
     monkeypatch.setattr(canary_runner, "client_for", recording_client_for)
-    return clients
+    monkeypatch.setattr(canary_runner, "ModelCanary", recording_canary)
+    return canaries
+
+
+def _exchanges(canaries: list[RecordingCanary]) -> list[tuple[list[Tensor], Any]]:
+    return [exchange for canary in canaries for exchange in canary.exchanges()]
+
+
+def _errors(canaries: list[RecordingCanary]) -> list[str]:
+    return [
+        f"{type(answer).__name__}: {answer}"
+        for canary in canaries
+        for _, answer in canary.judged
+        if isinstance(answer, BaseException)
+    ]
 
 
 @pytest.fixture
@@ -98,7 +95,7 @@ def _plan(server: RealMLServer, protocol: str) -> CanaryPlan:
 
 
 def _series(runner: CanaryRunner) -> SeriesSnapshot:
-    (snap,) = runner.stats.snapshot(time.monotonic())
+    (snap,) = runner.board.snapshot(time.monotonic())
     return snap
 
 
@@ -107,7 +104,7 @@ def _run_canary(runner: CanaryRunner, server: RealMLServer, protocol: str) -> Se
     opened: failing, it would only probe every 10 s), then stops it."""
     runner.start([_plan(server, protocol)])
     wait_until(
-        lambda: sum(_series(runner).outcomes.values()) >= REQUESTS or runner.stats.open_circuits(),
+        lambda: sum(_series(runner).outcomes.values()) >= REQUESTS or runner.board.open_circuits(),
         timeout=REQUESTS / RATE + 30,
         what=f"{REQUESTS} {protocol} canary results from MLServer",
     )
@@ -115,9 +112,9 @@ def _run_canary(runner: CanaryRunner, server: RealMLServer, protocol: str) -> Se
     return _series(runner)
 
 
-def _assert_echoed(clients: list[RecordingClient]) -> int:
+def _assert_echoed(canaries: list[RecordingCanary]) -> int:
     """Every decoded OUTPUT0 equals the INPUT0 that was sent; returns how many."""
-    exchanges = [exchange for client in clients for exchange in client.exchanges]
+    exchanges = _exchanges(canaries)
     for tensors, result in exchanges:
         (sent,) = tensors
         assert (sent.name, sent.datatype, sent.data.shape) == ("INPUT0", "FP32", (1, 16))
@@ -128,9 +125,9 @@ def _assert_echoed(clients: list[RecordingClient]) -> int:
     return len(exchanges)
 
 
-def _assert_mostly_successful(snap: SeriesSnapshot, clients: list[RecordingClient]) -> None:
+def _assert_mostly_successful(snap: SeriesSnapshot, canaries: list[RecordingCanary]) -> None:
     total = sum(snap.outcomes.values())
-    errors = [error for client in clients for error in client.errors]
+    errors = _errors(canaries)
     assert snap.outcomes.get("success", 0) >= 0.99 * total, (
         f"outcomes {snap.outcomes}; first errors: {errors[:3]}"
     )
@@ -205,10 +202,14 @@ def test_mlserver_answers_binary_tensors_with_500(real_mlserver: RealMLServer) -
 def test_model_config_api_is_missing_and_reads_as_none(
     real_mlserver: RealMLServer, protocol: str
 ) -> None:
-    """Breaks if the clients stop reading MLServer's 404 / UNIMPLEMENTED config as 'no config'."""
+    """Breaks if the clients stop reading MLServer's 404 / UNIMPLEMENTED config as 'no
+    config' (over gRPC: a target configured by its gRPC URL alone asks its model APIs
+    there)."""
 
     async def config() -> Any:
-        client = client_for(protocol, real_mlserver.http_url, real_mlserver.grpc_url)
+        client = client_for(
+            protocol, real_mlserver.http_url, real_mlserver.grpc_url, grpc_only=protocol == "grpc"
+        )
         try:
             return await client.config(ECHO_MODEL, "")
         finally:
@@ -218,7 +219,7 @@ def test_model_config_api_is_missing_and_reads_as_none(
 
 
 def test_http_canary_succeeds_against_mlserver_and_outputs_equal_inputs(
-    real_mlserver: RealMLServer, runner: CanaryRunner, recorded: list[RecordingClient]
+    real_mlserver: RealMLServer, runner: CanaryRunner, recorded: list[RecordingCanary]
 ) -> None:
     """Breaks if the HTTP canary sends binary tensors to a server whose GET /v2 does not
     list binary_tensor_data (MLServer answers 500), or misreads its JSON answers."""
@@ -228,7 +229,7 @@ def test_http_canary_succeeds_against_mlserver_and_outputs_equal_inputs(
 
 
 def test_grpc_canary_succeeds_against_mlserver_and_outputs_equal_inputs(
-    real_mlserver: RealMLServer, runner: CanaryRunner, recorded: list[RecordingClient]
+    real_mlserver: RealMLServer, runner: CanaryRunner, recorded: list[RecordingCanary]
 ) -> None:
     """Breaks if the gRPC canary fails on MLServer (no ModelConfig RPC) or misdecodes it."""
     snap = _run_canary(runner, real_mlserver, "grpc")

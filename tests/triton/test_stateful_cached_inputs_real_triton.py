@@ -4,8 +4,8 @@
 or whose correlation id is 0), ``cached`` (15 ms of compute behind Triton's response
 cache) and ``refuses`` (INVALID_ARG unless 8+ token ids in [1000, 2000)): see
 tests/triton_models. One short run per protocol sends every canary at once from the
-daemon's engine (and the stateful one from the event loop too, over HTTP), then each
-test reads what its canaries left. Issue "The models production runs", items 3 to 5.
+daemon's engine (and the stateful one through the library path too), then each test
+reads what its canaries left. Issue "The models production runs", items 3 to 5.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from canary_support import canary_plan
+from canary_support import RecordingClient, canary_plan
 from structlog.testing import capture_logs
 
 from real_triton import RealTriton
@@ -90,8 +90,7 @@ def _plans(server: RealTriton, protocol: str, data: Path) -> dict[str, CanaryPla
         "refused": plan("refused", "refuses"),
         "sampled": plan("sampled", "refuses", input_data=data),
     }
-    if protocol == "http":
-        plans["seq-loop"] = plan("seq-loop", "seq")
+    plans["seq-library"] = plan("seq-library", "seq")
     return plans
 
 
@@ -106,7 +105,7 @@ def _run(server: RealTriton, protocol: str, data: Path) -> Run:
     board.declare([p.key for p in plans.values()])
     wanted = {
         "seq": SEQUENCE_REQUESTS,
-        "seq-loop": SEQUENCE_REQUESTS,
+        "seq-library": SEQUENCE_REQUESTS,
         "miss": CACHED_REQUESTS,
         "hit": CACHED_REQUESTS,
         "refused": REFUSALS_IN_ROW,
@@ -124,8 +123,9 @@ def _run(server: RealTriton, protocol: str, data: Path) -> Run:
         for name, plan in plans.items():
             client = client_for(protocol, plan.http_url, plan.grpc_url)
             clients.append(client)
-            sender = None if name == "seq-loop" else engine
-            canary = ModelCanary(plan, client, board, seed=1, engine=sender)
+            # The engine can send none of seq-library's requests: the library path does.
+            sending = RecordingClient(client, engine=name != "seq-library")
+            canary = ModelCanary(plan, sending, board, seed=1, engine=engine)
             tasks.append(asyncio.create_task(canary.run()))
         try:
             async with asyncio.timeout(WAIT_SECONDS):
@@ -162,7 +162,7 @@ def test_a_stateful_models_canary_sends_whole_sequences(run: Run) -> None:
     """Breaks if the sequence canary's requests lack a correlation id or START on a
     sequence's first request (Triton refuses those, and the model fails a sequence it
     never saw start), or its flags are lost over either protocol or path."""
-    for name in ("seq", "seq-loop") if run.protocol == "http" else ("seq",):
+    for name in ("seq", "seq-library"):
         outcomes = run.series[name].outcomes
         total = sum(outcomes.values())
         assert total >= SEQUENCE_REQUESTS

@@ -25,9 +25,10 @@ from support import wait_until
 from tritonwatch.config.schema import TargetConfig
 from tritonwatch.records.observations import ModelKey, ModelStatistics
 from tritonwatch.records.target_state import FetchStatus, ScrapeSource
-from tritonwatch.scrape.model_apis import GrpcModelApis, HttpModelApis
 from tritonwatch.scrape.target_scraper import TargetScraper
 from tritonwatch.scrape.triton_stats import parse_all_model_statistics, parse_model_statistics
+from tritonwatch.triton_api.client import ModelApiClient
+from tritonwatch.triton_api.endpoint import ApiEndpoint
 
 pytestmark = pytest.mark.real
 
@@ -113,13 +114,10 @@ def test_the_all_models_answer_equals_every_models_own(
     no name) differs in one count or batch size from its own statistics answer, or if
     the answer does not list every loaded model."""
     quiet(real_triton)
-    apis: HttpModelApis | GrpcModelApis
-    if protocol == "grpc":
-        apis = GrpcModelApis(real_triton.grpc_url)
-    else:
-        apis = HttpModelApis(real_triton.http_url, requests.Session())
+    url = real_triton.grpc_url if protocol == "grpc" else real_triton.http_url
+    apis = ModelApiClient(ApiEndpoint(url, "grpc" if protocol == "grpc" else "http"))
     try:
-        answer = apis.read_all_statistics(time.monotonic() + 5)
+        answer = apis.all_statistics(deadline=time.monotonic() + 5)
     finally:
         apis.close()
     assert answer.ok, answer.error

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tritonwatch.probe.sweep.load_sweep import quantile_summary
-from tritonwatch.probe.sweep.stats import StatsReader, breakdown
 from tritonwatch.records.sweep_records import ServerBreakdown, StepResult, SweepSettings, SweepSteps
 from tritonwatch.sim.load import LoadResult, closed_loop
 from tritonwatch.sim.server import Simulator
+from tritonwatch.sweep.load_sweep import quantile_summary
+from tritonwatch.sweep.stats import StatsReader, breakdown
 
 WINDOWS = 3
 """Windows per step, as many as the real runner's stability check compares."""

@@ -10,11 +10,11 @@ import pytest
 from sweep_support import judged
 from tritonwatch.commands.tune.candidates import candidates
 from tritonwatch.commands.tune.gpu_probe import gpu_utilization_probe, model_gpu_indices
-from tritonwatch.probe.sweep.load_sweep import _step_result
-from tritonwatch.probe.sweep.stability import WindowResult
-from tritonwatch.probe.sweep.worker import WindowSamples
 from tritonwatch.records.sweep_records import ServerBreakdown, SweepSettings
 from tritonwatch.sim.server import Simulator
+from tritonwatch.sweep.load_sweep import _step_result
+from tritonwatch.sweep.stability import WindowResult
+from tritonwatch.sweep.worker import WindowSamples
 
 pytestmark = pytest.mark.sim
 

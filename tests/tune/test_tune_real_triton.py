@@ -54,8 +54,8 @@ def _tune_and_check(server: RealTriton, tmp_path: Path) -> None:
         [TRITONWATCH, "tune", "--url", server.http_url, "--metrics-url", server.metrics_url,
          "--model", "slow_queue", "--budget-p95", "15ms", "--apply",
          # one closed-loop client: the queue is the batching timer's, not a crowd's
-         "--concurrency", "1", "--measurement-interval", "1s", "--max-windows", "6",
-         "--max-steps", "4", "--json", str(out)],
+         "--concurrency", "1", "--measurement-interval", "500ms", "--max-windows", "6",
+         "--max-steps", "3", "--json", str(out)],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -110,7 +110,7 @@ def _tune_instances_and_check(server: RealTriton, tmp_path: Path) -> None:
     ran = subprocess.run(
         [TRITONWATCH, "tune", "--url", server.http_url, "--metrics-url", server.metrics_url,
          "--model", "waiting_cpu", "--budget-p95", "50ms", "--apply", "--concurrency", "1,2,3",
-         "--measurement-interval", "1s", "--max-windows", "6", "--max-steps", "1",
+         "--measurement-interval", "500ms", "--max-windows", "6", "--max-steps", "1",
          "--json", str(out)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip

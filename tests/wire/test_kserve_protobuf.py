@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tritonclient.grpc import service_pb2 as pb
 
-from tritonwatch.probe.payload import Tensor
+from tritonwatch.kserve.payload import Tensor
 from tritonwatch.wire.datatypes import TRITON_DATATYPES
 from tritonwatch.wire.kserve_protobuf import (
     InferOutput,

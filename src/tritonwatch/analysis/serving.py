@@ -2,14 +2,15 @@
 ``TritonServerDown`` and ``TritonModelNotServing`` (docs/runbook.md).
 
 Pure: readiness observations and canary series in, verdicts out, all in the daemon's
-monotonic seconds. Both wait :data:`HOLD_SECONDS`, as the generated rules' ``for: 1m``
-does, so a Triton restart of a few seconds raises neither: its few failures are the
-SLO's to count, not a page.
+monotonic seconds. Both wait a hold, as the generated rules' ``for:`` does: a server
+down :data:`HOLD_SECONDS`, a model not serving ``alerting.not_serving_for`` (the
+caller's ``hold``, by default the same minute), so a Triton restart of a few seconds
+raises neither: its few failures are the SLO's to count, not a page.
 
 Triton's own health answers 200 while every inference fails (a device lost after load,
 stuck execution): the readiness check cannot see that, the canary can. A model is *not
 serving* when its server reads ready and every canary series of it that has produced
-anything is in a run of server failures at least :data:`HOLD_SECONDS` old
+anything is in a run of server failures at least ``hold`` seconds old
 (:attr:`~tritonwatch.state.canary_board.SeriesSnapshot.failing_since`; outcomes in
 :data:`~tritonwatch.records.observations.NOT_THE_SERVERS` neither extend nor end the run).
 """
@@ -23,7 +24,8 @@ from tritonwatch.records.observations import ReadinessObservation
 from tritonwatch.state.canary_board import LastError, SeriesSnapshot
 
 HOLD_SECONDS = 60.0
-"""How long a server must read not ready, or a model fail every request, before it pages."""
+"""How long a server must read not ready before it pages; also the default of
+``alerting.not_serving_for``, how long a model must fail every request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +87,7 @@ def not_serving(
     hold: float = HOLD_SECONDS,
 ) -> list[NotServing]:
     """The models of ready servers whose canary has failed every request for ``hold``
-    seconds, in the snapshots' order."""
+    seconds (``alerting.not_serving_for``), in the snapshots' order: none before."""
     by_model: dict[tuple[str, str], list[SeriesSnapshot]] = {}
     for snapshot in snapshots:
         if snapshot.last_outcome_at is not None:  # a series with no outcome says nothing

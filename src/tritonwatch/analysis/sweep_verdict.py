@@ -1,8 +1,8 @@
 """A sweep's conclusions: the knee, the operating point under the budget, and the
 caveat when the knee lies where the load generator itself was saturated.
 
-The runner (:mod:`tritonwatch.probe.sweep.load_sweep`, or
-:mod:`tritonwatch.probe.sweep.stream_sweep`
+The runner (:mod:`tritonwatch.sweep.load_sweep`, or
+:mod:`tritonwatch.sweep.stream_sweep`
 for a streaming model) only measures; whoever ran it (``tritonwatch sweep``, the tuner,
 the daemon's scheduled sweeps) judges the steps here. A plain sweep is judged on
 inferences/s and the latency p95; a streaming one on output tokens/s (what a generative

@@ -3,7 +3,7 @@ operating point computed, a progress bar while measuring and, at the end, a tabl
 fits the terminal (``probe/sweep_report.to_text``).
 
 A decoupled model (its config read before the sweep) or ``--protocol openai`` is swept
-by :class:`~tritonwatch.probe.sweep.stream_sweep.StreamSweepRunner` instead: streams on the
+by :class:`~tritonwatch.sweep.stream_sweep.StreamSweepRunner` instead: streams on the
 streaming canary's transports, judged on ``--measure ttft|itl`` and output tokens/s."""
 
 from __future__ import annotations
@@ -37,15 +37,15 @@ from tritonwatch.export.sweep_report import (
     to_text,
     write_plot,
 )
-from tritonwatch.probe.payload import PayloadError
-from tritonwatch.probe.sweep.load_sweep import SweepRunner
-from tritonwatch.probe.sweep.stream_sweep import StreamSweepRunner, is_streaming
+from tritonwatch.kserve.payload import PayloadError
 from tritonwatch.records.sweep_records import (
     MEASURE_NAMES,
     SweepProtocol,
     SweepResult,
     SweepSettings,
 )
+from tritonwatch.sweep.load_sweep import SweepRunner
+from tritonwatch.sweep.stream_sweep import StreamSweepRunner, is_streaming
 
 EXIT_USAGE = 2
 

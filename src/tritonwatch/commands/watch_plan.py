@@ -14,11 +14,12 @@ from typing import Any
 from tritonwatch.config.schema import Config, TargetConfig, WatchedModel
 from tritonwatch.config.slo_schema import LatencySLO
 from tritonwatch.config.units import format_duration
-from tritonwatch.probe.payload import PayloadError, input_specs
+from tritonwatch.kserve.payload import PayloadError, input_specs
 from tritonwatch.runtime.model_discovery import (
     DiscoveryError,
     ModelDiscovery,
-    reader_for,
+    client_for,
+    read_model,
     with_discovered_models,
 )
 
@@ -108,14 +109,13 @@ def canary_input_lines(config: Config, timeout: float) -> InputLines:
     (a shape from ``canary.inputs`` replaces the one derived)."""
 
     def lines(target: TargetConfig, model: WatchedModel) -> list[str]:
-        reader = reader_for(target, timeout)
+        client = client_for(target, timeout)
         try:
-            metadata = reader.metadata(model.name)
-            model_config = reader.model_config(model.name)
+            metadata, model_config = read_model(client, model.name)
         except DiscoveryError as error:
             return [f"    inputs: cannot read the model's metadata: {error}"]
         finally:
-            reader.close()
+            client.close()
         shapes = {
             name: override.shape
             for name, override in config.canary_for(target, model).inputs.items()

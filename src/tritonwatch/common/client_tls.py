@@ -1,11 +1,11 @@
 """TLS toward Triton: one description, translated for every client library we use.
 
-A target behind TLS is reached by five different clients (``requests`` for scrapes and
-readiness, ``tritonclient.http.aio`` and ``tritonclient.grpc.aio`` for the canary, the
-sweep's own HTTP/1.1 and gRPC channels, ``tritonclient`` sync clients for ``tune``),
-and each spells "trust this CA, present this certificate" differently. Keeping the
-translation here means a target's ``tls`` section means the same thing to all of them,
-and a new client cannot forget the client certificate.
+A target behind TLS is reached by several different clients (``requests`` for the model
+APIs, scrapes and readiness, the canary's and the sweep's own HTTP/1.1 and HTTP/2
+connections, ``tritonclient.grpc`` and ``grpc`` channels for gRPC-only targets and the
+library paths), and each spells "trust this CA, present this certificate" differently.
+Keeping the translation here means a target's ``tls`` section means the same thing to
+all of them, and a new client cannot forget the client certificate.
 
 The settings hold paths only (picklable: sweep workers run in other processes); files
 are read when a client is built, so a renewed certificate is picked up by the next
@@ -97,16 +97,6 @@ class ClientTLS:
         configured CA would silently be ignored. An adapter sees every request last.
         """
         session.mount("https://", _TLSAdapter(self.requests_options()))
-
-    def tritonclient_http_options(self) -> dict[str, Any]:
-        """Keyword arguments for ``tritonclient.http.InferenceServerClient`` (sync)."""
-        ssl_options: dict[str, Any] = {}
-        if self.ca_file is not None:
-            ssl_options["ca_certs"] = str(self.ca_file)
-        if self.cert_file is not None and self.key_file is not None:
-            ssl_options["certfile"] = str(self.cert_file)
-            ssl_options["keyfile"] = str(self.key_file)
-        return {"ssl": True, "ssl_options": ssl_options}
 
     def tritonclient_grpc_options(self) -> dict[str, Any]:
         """Keyword arguments for ``tritonclient.grpc`` clients (sync and aio), which

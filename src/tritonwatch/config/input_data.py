@@ -23,7 +23,7 @@ file, the sample (0-based, as it counts in ``data`` once streams are read flat),
 input and the value. The config check (``tritonwatch check-config``, the loader)
 reports it; what only the model can say (an input it lacks, a value its datatype cannot
 hold, a count that does not fit its shape) is the canary's, when it prepares
-(:mod:`tritonwatch.probe.input_data`).
+(:mod:`tritonwatch.kserve.input_data`).
 """
 
 from __future__ import annotations

@@ -383,6 +383,10 @@ class AlertingConfig(Section):
     ``endsAt`` lies 4 × max(``evaluation_interval``, this) ahead."""
     evaluation_interval: Duration = 15.0
     """How often SLOs, recommendations and alerts are evaluated."""
+    not_serving_for: Duration = 60.0
+    """How long every canary request of a model on a ready server must fail before
+    ``TritonModelNotServing`` fires: the daemon's hold, and the generated rule's ``for:``
+    (its window is this, but never under 1m, so that it holds a few scrapes)."""
     timeout: Duration = 10.0
     """How long each request to Alertmanager or the webhook may take before it fails (and
     is retried with backoff)."""

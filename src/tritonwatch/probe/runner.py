@@ -5,11 +5,12 @@ hundreds of concurrent in-flight requests are cheap as coroutines and expensive 
 threads. This class is the bridge: one loop in one thread, one task per canary,
 stopped within a bounded time.
 
-A generative model gets the streaming canary (probe/stream/stream_canary.py): at once when
-``canary.stream.mode`` is ``on`` or the protocol is ``openai``; otherwise the plain
-canary reads the model's config and, finding ``decoupled``, hands over to a streaming
-one in the same task (``canary_stream_detected``), or with ``mode: off`` stops with a
-``canary_skipped`` reason instead of failing every request.
+Each canary chooses its sender once, when it is prepared (probe/canary/model_canary.py):
+a generative model streams (probe/stream/stream_canary.py) at once when
+``canary.stream.mode`` is ``on`` or the protocol is ``openai``, or when its config says
+``decoupled`` (``canary_stream_detected``; with ``mode: off`` it is skipped with a
+reason instead of failing every request). The runner gives every canary the factory of
+streaming senders, and declares a series on the stream board when one is made.
 
 A reload (or a model discovered, unloaded, reloaded) changes only what changed: a
 canary whose plan and revision are the same keeps running — the same object, its
@@ -23,26 +24,30 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.common.logs import get_logger
-from tritonwatch.probe.canary import timing as canary_timing
 from tritonwatch.probe.canary.clients import client_for
 from tritonwatch.probe.canary.engine import CanaryEngine
-from tritonwatch.probe.canary.model_canary import ModelCanary, run_canaries
+from tritonwatch.probe.canary.inference_client import InferenceClient
+from tritonwatch.probe.canary.model_canary import (
+    ModelCanary,
+    Sender,
+    run_canaries,
+    streams_at_once,
+)
+from tritonwatch.probe.canary.model_info import ModelInfo
 from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import CanaryPlan
-from tritonwatch.probe.canary.timer_slack import tighten_timer_slack
-from tritonwatch.probe.interfaces import InferenceClient
-from tritonwatch.probe.stream.stream_canary import StreamingCanary
+from tritonwatch.probe.canary.unary import Bookkeeper
+from tritonwatch.probe.stream.stream_canary import stream_senders
 from tritonwatch.state.canary_board import CanaryBoard, SeriesKey
 from tritonwatch.state.canary_liveness import stalled_canaries
 from tritonwatch.state.stream_board import StreamBoard
 
 _log = get_logger("canary")
 STOP_TIMEOUT_SECONDS = 2.0
-STREAMING_OFF = "decoupled model; streaming is off"
 APPLY_TIMEOUT_SECONDS = 2 * STOP_TIMEOUT_SECONDS
 """How long :meth:`CanaryRunner.apply` waits for its reconcile (read at each call)."""
 
@@ -76,17 +81,18 @@ class _Running:
 class CanaryRunner:
     """Runs the canaries of a set of :class:`CanaryPlan` s in a background event loop."""
 
-    def __init__(self, stats: CanaryBoard, stream_board: StreamBoard | None = None) -> None:
-        self.stats = stats
+    def __init__(self, board: CanaryBoard, stream_board: StreamBoard | None = None) -> None:
+        self.board = board
+        """The canary board every canary records to (its series declared at each apply)."""
         self.stream_board = stream_board if stream_board is not None else StreamBoard()
         self._streaming: set[SeriesKey] = set()
         """Series with a streaming canary (declared in :attr:`stream_board`)."""
-        self._loop = canary_timing.new_event_loop()  # sub-millisecond timers
+        self._stream_senders = stream_senders(board, self.stream_board)
+        self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="canary", daemon=True)
         self._engine = CanaryEngine()
-        """Plaintext HTTP and gRPC canaries, streaming ones too, send from its
-        thread (probe/canary/engine.py); the rest, and everything before a canary's
-        first send, on this loop."""
+        """Every canary sends from its thread (probe/canary/engine.py); this loop
+        prepares them and runs the library path (probe/canary/library_path.py)."""
         self._running: dict[SeriesKey, _Running] = {}
         self._clients: dict[ClientKey, InferenceClient] = {}
         self._pauses = Pauses()
@@ -121,7 +127,7 @@ class CanaryRunner:
         timeout = APPLY_TIMEOUT_SECONDS
         # Declared at once, in apply order (= reconcile order): readiness and the board
         # know the canaries even while a slow reconcile has not landed yet.
-        self.stats.declare(wanted)
+        self.board.declare(wanted)
         done = asyncio.run_coroutine_threadsafe(self._reconcile_in_turn(wanted), self._loop)
         try:
             done.result(timeout=timeout)
@@ -143,7 +149,7 @@ class CanaryRunner:
 
     def stalled(self, now: float) -> dict[SeriesKey, bool]:
         """Every running canary's liveness verdict at monotonic ``now`` (True: stalled)."""
-        return stalled_canaries(self.running(), self.stats.snapshot(now), now)
+        return stalled_canaries(self.running(), self.board.snapshot(now), now)
 
     @property
     def engine_restarts(self) -> int:
@@ -171,48 +177,35 @@ class CanaryRunner:
         # Here, on the loop, where hand-overs add their keys too: one thread changes the set.
         self._declare_streams(
             {key for key in self._streaming if key in wanted}
-            | {key for key, (plan, _) in wanted.items() if _streams_at_once(plan)}
+            | {key for key, (plan, _) in wanted.items() if streams_at_once(plan)}
         )
         for key, (plan, revision) in wanted.items():
             if key in self._running:
                 continue
             canary = self._canary(plan)  # (paused while a sweep of its model runs: _pauses)
-            task = asyncio.create_task(self._serve(key, canary), name=f"canary:{key}")
+            task = asyncio.create_task(run_canaries([canary]), name=f"canary:{key}")
             self._running[key] = _Running(canary, revision, task)
         used = {_client_key(running.canary.plan) for running in self._running.values()}
         await self._close_clients([key for key in self._clients if key not in used])
 
     def _canary(self, plan: CanaryPlan) -> ModelCanary:
-        if _streams_at_once(plan):
-            return self._streaming_canary(plan)
         client, engine, pauses = self._client(plan), self._engine, self._pauses
-        return ModelCanary(plan, client, self.stats, engine=engine, pauses=pauses)
+        streams = self._stream_sender
+        return ModelCanary(plan, client, self.board, engine=engine, streams=streams, pauses=pauses)
 
-    def _streaming_canary(self, plan: CanaryPlan) -> StreamingCanary:
-        client, engine, pauses = self._client(plan), self._engine, self._pauses
-        return StreamingCanary(
-            plan, client, self.stats, self.stream_board, engine=engine, pauses=pauses
-        )
-
-    async def _serve(self, key: SeriesKey, canary: ModelCanary) -> None:
-        """Runs ``canary``; a plain one that found a decoupled model hands over to a
-        streaming canary here, in the same task, or is skipped when streaming is off."""
-        await run_canaries([canary])
-        running = self._running.get(key)
-        if not canary.hands_over() or running is None or running.canary is not canary:
-            return
-        plan = canary.plan
-        if plan.stream.mode == "off":
-            _log.info("canary_skipped", target=plan.target, model=plan.model, reason=STREAMING_OFF)
-            self.stats.set_skipped(key, STREAMING_OFF, time.monotonic())
-            return
-        _log.info(
-            "canary_stream_detected", target=plan.target, model=plan.model, protocol=plan.protocol
-        )
-        streaming = self._streaming_canary(plan)  # (paused as the plain one: _pauses)
-        self._running[key] = replace(running, canary=streaming)
-        self._declare_streams(self._streaming | {key})
-        await run_canaries([streaming])
+    async def _stream_sender(
+        self,
+        plan: CanaryPlan,
+        client: InferenceClient,
+        books: Bookkeeper,
+        model: ModelInfo | None,
+        seed: int,
+    ) -> Sender:
+        """A canary's streaming sender; its series declared on the stream board (here,
+        on the loop, where every change to ``_streaming`` is made)."""
+        sender = await self._stream_senders(plan, client, books, model, seed)
+        self._declare_streams(self._streaming | {plan.key})
+        return sender
 
     def _declare_streams(self, keys: set[SeriesKey]) -> None:
         self._streaming = keys
@@ -249,7 +242,6 @@ class CanaryRunner:
         self._pauses.set(target, model, paused, time.monotonic())  # (the canaries' clock)
 
     def _run_loop(self) -> None:
-        tighten_timer_slack()  # gRPC and TLS canaries send from this thread
         self._loop.run_forever()
 
     def stop(self) -> None:
@@ -268,11 +260,6 @@ class CanaryRunner:
         self._thread.join(timeout=STOP_TIMEOUT_SECONDS)
         if not self._thread.is_alive():
             self._loop.close()
-
-
-def _streams_at_once(plan: CanaryPlan) -> bool:
-    """Streamed from the start, without asking the model's config first."""
-    return plan.stream.mode == "on" or plan.protocol == "openai"
 
 
 async def _stop(running: Sequence[_Running]) -> None:

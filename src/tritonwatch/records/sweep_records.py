@@ -1,12 +1,12 @@
 """What a sweep measured and concluded: the records its runner, judge and reports share.
 
-:class:`SweepSteps` is what :class:`~tritonwatch.probe.sweep.load_sweep.SweepRunner` measured;
+:class:`SweepSteps` is what :class:`~tritonwatch.sweep.load_sweep.SweepRunner` measured;
 :class:`SweepResult` adds the judgement's knee and operating point
 (:func:`~tritonwatch.analysis.sweep_verdict.judge_sweep`), and is what the reports,
 the exporter and the tuner read.
 
 A streaming sweep (a decoupled model, or an OpenAI-compatible server:
-:class:`~tritonwatch.probe.sweep.stream_sweep.StreamSweepRunner`) fills the same records plus
+:class:`~tritonwatch.sweep.stream_sweep.StreamSweepRunner`) fills the same records plus
 each step's TTFT, ITL and output tokens/s, and is judged on ``settings.measure`` with
 output tokens/s as its throughput.
 """

@@ -148,7 +148,7 @@ class Daemon:
         self._wall_clock = wall_clock
         self._state = RunState.STOPPED
         self._probes = ReadinessProbes(probe_factory)
-        self._board = ReadinessBoard()
+        self._readiness = ReadinessBoard()
         self._schedule_board = ScheduleBoard(clock)
         self._build = build_facts()
         self.registry = CollectorRegistry(auto_describe=True)
@@ -188,7 +188,7 @@ class Daemon:
             judged_states=self.bottlenecks.states,
             registry=self.registry,
             stream_board=self.stream_board,
-            readiness=self._board.snapshot,
+            readiness=self._readiness.snapshot,
             clock=clock,
             wall_clock=wall_clock,
         )
@@ -392,7 +392,7 @@ class Daemon:
             nvml=self._nvml is not None and self._nvml.enabled,
             jitter=lambda bound: random.uniform(0, bound),  # noqa: S311
         )
-        self._board.set_targets([target.name for target in config.targets])
+        self._readiness.set_targets([target.name for target in config.targets])
         self._probes.swap(config.targets, config.scrape.timeout)
         self.sweeps.declare(spec.sweep.key for spec in plan if spec.sweep is not None)
         self._jobs.reconcile(plan, self._work)
@@ -432,13 +432,13 @@ class Daemon:
         observation = self._probes.check(target)
         if observation is None:
             return
-        previous = self._board.record(observation)
+        previous = self._readiness.record(observation)
         if previous is None or previous.ready != observation.ready:
             _readiness_log(observation)
 
     def _self_status(self) -> SelfStatus:
         reload = self._owner.reload_status()
-        readiness = self._board.snapshot()
+        readiness = self._readiness.snapshot()
         return SelfStatus(self._build, readiness, reload.succeeded, reload.last_success)
 
     def status_snapshot(self) -> StatusSnapshot:
@@ -449,7 +449,7 @@ class Daemon:
             StatusInputs(
                 config=self._effective,
                 canary=self.canary_board.snapshot(now),
-                readiness=self._board.snapshot(),
+                readiness=self._readiness.snapshot(),
                 triton=self.bottlenecks.states(),
                 sweeps=self.sweeps.snapshot(),
                 slo_statuses=self.evaluator.statuses(),

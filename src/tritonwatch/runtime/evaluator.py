@@ -7,7 +7,8 @@ opened by config changes, and the alerts all of these raise. It owns the notifie
 
 It also reads the readiness board at each evaluation: a server not ready for a minute
 raises ``TritonServerDown``, a ready server whose model fails every canary request for
-a minute raises ``TritonModelNotServing`` (:mod:`tritonwatch.analysis.serving`).
+``alerting.not_serving_for`` (a minute unless set) raises ``TritonModelNotServing``
+(:mod:`tritonwatch.analysis.serving`).
 """
 
 from __future__ import annotations
@@ -229,7 +230,8 @@ class Evaluator:
         self._close_experiments(config, now)
         runbook = config.alerting.runbook_url
         specs = active_alerts(statuses, self.recommendations.active(), runbook)
-        specs += self._serving_alerts(snapshots, now, runbook)
+        hold = config.alerting.not_serving_for
+        specs += self._serving_alerts(snapshots, now, runbook, hold)
         specs += [experiment_alert(e, runbook) for e in self.experiments() if self._recent(e, now)]
         due = self._alerts.update(specs)
         with self._notifiers.using() as notifiers:  # a reload stops none of them meanwhile
@@ -270,11 +272,12 @@ class Evaluator:
                     _log.warning("slo_latency_shorter_than_stream", **where, problem=problem)
 
     def _serving_alerts(
-        self, snapshots: list[SeriesSnapshot], now: float, runbook: str
+        self, snapshots: list[SeriesSnapshot], now: float, runbook: str, hold: float
     ) -> list[AlertSpec]:
-        """Servers down and ready servers' models not serving, as alerts."""
+        """Servers down and ready servers' models not serving (failing for ``hold``
+        seconds), as alerts."""
         readiness = self._readiness() if self._readiness is not None else {}
-        verdicts = not_serving(snapshots, readiness, now)
+        verdicts = not_serving(snapshots, readiness, now, hold)
         with self._lock:
             self._down_since = down_since(self._down_since, readiness)
             down = servers_down(self._down_since, readiness, now)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tritonwatch.config.schema import Config
-from tritonwatch.probe.sweep.schedule import SweepPlan, sweep_plans
+from tritonwatch.sweep.schedule import SweepPlan, sweep_plans
 
 SLO_SAVE_INTERVAL_SECONDS = 60.0
 SWEEP_FIRST_RUN_CAP_SECONDS = 60.0

@@ -2,7 +2,8 @@
 
 A target whose ``models:`` is a selection (or absent) is watched for every READY model
 that the server's repository index lists (``POST /v2/repository/index`` with
-``{"ready": true}``, or gRPC ``RepositoryIndex`` for a gRPC-only target), filtered by
+``{"ready": true}``, or gRPC ``RepositoryIndex`` for a gRPC-only target: the model API
+client, :mod:`tritonwatch.triton_api`, asks as the scrapers do), filtered by
 ``include``/``exclude`` and capped at ``discovery.max_models_per_target``; its
 ``listed`` models are always watched, with their own settings.
 
@@ -21,18 +22,15 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-import requests
-
-from tritonwatch.common.client_tls import tls_for
-from tritonwatch.common.kserve import model_path
 from tritonwatch.common.logs import get_logger
 from tritonwatch.config.schema import Config, ModelSelection, TargetConfig, WatchedModel
+from tritonwatch.triton_api.answer import ApiAnswer, ApiError
+from tritonwatch.triton_api.client import ModelApiClient
 
 _log = get_logger("model_discovery")
 READY = "READY"
-MAX_ANSWER_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +65,9 @@ class DiscoveryError(Exception):
     """The index could not be read (unreachable, refused, not JSON)."""
 
 
-def parse_index(document: object) -> list[IndexEntry]:
-    """The entries of an index answer (HTTP: a list; gRPC as JSON: ``{"models": [...]}``)."""
-    rows = document.get("models", []) if isinstance(document, dict) else document
-    if not isinstance(rows, list):
-        raise DiscoveryError("the repository index is not a list")
+def parse_index(rows: list[Any]) -> list[IndexEntry]:
+    """The entries of an index answer (a list of rows, as the model API client answers
+    over either protocol); rows without a name are left out."""
     entries = []
     for row in rows:
         if isinstance(row, dict) and row.get("name"):
@@ -127,118 +123,56 @@ def with_discovered_models(config: Config, found: Mapping[str, tuple[FoundModel,
     return config.model_copy(update={"targets": tuple(targets)})
 
 
-class ModelReader(Protocol):
-    def index(self) -> list[IndexEntry]: ...
-
-    def metadata(self, model: str) -> dict[str, Any]: ...
-
-    def model_config(self, model: str) -> dict[str, Any] | None: ...
-
-    def close(self) -> None: ...
+def _required(answer: ApiAnswer, what: str) -> Any:
+    try:
+        return answer.document_or_raise()
+    except ApiError as error:
+        raise DiscoveryError(f"the {what}: {error}") from None
 
 
-def describe(reader: ModelReader, model: str) -> bytes:
-    """What the canary builds its request from (:func:`~tritonwatch.probe.payload.input_specs`,
+def read_index(client: ModelApiClient) -> list[IndexEntry]:
+    """The READY rows of the server's repository index.
+
+    Raises:
+        DiscoveryError: the index could not be read.
+    """
+    return parse_index(_required(client.repository_index(ready_only=True), "repository index"))
+
+
+def read_model(client: ModelApiClient, model: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The model's metadata and config (None: the server has no config API).
+
+    Raises:
+        DiscoveryError: either could not be read.
+    """
+    metadata = _required(client.model_metadata(model), "model metadata")
+    config_answer = client.model_config(model)
+    config = None if config_answer.missing_api else _required(config_answer, "model config")
+    return metadata, config
+
+
+def describe(client: ModelApiClient, model: str) -> bytes:
+    """What the canary builds its request from (:func:`~tritonwatch.kserve.payload.input_specs`,
     the outputs it checks): the metadata, and the config's batching and inputs. A reload
     that changes these rebuilds the canary; one that changes only, say, instance counts
-    (as ``tune`` does) needs nothing from discovery and leaves the canary running."""
-    config = reader.model_config(model) or {}
-    request = {key: config.get(key) for key in ("max_batch_size", "input")}
-    return json.dumps([reader.metadata(model), request], sort_keys=True).encode()
+    (as ``tune`` does) needs nothing from discovery and leaves the canary running.
+
+    Raises:
+        DiscoveryError: the metadata or config could not be read.
+    """
+    metadata, config = read_model(client, model)
+    request = {key: (config or {}).get(key) for key in ("max_batch_size", "input")}
+    return json.dumps([metadata, request], sort_keys=True).encode()
 
 
-def _document(data: bytes, what: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError as error:
-        raise DiscoveryError(f"the {what} is not JSON: {error}") from None
-
-
-class HttpModelReader:
-    """The repository index and each model's metadata and config over HTTP."""
-
-    def __init__(self, target: TargetConfig, timeout: float) -> None:
-        self._base = target.effective_http_url.rstrip("/")
-        self._timeout = timeout
-        self._session = requests.Session()
-        secure = tls_for(self._base, target.client_tls)
-        if secure is not None:
-            secure.configure_session(self._session)
-
-    def _call(self, method: str, path: str, body: object = None) -> bytes:
-        try:
-            with self._session.request(
-                method, self._base + path, json=body, timeout=self._timeout, stream=True
-            ) as response:
-                data = response.raw.read(MAX_ANSWER_BYTES + 1, decode_content=True)
-                if response.status_code != 200:
-                    raise DiscoveryError(f"HTTP {response.status_code} from {path}")
-        except requests.RequestException as error:
-            raise DiscoveryError(str(error)[:300]) from None
-        if len(data) > MAX_ANSWER_BYTES:
-            raise DiscoveryError(f"the answer to {path} is larger than 16 MiB")
-        return bytes(data)
-
-    def index(self) -> list[IndexEntry]:
-        data = self._call("POST", "/v2/repository/index", {"ready": True})
-        return parse_index(_document(data, "repository index"))
-
-    def metadata(self, model: str) -> dict[str, Any]:
-        data = self._call("GET", model_path(model))
-        return dict(_document(data, "model metadata"))
-
-    def model_config(self, model: str) -> dict[str, Any] | None:
-        data = self._call("GET", model_path(model) + "/config")
-        return dict(_document(data, "model config"))
-
-    def close(self) -> None:
-        self._session.close()
-
-
-class GrpcModelReader:
-    """The same over gRPC, for a target configured by its gRPC endpoint alone."""
-
-    def __init__(self, target: TargetConfig, timeout: float) -> None:
-        import tritonclient.grpc as grpcclient  # noqa: PLC0415 - heavy; gRPC targets only
-
-        secure = tls_for(target.url, target.client_tls)
-        creds = secure.grpc_credentials() if secure is not None else None
-        self._client: Any = grpcclient.InferenceServerClient(
-            target.url.partition("://")[2].rstrip("/"), creds=creds
-        )
-        self._timeout = timeout
-
-    def _ask(self, call: str, *args: str) -> Any:
-        from tritonclient.utils import InferenceServerException  # noqa: PLC0415
-
-        try:
-            return getattr(self._client, call)(*args, as_json=True, client_timeout=self._timeout)
-        except (InferenceServerException, OSError, ValueError) as error:
-            raise DiscoveryError(str(error)[:300]) from None
-
-    def index(self) -> list[IndexEntry]:
-        return parse_index(self._ask("get_model_repository_index"))
-
-    def metadata(self, model: str) -> dict[str, Any]:
-        return dict(self._ask("get_model_metadata", model))
-
-    def model_config(self, model: str) -> dict[str, Any] | None:
-        answer = self._ask("get_model_config", model)
-        return dict(answer.get("config", answer))
-
-    def close(self) -> None:
-        self._client.close()
-
-
-def reader_for(target: TargetConfig, timeout: float) -> ModelReader:
-    """gRPC for a gRPC target without ``http_url`` (as the scrapers do); HTTP otherwise."""
-    if target.grpc_only:
-        return GrpcModelReader(target, timeout)
-    return HttpModelReader(target, timeout)
+def client_for(target: TargetConfig, timeout: float) -> ModelApiClient:
+    """The target's model API client (gRPC for a gRPC target without ``http_url``, as
+    the scrapers ask; HTTP otherwise), each call bounded by ``timeout``."""
+    return ModelApiClient.for_target(target, timeout=timeout)
 
 
 def discover(
-    target: TargetConfig, reader: ModelReader, cap: int, known: Mapping[str, FoundModel]
+    target: TargetConfig, client: ModelApiClient, cap: int, known: Mapping[str, FoundModel]
 ) -> TargetModels:
     """The target's discovered models — the first ``cap`` by name — each with the
     signature of :func:`describe` (a model whose description cannot be read keeps its
@@ -248,11 +182,11 @@ def discover(
         DiscoveryError: the index could not be read.
     """
     selection = target.selection or ModelSelection()
-    names = select_names(selection, ready_names(reader.index()))
+    names = select_names(selection, ready_names(read_index(client)))
     found = []
     for name in names[:cap]:
         try:
-            signature = hashlib.sha256(describe(reader, name)).hexdigest()[:16]
+            signature = hashlib.sha256(describe(client, name)).hexdigest()[:16]
         except DiscoveryError:
             previous = known.get(name)
             signature = previous.signature if previous is not None else ""
@@ -308,10 +242,10 @@ class ModelDiscovery:
             if target.selection is None:
                 continue
             previous = committed.get(target.name)
-            reader = reader_for(target, self._timeout)
+            client = client_for(target, self._timeout)
             try:
                 known = {model.name: model for model in previous or ()}
-                read = discover(target, reader, cap, known)
+                read = discover(target, client, cap, known)
                 found[target.name] = read.models
                 self._note_cap(target.name, read, cap)
             except DiscoveryError as error:
@@ -319,7 +253,7 @@ class ModelDiscovery:
                 if previous is not None:
                     found[target.name] = previous
             finally:
-                reader.close()
+                client.close()
         self._capped &= found.keys()
         return found
 

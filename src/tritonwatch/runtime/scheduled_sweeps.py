@@ -1,6 +1,6 @@
 """The daemon's scheduled sweeps: one run of a plan, with the model's canary paused.
 
-A scheduled sweep loads a production server on purpose (:mod:`tritonwatch.probe.sweep.schedule`
+A scheduled sweep loads a production server on purpose (:mod:`tritonwatch.sweep.schedule`
 decides which models, how, and caps the levels), so the model's canary pauses while it
 runs: the canary's SLI is not polluted by the sweep's queueing. The measured steps are
 judged (:func:`~tritonwatch.analysis.sweep_verdict.judge_sweep`) and the result goes on
@@ -9,7 +9,7 @@ the :class:`~tritonwatch.records.sweep_records.SweepBoard` the exporter and the 
 A decoupled (generative) model is skipped with one ``sweep_skipped_streaming`` line: a
 scheduled sweep sends plain infers, which such a model refuses, and judges them on the
 latency SLO, which says nothing of TTFT or ITL. ``tritonwatch sweep`` streams from it
-(:class:`~tritonwatch.probe.sweep.stream_sweep.StreamSweepRunner`).
+(:class:`~tritonwatch.sweep.stream_sweep.StreamSweepRunner`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from collections.abc import Callable
 
 from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.common.logs import get_logger
-from tritonwatch.probe.sweep.load_sweep import SweepRunner
-from tritonwatch.probe.sweep.schedule import SweepPlan
-from tritonwatch.probe.sweep.stream_sweep import is_streaming
 from tritonwatch.records.sweep_records import SweepBoard
+from tritonwatch.sweep.load_sweep import SweepRunner
+from tritonwatch.sweep.schedule import SweepPlan
+from tritonwatch.sweep.stream_sweep import is_streaming
 
 _log = get_logger("sweep")
 PauseCanary = Callable[[str, str, bool], None]

@@ -15,7 +15,7 @@ from typing import Any
 
 from tritonwatch.common.logs import get_logger
 from tritonwatch.records.target_state import FetchStatus, ScrapeSource
-from tritonwatch.scrape.interfaces import ApiAnswer
+from tritonwatch.triton_api.answer import ApiAnswer
 
 _log = get_logger("scrape")
 

@@ -20,11 +20,12 @@ scrape interval:
    (step 1) and configs (step 4) read too, published apart from the watched models
    (:mod:`~tritonwatch.scrape.composing_models`).
 
-The statistics and config APIs are asked in the protocol the target is configured by
-(:mod:`~tritonwatch.scrape.model_apis`): over gRPC for a ``grpc(s)://`` ``url`` without
-an ``http_url`` — the HTTP port of such a target is only a guess, and often closed —
-and over HTTP (``GET {http}/v2/models/{m}/stats``, ``…/config``) otherwise. Both
-answer in the HTTP answer's shape, so the rest of the cycle is one code path.
+The statistics and config APIs are asked through the model API client
+(:mod:`tritonwatch.triton_api`) in the protocol the target is configured by: over gRPC
+for a ``grpc(s)://`` ``url`` without an ``http_url`` — the HTTP port of such a target is
+only a guess, and often closed — and over HTTP (``GET {http}/v2/models/{m}/stats``,
+``…/config``, on the scraper's session) otherwise. Both answer in the HTTP answer's
+shape, so the rest of the cycle is one code path.
 
 Statistics are read in one request a cycle, Triton's all-models form (every ready
 version of every loaded model), and each configured model is picked out of it: with
@@ -89,11 +90,8 @@ from tritonwatch.records.target_state import (
 )
 from tritonwatch.scrape.api_switches import AllModelsStatistics, OptionalApi, is_cycle_failure
 from tritonwatch.scrape.composing_models import composing_key, composing_names, composing_states
-from tritonwatch.scrape.fetch import DEFAULT_MAX_BYTES, FetchResult, fetch
-from tritonwatch.scrape.interfaces import ApiAnswer, ModelApis
 from tritonwatch.scrape.llm_deltas import llm_rates
 from tritonwatch.scrape.llm_readings import llm_readings
-from tritonwatch.scrape.model_apis import model_apis_for
 from tritonwatch.scrape.model_selection import select_models
 from tritonwatch.scrape.model_state import model_state
 from tritonwatch.scrape.triton_config import config_changes, parse_model_config
@@ -104,6 +102,9 @@ from tritonwatch.scrape.triton_stats import (
     parse_model_statistics,
 )
 from tritonwatch.scrape.triton_text import MetricsTextError, parse_triton_metrics
+from tritonwatch.triton_api.answer import ApiAnswer
+from tritonwatch.triton_api.client import ModelApiClient
+from tritonwatch.triton_api.fetch import DEFAULT_MAX_BYTES, FetchResult, fetch
 
 _log = get_logger("scrape")
 _T = TypeVar("_T")
@@ -158,7 +159,7 @@ class TargetScraper:
         clock: monotonic seconds, stamped on records and used for rates.
         session: the HTTP session to use (tests pass their own); by default one of its
             own, closed by :meth:`close`. The statistics and config APIs of a gRPC
-            target do not use it (:func:`~tritonwatch.scrape.model_apis.model_apis_for`).
+            target do not use it (:func:`~tritonwatch.triton_api.endpoint.api_endpoint`).
         canary_totals: the canary's cumulative latency totals, for ``network_client``.
         config_every: poll the config API on every ``config_every``-th cycle.
         max_bytes: the largest response body read.
@@ -192,7 +193,9 @@ class TargetScraper:
         self._keys = {model.name: ModelKey(model.name, model.version) for model in target.models}
         self._declared = {model.name: model.composing_models for model in target.models}
         self._composing: tuple[str, ...] = ()
-        self._model_apis: ModelApis = model_apis_for(target, self._session, clock, max_bytes)
+        self._model_apis = ModelApiClient.for_target(
+            target, max_bytes=max_bytes, clock=clock, session=self._session
+        )
         # Cycle state: only the thread running a cycle touches it, under _cycle_lock.
         self._cycle_lock = threading.Lock()
         self._cycle = 0
@@ -392,7 +395,12 @@ class TargetScraper:
         answers: list[tuple[str, ApiAnswer]] = []
         for name in names:
             key = self._keys.get(name) or composing_key(name)
-            answer = self._model_apis.read(source, key, deadline)
+            ask = (
+                self._model_apis.statistics
+                if source is ScrapeSource.STATS
+                else self._model_apis.model_config
+            )
+            answer = ask(key.model, key.version, deadline=deadline)
             if answer.missing_api is not None:
                 self._apis[source].switch_off(self._cycle, answer.missing_api)
                 self._last.pop(source, None)
@@ -491,7 +499,7 @@ class TargetScraper:
         """The all-models answer, and what :func:`parse_all_model_statistics` read from
         it (None when it failed or is not a statistics response: then a BAD_RESPONSE
         answer says why)."""
-        answer = self._model_apis.read_all_statistics(deadline)
+        answer = self._model_apis.all_statistics(deadline=deadline)
         if not answer.ok:
             return answer, None
         try:

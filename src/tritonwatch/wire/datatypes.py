@@ -12,7 +12,7 @@ used it until now; tests/wire/test_datatypes.py holds the two side by side): flo
 into integer types truncate toward zero, integers out of range are refused, floats
 too large for FP16, FP32 or BF16 become ±inf (numpy's overflow, which the decoder
 ignored). Whoever needs an ``ndarray`` (sample files, the gRPC client, tests) makes
-one from these bytes: :meth:`~tritonwatch.probe.payload.Tensor.data`.
+one from these bytes: :meth:`~tritonwatch.kserve.payload.Tensor.data`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from enum import Enum, auto
 from typing import NoReturn
 
 from tritonwatch.wire.errors import AnswerTooLargeError, HttpProtocolError
-from tritonwatch.wire.limits import DEFAULT_LIMITS, AnswerLimits, limits_of
+from tritonwatch.wire.limits import DEFAULT_LIMITS, AnswerLimits
 
 __all__ = [
     "AnswerTooLargeError",
@@ -218,8 +218,7 @@ class Http1Connection(asyncio.Protocol):
     ``Content-Length`` (refused as soon as the head is read, before any of the body), a
     chunked body as it is decoded, and bytes that arrive while nothing was asked. Past a
     bound the read stops with :class:`AnswerTooLargeError`: the caller closes the
-    connection and the rest is never read. A request that carries its own limits
-    (:class:`~tritonwatch.wire.limits.LimitedRequest`) is read under them.
+    connection and the rest is never read.
     """
 
     def __init__(self, limits: AnswerLimits = DEFAULT_LIMITS) -> None:
@@ -348,8 +347,6 @@ class Http1Connection(asyncio.Protocol):
         if self._closed is not None:
             raise self._closed
         assert self._transport is not None
-        if hasattr(payload, "limits"):  # a LimitedRequest: its answer is read under them
-            self.limits = limits_of(payload)
         self._waiter = asyncio.get_running_loop().create_future()
         self._transport.write(payload)
         return await self._waiter

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from tritonwatch.wire.errors import AnswerTooLargeError
 
-__all__ = ["DEFAULT_LIMITS", "AnswerLimits", "AnswerTooLargeError", "LimitedRequest", "limits_of"]
+__all__ = ["DEFAULT_LIMITS", "AnswerLimits", "AnswerTooLargeError", "HttpRequest"]
 
 MiB = 1 << 20
 DEFAULT_MAX_ANSWER_BYTES = 16 * MiB
@@ -66,21 +66,10 @@ class AnswerLimits:
 DEFAULT_LIMITS = AnswerLimits()
 
 
-class LimitedRequest(bytes):
-    """An HTTP/1.1 request's bytes that carry the limits its answer is read with: the
-    request is what the canary hands to whichever connection sends it (the engine's,
-    the event loop's pool), so the limits travel with it (:func:`limits_of`)."""
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """A whole HTTP/1.1 request's bytes and the limits its answer is read with: what the
+    canary hands the engine, so the limits travel with the bytes they belong to."""
 
-    limits: AnswerLimits
-
-    def __new__(cls, data: bytes, limits: AnswerLimits) -> LimitedRequest:
-        made = super().__new__(cls, data)
-        made.limits = limits
-        return made
-
-
-def limits_of(request: object) -> AnswerLimits:
-    """The limits ``request`` carries (:class:`LimitedRequest`, or any request with a
-    ``limits`` attribute), else :data:`DEFAULT_LIMITS`."""
-    limits = getattr(request, "limits", None)
-    return limits if isinstance(limits, AnswerLimits) else DEFAULT_LIMITS
+    data: bytes
+    limits: AnswerLimits = DEFAULT_LIMITS

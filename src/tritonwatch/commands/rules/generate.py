@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from tritonwatch.analysis.serving import HOLD_SECONDS
 from tritonwatch.analysis.slo import (
     BURN_POLICY,
     WINDOWS,
@@ -231,10 +232,15 @@ def _string(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _RulesDumper.add_representer(str, _string)
 
 
-def render_rules(specs: Iterable[SLOSpec], runbook_base: str = DEFAULT_RUNBOOK_BASE) -> str:
-    """The rule file for ``specs`` as YAML text: a group per SLO, then the health group."""
+def render_rules(
+    specs: Iterable[SLOSpec],
+    runbook_base: str = DEFAULT_RUNBOOK_BASE,
+    not_serving_for: float = HOLD_SECONDS,
+) -> str:
+    """The rule file for ``specs`` as YAML text: a group per SLO, then the health group
+    (its not-serving rule held ``not_serving_for`` seconds)."""
     groups = [slo_group(spec, runbook_base) for spec in specs]
-    groups.append(health_group(runbook_base))
+    groups.append(health_group(runbook_base, not_serving_for))
     return HEADER + dump_rules({"groups": groups})
 
 
@@ -246,5 +252,9 @@ def dump_rules(document: Any) -> str:
 
 def render_config_rules(config: Config, runbook_base: str | None = None) -> str:
     """The rule file for every SLO of ``config``, its alerts linking into
-    ``alerting.runbook_url`` (as the daemon's own alerts do) unless told otherwise."""
-    return render_rules(slo_specs(config), runbook_base or config.alerting.runbook_url)
+    ``alerting.runbook_url`` (as the daemon's own alerts do) unless told otherwise, and
+    held ``alerting.not_serving_for`` before a model is not serving (as the daemon)."""
+    alerting = config.alerting
+    return render_rules(
+        slo_specs(config), runbook_base or alerting.runbook_url, alerting.not_serving_for
+    )

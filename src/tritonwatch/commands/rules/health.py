@@ -8,12 +8,14 @@ config), so models discovered at run time are covered too:
   restart raises nothing. The shipped Alertmanager config lets it inhibit the
   server's models' ``TritonSLOBurn`` and ``TritonModelNotServing``: a down server
   pages once, as the server.
-* ``TritonModelNotServing`` (page): the server is ready, and over the last minute the
+* ``TritonModelNotServing`` (page): the server is ready, and over the window the
   model's canary had failures and no success (``client_error``, our own fault, counts
-  neither way), held for a minute. The daemon raises it once the run of failures is a
-  minute old, Prometheus about a minute later (its window must first hold only
-  failures, then ``for:``): the same labels, so Alertmanager keeps one alert, started
-  by the first path to see it.
+  neither way), held ``for:`` ``alerting.not_serving_for`` (default 1m). The window is
+  that hold, but never under :data:`MIN_NOT_SERVING_WINDOW` (``increase()`` needs a
+  few of Prometheus's scrapes in it). The daemon raises it once the run of failures is
+  ``not_serving_for`` old, Prometheus about a window later (its window must first hold
+  only failures, then ``for:``): the same labels, so Alertmanager keeps one alert,
+  started by the first path to see it.
 * ``TritonwatchCanaryStalled`` (ticket): ``tritonwatch_canary_stalled`` is 1 (a canary
   produced no outcome for three intervals and its timeout), held for a minute.
 * ``TritonwatchAbsent`` (page): ``tritonwatch_build_info`` has been absent for five
@@ -27,7 +29,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tritonwatch.analysis.serving import HOLD_SECONDS
 from tritonwatch.commands.rules.promql import SERVER_FAILURES
+from tritonwatch.config.units import format_duration
 from tritonwatch.export.alerts import (
     CANARY_STALLED,
     DEFAULT_RUNBOOK_BASE,
@@ -42,13 +46,24 @@ UP = "tritonwatch_up"
 STALLED = "tritonwatch_canary_stalled"
 BUILD_INFO = "tritonwatch_build_info"
 REQUESTS = "tritonwatch_canary_requests_total"
-NOT_SERVING_WINDOW = "1m"
-"""How long the canary must have seen only failures, as the daemon's
-:data:`~tritonwatch.analysis.serving.HOLD_SECONDS`."""
+MIN_NOT_SERVING_WINDOW = 60.0
+"""The shortest window over which the not-serving rule looks for only failures (seconds):
+the daemon's hold when longer, else this, so the window holds a few scrapes."""
 
 
-def _increase(matcher: str) -> str:
-    return f"sum by (target, model) (increase({REQUESTS}{{{matcher}}}[{NOT_SERVING_WINDOW}]))"
+def prometheus_duration(seconds: float) -> str:
+    """``seconds`` as a Prometheus duration (``1m``, ``90s``, ``1500ms``): whole
+    milliseconds, at least one."""
+    return format_duration(max(round(seconds * 1000), 1) / 1000)
+
+
+def _increase(matcher: str, window: str) -> str:
+    return f"sum by (target, model) (increase({REQUESTS}{{{matcher}}}[{window}]))"
+
+
+def _last(window: str) -> str:
+    """``last minute``, ``last 5m``: the window in the rule's description."""
+    return "last minute" if window == "1m" else f"last {window}"
 
 
 def _runbook(base: str, alert: str) -> str:
@@ -71,20 +86,26 @@ def server_down_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]
     }
 
 
-def model_not_serving_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
-    failed = _increase(SERVER_FAILURES)
-    succeeded = _increase(f'outcome="{Outcome.SUCCESS}"')
+def model_not_serving_rule(
+    runbook_base: str = DEFAULT_RUNBOOK_BASE, not_serving_for: float = HOLD_SECONDS
+) -> dict[str, Any]:
+    """Held ``for:`` ``not_serving_for`` (``alerting.not_serving_for``), as the daemon
+    holds its own verdict, over a window of that but at least
+    :data:`MIN_NOT_SERVING_WINDOW`."""
+    window = prometheus_duration(max(not_serving_for, MIN_NOT_SERVING_WINDOW))
+    failed = _increase(SERVER_FAILURES, window)
+    succeeded = _increase(f'outcome="{Outcome.SUCCESS}"', window)
     return {
         "alert": MODEL_NOT_SERVING,
         "expr": f"{failed} > 0\nunless on (target, model)\n{succeeded} > 0\n"
         f"and on (target)\nmax by (target) ({UP}) == 1",
-        "for": "1m",
+        "for": prometheus_duration(not_serving_for),
         "labels": {"severity": "page"},
         "annotations": {
             "summary": "{{ $labels.model }} on {{ $labels.target }} is not serving: "
             "the server is ready, every canary request fails",
             "description": '{{ $value | printf "%.0f" }} canary requests failed over the '
-            "last minute and none succeeded, while the server answers its readiness "
+            f"{_last(window)} and none succeeded, while the server answers its readiness "
             "check. The daemon's own alert carries the last error.",
             "runbook_url": _runbook(runbook_base, MODEL_NOT_SERVING),
         },
@@ -121,11 +142,14 @@ def absent_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
     }
 
 
-def health_group(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
-    """The group of alerts that are not an SLO (the same for every config)."""
+def health_group(
+    runbook_base: str = DEFAULT_RUNBOOK_BASE, not_serving_for: float = HOLD_SECONDS
+) -> dict[str, Any]:
+    """The group of alerts that are not an SLO (the same for every config but the
+    not-serving hold, ``alerting.not_serving_for``)."""
     rules = [
         server_down_rule(runbook_base),
-        model_not_serving_rule(runbook_base),
+        model_not_serving_rule(runbook_base, not_serving_for),
         canary_stalled_rule(runbook_base),
         absent_rule(runbook_base),
     ]

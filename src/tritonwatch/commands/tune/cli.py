@@ -19,7 +19,7 @@ from tritonwatch.common.cli_flags import add_flag
 from tritonwatch.common.logs import configure_logging
 from tritonwatch.common.terminal_table import Column, render_table
 from tritonwatch.common.tls_flags import add_tls_flags, tls_from, tls_problem
-from tritonwatch.probe.payload import PayloadError
+from tritonwatch.kserve.payload import PayloadError
 from tritonwatch.records.sweep_records import SweepSettings
 
 EXIT_REFUSED = 2

@@ -26,7 +26,7 @@ def gpu_utilization_probe(
     timeout: float = 5.0,
     tls: ClientTLS | None = None,
 ) -> Callable[[], float | None]:
-    """A probe for :class:`~tritonwatch.probe.sweep.load_sweep.SweepRunner`; never raises."""
+    """A probe for :class:`~tritonwatch.sweep.load_sweep.SweepRunner`; never raises."""
     session = requests.Session()
     if tls is not None:
         tls.configure_session(session)

@@ -1,7 +1,8 @@
 """Reading and applying a model's configuration through Triton's repository API.
 
 Always GET the whole config, change one field, POST the whole config back with
-``v2/repository/models/{m}/load`` (``{"parameters": {"config": "<JSON>"}}``).
+``v2/repository/models/{m}/load`` (``{"parameters": {"config": "<JSON>"}}``), through
+the model API client (:mod:`tritonwatch.triton_api`) over the URL's protocol.
 Triton updates an instance-count-only change in place and reloads for the rest,
 without downtime; it refuses loads unless started with ``--model-control-mode=explicit``.
 """
@@ -9,15 +10,17 @@ without downtime; it refuses loads unless started with ``--model-control-mode=ex
 from __future__ import annotations
 
 import copy
-import json
 import time
 from typing import Any
 
 from tritonwatch.common.client_tls import ClientTLS
-from tritonwatch.probe.canary.clients import sync_client
+from tritonwatch.triton_api.client import ModelApiClient
+from tritonwatch.triton_api.endpoint import url_endpoint
 
 NOT_EXPLICIT_HINT = "not allowed"
 READY_TIMEOUT_SECONDS = 60.0
+CONFIG_TIMEOUT_SECONDS = 10.0
+READY_POLL_SECONDS = 0.1
 
 
 class TuneError(Exception):
@@ -29,24 +32,24 @@ class NotExplicitModeError(TuneError):
 
 
 class ModelRepository:
-    """One model's config on one server, over HTTP or gRPC (``tritonclient``)."""
+    """One model's config on one server, over HTTP or gRPC (the URL's scheme)."""
 
     def __init__(
         self, url: str, model: str, version: str = "", tls: ClientTLS | None = None
     ) -> None:
         self.model, self.version = model, version
-        self._grpc = url.lower().startswith("grpc")
-        self._client: Any = sync_client("grpc" if self._grpc else "http", url, tls)
+        self._client = ModelApiClient(url_endpoint(url, tls), timeout=CONFIG_TIMEOUT_SECONDS)
 
     def config(self) -> dict[str, Any]:
-        """The model's whole current config (Triton's JSON form, snake_case)."""
-        if self._grpc:
-            result: dict[str, Any] = self._client.get_model_config(
-                self.model, self.version, as_json=True
-            )["config"]
-        else:
-            result = self._client.get_model_config(self.model, self.version)
-        return copy.deepcopy(result)
+        """The model's whole current config (Triton's JSON form, snake_case).
+
+        Raises:
+            TuneError: the config could not be read.
+        """
+        answer = self._client.model_config(self.model, self.version)
+        if not answer.ok:
+            raise TuneError(f"reading {self.model}'s config failed: {answer.reason}")
+        return copy.deepcopy(dict(answer.document))
 
     def apply(self, config: dict[str, Any], timeout: float = READY_TIMEOUT_SECONDS) -> None:
         """Loads ``config`` and waits until the model is ready again.
@@ -55,24 +58,20 @@ class ModelRepository:
             NotExplicitModeError: the server refuses loads.
             TuneError: the load failed, or the model did not become ready.
         """
-        # The client (tritonclient's) imported it already; importing tune does not.
-        from tritonclient.utils import InferenceServerException  # noqa: PLC0415
-
-        try:
-            self._client.load_model(self.model, config=json.dumps(config))
-        except InferenceServerException as error:
-            message = error.message() or str(error)
+        deadline = time.monotonic() + timeout
+        answer = self._client.load(self.model, config, deadline=deadline)
+        if not answer.ok:
+            message = answer.reason
             if NOT_EXPLICIT_HINT in message:
                 raise NotExplicitModeError(
                     f"the server refuses model loads ({message}); tune needs Triton started "
                     "with --model-control-mode=explicit"
-                ) from None
-            raise TuneError(f"loading {self.model} failed: {message}") from None
-        deadline = time.monotonic() + timeout
-        while not self._client.is_model_ready(self.model, self.version):
+                )
+            raise TuneError(f"loading {self.model} failed: {message}")
+        while not self._client.model_ready(self.model, self.version, deadline=deadline).document:
             if time.monotonic() > deadline:
                 raise TuneError(f"{self.model} was not ready {timeout:g} s after the load")
-            time.sleep(0.1)
+            time.sleep(READY_POLL_SECONDS)
 
     def close(self) -> None:
         self._client.close()

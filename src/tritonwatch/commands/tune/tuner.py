@@ -22,8 +22,8 @@ from tritonwatch.commands.tune.gpu_probe import gpu_utilization_probe, model_gpu
 from tritonwatch.commands.tune.judge import Judgement, judge
 from tritonwatch.commands.tune.repository import ModelRepository
 from tritonwatch.common.logs import get_logger
-from tritonwatch.probe.sweep.load_sweep import SweepRunner
 from tritonwatch.records.sweep_records import SweepResult, SweepSettings, SweepSteps
+from tritonwatch.sweep.load_sweep import SweepRunner
 
 _log = get_logger("tune")
 

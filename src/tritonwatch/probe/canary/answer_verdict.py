@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tritonwatch.kserve.infer_response import ResponseDecodeError, check_outputs
 from tritonwatch.probe.canary.clients import classify_error, error_text
 from tritonwatch.probe.canary.refusals import canary_outcome
-from tritonwatch.probe.infer_response import ResponseDecodeError, check_outputs
 from tritonwatch.records.observations import Outcome
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from tritonwatch.probe.payload import Tensor
+from tritonwatch.kserve.payload import Tensor
 
 T = TypeVar("T")
 

@@ -52,18 +52,19 @@ from tritonwatch.probe.canary.engine_channels import (
     Address,
     Channel,
     EngineCrashedError,
+    EngineRequest,
     Exchange,
     Resolve,
     Waker,
     follow_name,
     resolve_all,
 )
-from tritonwatch.probe.canary.engine_stream import StreamRequests, StreamWire
+from tritonwatch.probe.canary.engine_stream import StreamWire
 from tritonwatch.probe.canary.engine_tls import TlsSettings, TlsWire
-from tritonwatch.probe.canary.engine_wires import EngineCanary, RawAnswer, VaryingRequests
+from tritonwatch.probe.canary.engine_wires import EngineCanary, RawAnswer
 from tritonwatch.probe.canary.timer_slack import tighten_timer_slack
 from tritonwatch.wire.http1 import HttpProtocolError
-from tritonwatch.wire.http2 import Http2ClosedError, UnaryRequest
+from tritonwatch.wire.http2 import Http2ClosedError
 
 _log = get_logger("canary")
 READ_CHUNK = 64 * 1024
@@ -134,27 +135,25 @@ class CanaryEngine:
         canary: EngineCanary,
         host: str,
         port: int,
-        request: bytes | UnaryRequest | StreamRequests | VaryingRequests,
+        request: EngineRequest,
         *,
         timeout: float,
         max_in_flight: int,
         first_send: float,
         tls: TlsSettings | None = None,
     ) -> None:
-        """Sends ``request`` (HTTP/1.1 bytes, a gRPC call over HTTP/2, a stream's
+        """Sends ``request`` (an HTTP/1.1 request, a gRPC call over HTTP/2, a stream's
         requests, probe/canary/engine_stream.py, or requests made per send,
         engine_wires.py) to ``host:port`` on ``canary``'s schedule until cancelled; a
         stream's timeout is ``timeout``, for the whole stream; ``tls``: over TLS
-        (probe/canary/engine_tls.py), else in clear.
-
-        Raises:
-            OSError: ``host`` does not resolve (the caller falls back to the event loop,
-                which reports and retries connection failures per request).
-        """
+        (probe/canary/engine_tls.py), else in clear. A name without an address yet
+        fails each send as a connection error while it is looked up again."""
         loop = asyncio.get_running_loop()
-        addresses = tuple(await self._resolve(host, port))
-        if not addresses:
-            raise OSError(f"{host} has no address")
+        try:
+            addresses = tuple(await self._resolve(host, port))
+        except OSError as error:
+            _log.warning("canary_resolve_failed", host=host, error=str(error)[:200])
+            addresses = ()
         failed = asyncio.Event()
 
         def connect_failed() -> None:
@@ -163,7 +162,7 @@ class CanaryEngine:
 
         channel = Channel(
             canary,
-            addresses[0],
+            addresses[0] if addresses else None,
             request,
             timeout,
             max_in_flight,
@@ -229,7 +228,7 @@ class CanaryEngine:
             if self._thread is None and not self._stopping:
                 self._waker = Waker()
                 self._thread = threading.Thread(
-                    target=self._run, args=(self._waker,), name="canary-http", daemon=True
+                    target=self._run, args=(self._waker,), name="canary-engine", daemon=True
                 )
                 self._thread.start()
             waker = self._waker
@@ -312,7 +311,7 @@ class CanaryEngine:
             readdressed, self._readdressed = self._readdressed, []
         for channel, addresses in readdressed:
             channel.addresses = addresses
-            if channel.address not in addresses:
+            if channel.address not in addresses and addresses:
                 channel.address = addresses[0]
                 for sock, _ in channel.idle:  # connected to where the name no longer points
                     sock.close()
@@ -367,6 +366,12 @@ class CanaryEngine:
                 self._begin(channel, exchange, unhurried)
                 return
             sock.close()  # the server closed it (or is going away) while it idled
+        if channel.address is None:  # no address yet: follow_name looks the name up again
+            channel.next_address()
+            _deliver(
+                channel, intended, woke, OSError(errno.EHOSTUNREACH, "the name has no address")
+            )
+            return
         family, address = channel.address
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setblocking(False)
@@ -583,6 +588,6 @@ def _deliver(
     """Hands one answer to its canary; a canary that raises is logged, and the engine
     (every other model's canary) goes on."""
     try:
-        channel.canary.answered(intended, answer, woke)
+        channel.canary.record(intended, answer, woke)
     except Exception:
         _log.exception("canary_answer_failed")

@@ -29,6 +29,7 @@ from tritonwatch.probe.canary.engine_wires import (
     Wire,
 )
 from tritonwatch.wire.http2 import UnaryRequest
+from tritonwatch.wire.limits import HttpRequest
 
 _log = get_logger("canary")
 RESOLVE_EVERY = 10.0
@@ -60,6 +61,13 @@ async def resolve_all(host: str, port: int) -> list[Address]:
     return addresses
 
 
+EngineRequest = HttpRequest | UnaryRequest | StreamRequests | VaryingRequests
+"""What a canary hands the engine: an HTTP/1.1 request, a unary gRPC call, a streaming
+canary's requests, or requests made per send."""
+Endpoint = tuple[str, int, TlsSettings | None]
+"""(host, port, TLS or None: in clear) the engine connects to."""
+
+
 @dataclass(eq=False, slots=True)
 class Exchange:
     """One request on one connection: connecting, sending, or waiting for the answer."""
@@ -85,10 +93,10 @@ class Channel:
     """One model's canary: its schedule, its connections and its requests in flight."""
 
     canary: EngineCanary
-    address: Address
-    request: bytes | UnaryRequest | StreamRequests | VaryingRequests
-    """HTTP/1.1 bytes, a unary gRPC call's frames, a streaming canary's requests, or
-    requests made per send."""
+    address: Address | None
+    """The address in use; None while the name has none (each send fails at once as a
+    connection error, and the name is looked up again)."""
+    request: EngineRequest
     timeout: float
     max_in_flight: int
     idle: list[tuple[socket.socket, Wire]] = field(default_factory=list)
@@ -107,7 +115,7 @@ class Channel:
 
     def next_address(self) -> None:
         """A connect failed: the next request tries the name's next address."""
-        if len(self.addresses) > 1 and self.address in self.addresses:
+        if self.address is not None and len(self.addresses) > 1 and self.address in self.addresses:
             at = self.addresses.index(self.address)
             self.address = self.addresses[(at + 1) % len(self.addresses)]
         if self.connect_failed is not None:

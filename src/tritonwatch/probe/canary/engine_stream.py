@@ -13,10 +13,10 @@ read through
 on the same thread. Several events in one read share its stamp: that is all the
 kernel says of when they came. The canary hears once a stream, when it ended
 (:class:`StreamAnswer`: its clock, its end, or how it failed), through the same
-``answered`` the unary answers take.
+``record`` the unary answers take.
 
-The outcomes are the event loop's (:meth:`ConnectionPool.stream
-<tritonwatch.probe.canary.engine_http.ConnectionPool.stream>`): a non-200 head is the
+The outcomes are the stream sweep's too (:meth:`ConnectionPool.stream
+<tritonwatch.sweep.http_stream_pool.ConnectionPool.stream>`): a non-200 head is the
 server's error from its body, a body cut short a connection error, a body without a
 length ends with its connection, an event left unfinished or an event that is no
 JSON a bad response, an in-band ``{"error"}`` the server's error (the clock reads it),
@@ -33,14 +33,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tritonwatch.probe.canary.engine_http import (
+from tritonwatch.kserve.stream_request import GenerateCodec, OpenAICodec, StreamDecodeError
+from tritonwatch.probe.canary.engine_http1 import (
     MAX_ERROR_BODY_BYTES,
     MAX_HEAD_BYTES,
     StreamBody,
     encode_request,
     refused_stream_error,
 )
-from tritonwatch.probe.stream_request import GenerateCodec, OpenAICodec, StreamDecodeError
 from tritonwatch.probe.stream_timing import StreamClock
 from tritonwatch.wire.http1 import HttpProtocolError, ResponseHead, response_head
 from tritonwatch.wire.sse import SseParser

@@ -1,6 +1,6 @@
 """Triton's gRPC ``ModelStreamInfer`` streams read on the canary engine's thread.
 
-The event loop's gRPC stream (:class:`~tritonwatch.probe.grpc_stream.GrpcStreamSession`)
+The event loop's gRPC stream (:class:`~tritonwatch.sweep.grpc_stream.GrpcStreamSession`)
 keeps one long-lived call and routes every response through ``grpc.aio``'s completion
 queue, a reader task and a queue, stamped when the loop got round to it. Here each
 stream is its own call on the engine's kept h2c connection
@@ -23,9 +23,9 @@ import itertools
 from collections.abc import Callable
 
 from tritonwatch.common.kserve import GRPC_MODEL_STREAM_INFER
+from tritonwatch.kserve.server_errors import ServerError
+from tritonwatch.kserve.stream_request import GrpcStreamCodec, Piece
 from tritonwatch.probe.canary.engine_stream import StreamAnswer, StreamRequests, StreamWire
-from tritonwatch.probe.server_errors import ServerError
-from tritonwatch.probe.stream_request import GrpcStreamCodec, Piece
 from tritonwatch.probe.stream_timing import StreamClock
 from tritonwatch.wire.http2 import MAX_REQUEST_DATA, ClientSession, UnaryRequest
 from tritonwatch.wire.http2 import grpc_unary_request as grpc_call

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from tritonwatch.probe.canary.engine_http import HeadedConnection
+from tritonwatch.probe.canary.engine_http1 import HeadedConnection
 from tritonwatch.probe.canary.engine_stream import StreamAnswer
 from tritonwatch.wire.http1 import HttpProtocolError
 from tritonwatch.wire.http2 import ClientSession, GrpcReply, Http2ClosedError, UnaryRequest
+from tritonwatch.wire.limits import HttpRequest
 
 HttpAnswer = tuple[int, dict[str, str], bytes, float]
 """(status, the headers the decoder needs, the body as sent, when its last byte came)."""
@@ -57,7 +58,7 @@ class EngineCanary(Protocol):
         """Whether to send at ``intended`` (False: paused, or the breaker is open)."""
         ...
 
-    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
+    def record(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
         """Judges and records one request's answer or failure (on the engine's thread);
         ``woke`` is when the engine took the request up, at or after ``intended``."""
         ...
@@ -101,7 +102,7 @@ class Http1Wire:
     (another head or length, an answer in several reads, chunked) goes to the parser.
     """
 
-    def __init__(self, request: bytes) -> None:
+    def __init__(self, request: HttpRequest) -> None:
         self._request = request
         self._parser: HeadedConnection | None = None
         """The parser of the answer being read, made when its first read is no repeat."""
@@ -115,7 +116,7 @@ class Http1Wire:
 
     def start(self) -> bytes:
         self._parser = None
-        return self._request
+        return self._request.data
 
     def feed(self, data: bytes, received: float) -> RawAnswer | None:
         if self._parser is None and len(data) == self._size and data.startswith(self._head):
@@ -182,9 +183,8 @@ class VaryingRequests:
     once instead (:class:`Http1Wire`, :class:`GrpcWire`), which costs nothing per send.
     """
 
-    def __init__(self, make: Callable[[], bytes | UnaryRequest], *, grpc: bool) -> None:
-        """``make``: the next request, a gRPC call when ``grpc``, else HTTP/1.1 bytes
-        (a ``LimitedRequest``, which carries the answer's limits)."""
+    def __init__(self, make: Callable[[], HttpRequest | UnaryRequest], *, grpc: bool) -> None:
+        """``make``: the next request, a gRPC call when ``grpc``, else an HTTP/1.1 one."""
         self.make = make
         self.grpc = grpc
 
@@ -200,13 +200,13 @@ _NO_CALL = UnaryRequest(b"", (), 0)
 class VaryingHttp1Wire(Http1Wire):
     """:class:`Http1Wire` whose every request is made as it is sent."""
 
-    def __init__(self, make: Callable[[], bytes | UnaryRequest]) -> None:
-        super().__init__(b"")
+    def __init__(self, make: Callable[[], HttpRequest | UnaryRequest]) -> None:
+        super().__init__(HttpRequest(b""))
         self._make = make
 
     def start(self) -> bytes:
         request = self._make()
-        assert isinstance(request, bytes)
+        assert isinstance(request, HttpRequest)
         self._request = request
         return super().start()
 
@@ -214,7 +214,7 @@ class VaryingHttp1Wire(Http1Wire):
 class VaryingGrpcWire(GrpcWire):
     """:class:`GrpcWire` whose every call is made as it is sent."""
 
-    def __init__(self, make: Callable[[], bytes | UnaryRequest]) -> None:
+    def __init__(self, make: Callable[[], HttpRequest | UnaryRequest]) -> None:
         super().__init__(_NO_CALL)
         self._make = make
 

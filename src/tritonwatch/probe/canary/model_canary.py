@@ -4,60 +4,49 @@ Open loop: requests leave on schedule whether or not earlier ones returned, and
 latency counts from the *intended* send time. When a server stalls, the requests
 scheduled meanwhile wait for an in-flight slot with their clocks running, and time
 out at ``intended + timeout``; the stall shows in the tail instead of being hidden
-(coordinated omission). Each model runs as its own task: a slow target delays no other.
+(coordinated omission).
+
+A :class:`ModelCanary` is composed: its schedule, its send gates (pause, breaker,
+refusal watch: send_gates.py), its failure log, and a sender chosen once, when it is
+prepared from the model's metadata and config: :class:`~tritonwatch.probe.canary.unary.UnarySender`
+(HTTP or gRPC, plain, stateful, cached or sampled requests), or a streaming sender for a
+decoupled model or an OpenAI server (made by the ``streams`` factory the runner gives,
+probe/stream/stream_canary.py). The engine (probe/canary/engine.py) sends every sender's
+requests; the library path (probe/canary/library_path.py) sends a plain request the
+engine cannot, and every request once the library read an answer our readers could not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 from tritonwatch.common.logs import get_logger
-from tritonwatch.probe.canary import breaker
-from tritonwatch.probe.canary.answer_verdict import judge_answer, recorded_latency
-from tritonwatch.probe.canary.clients import (
-    BINARY_TENSOR_EXTENSION,
-    GrpcInferenceClient,
-    HttpInferenceClient,
-    classify_error,
-    error_text,
-    grpc_infer_answer,
-    http_infer_answer,
-    http_status,
-    is_refused_connection,
-)
+from tritonwatch.kserve.payload import PayloadError
+from tritonwatch.probe.canary import breaker, library_path
+from tritonwatch.probe.canary.clients import http_status, is_refused_connection
 from tritonwatch.probe.canary.engine import CanaryEngine
-from tritonwatch.probe.canary.engine_stream import StreamRequests
-from tritonwatch.probe.canary.engine_tls import TlsSettings
-from tritonwatch.probe.canary.engine_wires import (
-    GrpcAnswer,
-    RawAnswer,
-    VaryingRequests,
-    answer_body,
-)
+from tritonwatch.probe.canary.engine_channels import Endpoint, EngineRequest
 from tritonwatch.probe.canary.failures import Failure, FailureLog
-from tritonwatch.probe.canary.library_fallback import LibraryFallback, error_start
-from tritonwatch.probe.canary.library_path import LibraryCall
-from tritonwatch.probe.canary.model_info import fetch_model_info, is_decoupled, report_skipped
+from tritonwatch.probe.canary.inference_client import InferenceClient
+from tritonwatch.probe.canary.library_path import LibraryPath
+from tritonwatch.probe.canary.model_info import (
+    ModelInfo,
+    fetch_model_info,
+    is_decoupled,
+    report_skipped,
+)
 from tritonwatch.probe.canary.pauses import Pauses
-from tritonwatch.probe.canary.plans import DYNAMIC_DIM, CanaryPlan
+from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.canary.refusals import REFUSED_PROBE_SECONDS
-from tritonwatch.probe.canary.request_source import CanaryRequests, varying_requests
 from tritonwatch.probe.canary.send_gates import SendGates
-from tritonwatch.probe.canary.sequence import control_inputs
-from tritonwatch.probe.canary.timing import WakeTimer
-from tritonwatch.probe.infer_response import HttpAnswerDecoder
-from tritonwatch.probe.interfaces import InferenceClient
-from tritonwatch.probe.payload import PayloadError, Tensor, build_inputs, input_specs
-from tritonwatch.records.observations import CanaryResult, Outcome
+from tritonwatch.probe.canary.sequence import SequencePlanner
+from tritonwatch.probe.canary.unary import Bookkeeper, UnarySender
+from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_board import CanaryBoard
-from tritonwatch.wire.http2 import UnaryRequest
-from tritonwatch.wire.limits import LimitedRequest
 
 _log = get_logger("canary")
 STALL_INTERVALS = 3
@@ -65,14 +54,74 @@ STALL_INTERVALS = 3
 POISSON_STALL_INTERVALS = 15
 """The same for a Poisson schedule, whose gaps are random: one gap in e³ is over three
 mean intervals, one in e¹⁵ over fifteen."""
+STREAMING_OFF = "decoupled model; streaming is off"
+NO_STREAMING = "decoupled model; no streaming canary here"
+
+
+class StreamingUnavailableError(Exception):
+    """A model that streams, for a canary that may not stream (its reason, as is)."""
+
+
+class Sender(Protocol):
+    """What a canary sends, chosen once from the model's metadata and config."""
+
+    @property
+    def tensor_format(self) -> str:
+        """How requests are encoded: ``binary``, ``json``, ``grpc`` or ``stream``."""
+        ...
+
+    @property
+    def timeout(self) -> float:
+        """How long one request may take before it is a timeout (a stream: all of it)."""
+        ...
+
+    @property
+    def sequence(self) -> SequencePlanner | None:
+        """A stateful model's sequence plan (the schedule's gaps), else None."""
+        ...
+
+    @property
+    def library(self) -> LibraryPath | None:
+        """Its library path; None: the engine sends every request (a stream)."""
+        ...
+
+    @property
+    def left_engine(self) -> asyncio.Event:
+        """Set when its requests must leave the engine for the library path."""
+        ...
+
+    def engine_request(self) -> tuple[EngineRequest, Endpoint] | None:
+        """Its requests as the engine sends them, and where; None: the engine cannot."""
+        ...
+
+    def planned(self, intended: float) -> None:
+        """The send at ``intended`` is allowed (on the sending thread)."""
+        ...
+
+    def record(self, intended: float, answer: Any, woke: float | None = None) -> None:
+        """Records how the request sent at ``intended`` ended, on the thread that read it."""
+        ...
+
+    def cancel(self) -> None:
+        """Lets go of what it still has running on the loop (the canary stops)."""
+        ...
+
+
+StreamSenders = Callable[
+    [CanaryPlan, InferenceClient, Bookkeeper, ModelInfo | None, int], Awaitable[Sender]
+]
+"""Makes a streaming sender for (plan, client, bookkeeper, the model's metadata and
+config, None for an OpenAI server, a seed); raises ``PayloadError`` when the model
+cannot be streamed from."""
 
 
 class ModelCanary:
     """Fires one model's canary until cancelled; results go to ``stats``.
 
-    Threads (engine.py): the loop prepares and, off the engine, sends; on it the engine's
-    thread asks :meth:`next_gap`, :meth:`may_send`, hands :meth:`answered`, and second
-    opinions end on the loop. Beside each attribute: who writes it (liveness reads)."""
+    Threads: the runner's event loop prepares it and runs its library path; the
+    sending thread (the engine's, or the loop's on the library path) asks
+    :meth:`next_gap` and :meth:`may_send`; :meth:`record` takes each request's end on
+    whichever thread read it. Beside each attribute: who writes it (liveness reads)."""
 
     def __init__(
         self,
@@ -80,49 +129,25 @@ class ModelCanary:
         client: InferenceClient,
         stats: CanaryBoard,
         *,
+        engine: CanaryEngine,
+        streams: StreamSenders | None = None,
         seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
-        engine: CanaryEngine | None = None,
         pauses: Pauses | None = None,
     ) -> None:
+        """``streams``: makes the sender of a model that streams (None: such a model's
+        canary is skipped)."""
         self.plan = plan
-        self._engine = engine  # plain-HTTP canaries send from it when given, else the loop
+        self._engine = engine
         self._client = client
         self._stats = stats
+        self._streams = streams
         self._random = random.Random(seed)  # noqa: S311 - the sending thread's (gaps, jitter)
         self._clock = clock
-        self._slots = asyncio.Semaphore(plan.max_in_flight)  # the loop's (its sends)
-        self._binary = False  # the loop's, before the first send; read-only after
-        """Binary tensors (Triton's extension) or JSON: see :meth:`choose_tensor_format`."""
         self._failure_log = FailureLog(plan.target, plan.model, plan.protocol, clock=clock)
-        self._tensors: list[Tensor] = []  # the loop's, in prepare; read-only after
-        self._requests: CanaryRequests | None = None
-        """Requests made per send (stateful, cached, sampled models); None: ``_tensors``.
-        Made in prepare; the sending thread plans each send, ``finish`` ends it."""
-        self._outputs: list[str] = []  # the loop's, in prepare; read-only after
-        self._answers = HttpAnswerDecoder(plan.limits)
-        """Reads the engine's HTTP answers (the engine's thread), remembering the last
-        good one's layout."""
-        self._fallback = LibraryFallback(
-            {"target": plan.target, "model": plan.model, "protocol": plan.protocol},
-            self._library_call,
-            clock=clock,
-        )
-        """Second opinions on answers our readers refused, and the library path: the
-        loop's (the engine's thread only asks ``should_ask``)."""
-        self._engine_left = asyncio.Event()  # the loop's
-        """Set when the library read what we could not: the canary leaves the engine."""
-        self._loop: asyncio.AbstractEventLoop | None = None  # set by the loop in run
-        self._finishing = threading.Lock()
-        """:meth:`finish` runs on the engine's thread and, for a second opinion, on the
-        event loop's: one at a time (the failure log and ``_requests.finished`` too)."""
-        self._pending: set[asyncio.Task[None]] = set()  # the loop's
-        self._timer = WakeTimer()  # the loop's
         self._gates = SendGates(plan, stats, pauses)
         """The pause, breaker and refusal watch: the sending thread's (send_gates.py)."""
-        self.decoupled = False
-        """The model's config says ``model_transaction_policy.decoupled`` (the loop's,
-        in prepare)."""
+        self.sender: Sender | None = None  # the loop's, once, in run
         self._began: float | None = None  # when it began sending (its clock; the loop's)
 
     @property
@@ -137,333 +162,124 @@ class ModelCanary:
         interval (canary_liveness.py); None before."""
         return self._gates.owed_since(self._began)
 
-    async def prepare(self) -> bool:
-        """Builds the payload from metadata/config, retrying with backoff while the server
-        is unreachable. Returns False when the model cannot be filled, after one
-        ``canary_skipped`` log line, with the reason kept in the statistics (the
-        ``tritonwatch_canary_skipped`` metric, the status page)."""
+    async def prepare(self) -> Sender | None:
+        """The canary's sender, made from the model's metadata and config (retried with
+        backoff while the server is unreachable; none asked of an OpenAI server). None
+        when the model cannot be sent to, after one ``canary_skipped`` log
+        line, with the reason kept in the statistics (the ``tritonwatch_canary_skipped``
+        metric, the status page)."""
         plan = self.plan
-        metadata, config = await self._model_info()
-        if self.hands_over():
-            return True  # the streaming canary builds its own requests
+        model = None
         try:
-            controls = control_inputs(config)  # Triton fills them: never sent
-            specs = [s for s in input_specs(plan.model, metadata, config) if s.name not in controls]
-            tensors = build_inputs(
-                plan.model,
-                specs,
-                plan.inputs,
-                "zero" if plan.data == "zero" else "random",
-                string_length=plan.string_length,
-                string_data=plan.string_data,
-                dynamic_dim=DYNAMIC_DIM,
-            )
-            poisson = self._random if plan.poisson else None
-            first, self._requests = varying_requests(plan, config, specs, tensors, poisson=poisson)
-            self._tensors = list(first)
+            if plan.protocol != "openai":  # (an OpenAI server has no KServe model APIs)
+                model = await fetch_model_info(self._client, plan, self._stats)
+            if model is None or plan.stream.mode == "on" or is_decoupled(model[1]):
+                sender = await self._streaming(model)
+            else:
+                poisson = self._random if plan.poisson else None
+                sender = await UnarySender.prepare(
+                    plan, self._client, self._stats, self, model, poisson=poisson, clock=self._clock
+                )
         except PayloadError as error:
             report_skipped(plan, self._stats, error, self._clock())
-            return False
+            return None
+        except StreamingUnavailableError as error:
+            self._stats.set_skipped(plan.key, str(error), self._clock())
+            return None
         self._stats.set_skipped(plan.key, None)
-        self._outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
-        return True
+        return sender
 
-    async def _model_info(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """The model's metadata and config (probe/canary/model_info.py: retried while the
-        server is unreachable); also notes whether the config says it is decoupled."""
-        metadata, config = await fetch_model_info(self._client, self.plan, self._stats)
-        self.decoupled = is_decoupled(config)
-        return metadata, config
-
-    def hands_over(self) -> bool:
-        """Whether this canary stops after :meth:`prepare` for a streaming one to take
-        over: a decoupled model answers a plain infer with an error (Triton's HTTP
-        endpoint refuses it outright), so the plain canary never sends to one."""
-        return self.decoupled
-
-    async def choose_tensor_format(self) -> None:
-        """HTTP: binary tensors when the server's own metadata (``GET /v2``) lists the
-        ``binary_tensor_data`` extension, JSON tensors otherwise.
-
-        Asked, not guessed from errors: Seldon MLServer answers a binary body with 500,
-        which no status rule tells from a broken model. Without ``/v2`` (a proxy that
-        blocks it, a broken server) JSON is the fallback: the one form the KServe v2
-        protocol has every server read.
-        """
+    async def _streaming(self, model: ModelInfo | None) -> Sender:
+        """The streaming sender (a decoupled model answers a plain infer with an error:
+        Triton's HTTP endpoint refuses it outright, so the plain canary never sends to
+        one)."""
         plan = self.plan
-        if plan.protocol != "http":
-            return
-        try:
-            async with asyncio.timeout(plan.timeout):
-                extensions = await self._client.extensions()
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # any failure: fall back, never stop the canary
-            self._binary = False
-            _log.warning(
-                "canary_server_metadata_unavailable",
+        if plan.stream.mode == "off" or self._streams is None:
+            reason = STREAMING_OFF if plan.stream.mode == "off" else NO_STREAMING
+            _log.info("canary_skipped", target=plan.target, model=plan.model, reason=reason)
+            raise StreamingUnavailableError(reason)
+        if model is not None:
+            _log.info(
+                "canary_stream_detected",
                 target=plan.target,
                 model=plan.model,
-                outcome=str(classify_error(error, plan.protocol)),
-                error=error_text(error, timeout=plan.timeout),
-                tensors="json",
+                protocol=plan.protocol,
             )
-            return
-        self._binary = BINARY_TENSOR_EXTENSION in extensions
-
-    @property
-    def tensor_format(self) -> str:
-        """``binary`` or ``json`` (HTTP); ``grpc`` for the gRPC canary, which has one form."""
-        if self.plan.protocol != "http":
-            return "grpc"
-        return "binary" if self._binary else "json"
+        return await self._streams(plan, self._client, self, model, self._random.getrandbits(32))
 
     def _gap(self) -> float:
         """The gap after the next send (a sequence's plan, probe/canary/sequence.py)."""
-        if self._requests is not None and self._requests.sequence is not None:
-            return self._requests.sequence.gap()
+        sequence = None if self.sender is None else self.sender.sequence
+        if sequence is not None:
+            return sequence.gap()
         mean = 1.0 / self.plan.rate
         return self._random.expovariate(self.plan.rate) if self.plan.poisson else mean
 
     async def run(self) -> None:
-        """Prepares, then sends on schedule forever (until the task is cancelled)."""
-        if not await self.prepare() or self.hands_over():
+        """Prepares, then sends on schedule until cancelled: from the engine, or through
+        the library path when the engine cannot send its request or the library read
+        what our readers could not."""
+        sender = self.sender = await self.prepare()
+        if sender is None:
             return
-        await self.choose_tensor_format()
+        plan = self.plan
         _log.info(
             "canary_started",
-            target=self.plan.target,
-            model=self.plan.model,
-            rate=self.plan.rate,
-            protocol=self.plan.protocol,
-            tensors=self.tensor_format,
+            target=plan.target,
+            model=plan.model,
+            rate=plan.rate,
+            protocol=plan.protocol,
+            tensors=sender.tensor_format,
         )
-        loop = self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         self._began = self._clock()
-        next_send = loop.time() + self._random.uniform(0, 1.0 / self.plan.rate)
-        if await self._run_on_engine(next_send):
-            return
-        self._gates.take_over()  # the loop sends from here (the engine has let go)
-        next_send = max(next_send, loop.time())  # (after a stay on the engine)
+        first_send = loop.time() + self._random.uniform(0, 1.0 / plan.rate)
         try:
-            while True:
-                # Each request's task is made as soon as the one before has gone out and
-                # waits for its own send time (canary_timing: the loop and the OS wake
-                # late, its spin absorbs that); this loop only resumes when it has sent
-                # or decided not to, in the same loop turn: one wake-up per request.
-                gone: asyncio.Future[None] = loop.create_future()
-                following = next_send + self._gap()  # asked before may_send, as the engine asks
-                task = asyncio.create_task(self._one(next_send, gone))
-                self._pending.add(task)
-                task.add_done_callback(self._pending.discard)
-                await gone
-                next_send = following
-                if next_send < loop.time() - self.plan.timeout:
-                    # The loop itself fell far behind (suspended process): skip ahead
-                    # rather than firing a burst of stale requests at once.
-                    next_send = loop.time()
+            found = sender.engine_request()
+            if found is not None:
+                await self._serve_on_engine(sender, *found, first_send)
+                first_send = loop.time()
+            library = sender.library
+            assert library is not None, "a sender without a library path never leaves the engine"
+            library.active = True
+            self._gates.take_over()  # the loop sends from here (the engine has let go)
+            await library_path.serve(
+                library, self, first_send, timeout=sender.timeout, max_in_flight=plan.max_in_flight
+            )
         finally:
-            for task in list(self._pending):
-                task.cancel()
+            sender.cancel()
             self._failure_log.flush()
 
-    async def _run_on_engine(self, first_send: float) -> bool:
-        """Hands an HTTP or gRPC canary (in clear or over TLS) to the engine
-        (probe/canary/engine.py), which sends until this task is cancelled; False when
-        there is no engine, a gRPC request is too large for the engine, or the host
-        does not resolve (the event loop then sends)."""
-        client, plan = self._client, self.plan
-        if self._engine is None:
-            return False
-        request: bytes | UnaryRequest | VaryingRequests | None = None
-        endpoint: tuple[str, int, TlsSettings | None] | None = None
-        if isinstance(client, HttpInferenceClient | GrpcInferenceClient):
-            endpoint = client.engine_endpoint
-        if isinstance(client, HttpInferenceClient):
-            client.close_idle_connections()  # once on the engine, its pool is for metadata
-        if self._requests is not None:
-            request = self._requests.engine_requests(client, binary=self._binary)
-        elif isinstance(client, HttpInferenceClient):
-            request = LimitedRequest(
-                client.infer_request(plan.model, plan.version, self._tensors, binary=self._binary),
-                plan.limits,
-            )
-        elif isinstance(client, GrpcInferenceClient):
-            request = client.engine_request(
-                plan.model, plan.version, self._tensors, timeout=plan.timeout
-            )
-            if request is not None:
-                request = replace(request, limits=plan.limits)
-        if request is None or endpoint is None:
-            return False
-        host, port, tls = endpoint
-        return await self._serve_on_engine(host, port, request, plan.timeout, first_send, tls=tls)
-
     async def _serve_on_engine(
-        self,
-        host: str,
-        port: int,
-        request: bytes | UnaryRequest | StreamRequests | VaryingRequests,
-        timeout: float,
-        first_send: float,
-        *,
-        tls: TlsSettings | None = None,
-    ) -> bool:
-        """Sends ``request`` from the engine (over ``tls`` when given) until this task
-        is cancelled; False when the host does not resolve (after a
-        ``canary_engine_unavailable`` line) or the canary left the engine for the
-        library path (:class:`LibraryFallback`: the event loop then sends)."""
-        plan = self.plan
-        assert self._engine is not None
+        self, sender: Sender, request: EngineRequest, endpoint: Endpoint, first_send: float
+    ) -> None:
+        """Sends ``request`` from the engine until this task is cancelled, or returns
+        once ``sender`` leaves the engine (the library path then sends)."""
+        host, port, tls = endpoint
         serving = asyncio.ensure_future(
             self._engine.serve(
                 self,
                 host,
                 port,
                 request,
-                timeout=timeout,
-                max_in_flight=plan.max_in_flight,
+                timeout=sender.timeout,
+                max_in_flight=self.plan.max_in_flight,
                 first_send=first_send,
                 tls=tls,
             )
         )
-        leaving = asyncio.ensure_future(self._engine_left.wait())
+        leaving = asyncio.ensure_future(sender.left_engine.wait())
         try:
-            try:
-                await asyncio.wait((serving, leaving), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                serving.cancel()  # the engine lets the canary go (or already did)
-                leaving.cancel()
-                await asyncio.wait((serving, leaving))
-            if not serving.cancelled():
-                serving.result()  # how it ended, if not by leaving: OSError
-            if self._fallback.active:
-                return False
-        except OSError as error:
-            _log.warning(
-                "canary_engine_unavailable",
-                target=plan.target,
-                model=plan.model,
-                error=str(error)[:200],
-            )
-            return False
+            await asyncio.wait((serving, leaving), return_when=asyncio.FIRST_COMPLETED)
         finally:
+            serving.cancel()  # the engine lets the canary go (or already did)
+            leaving.cancel()
+            await asyncio.wait((serving, leaving))
             self._failure_log.flush()
-        return True
+        if not serving.cancelled():
+            serving.result()  # how it ended, if not by leaving
 
-    async def _one(self, intended: float, gone: asyncio.Future[None] | None = None) -> None:
-        """One request, latency from when the loop woke for it (``intended`` or a little
-        later) to its answer's last byte (or to the failure, or the timeout), however long
-        it waited for a slot. ``gone`` is set at the send time, once the pause and the
-        breaker have had their say."""
-        try:
-            await self._timer.sleep_until(intended)
-            woke = time.monotonic()
-            allowed = self.may_send(intended)
-        finally:
-            if gone is not None and not gone.done():
-                gone.set_result(None)
-        if allowed:
-            await self._send(intended, woke)
-
-    async def _send(self, intended: float, woke: float) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = intended + self.plan.timeout
-        try:
-            async with asyncio.timeout_at(deadline):
-                async with self._slots:
-                    result = await self._infer(max(0.001, deadline - loop.time()), intended)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # every failure is an outcome, never a crash
-            if self._fallback.should_ask(error):
-                await self._second_opinion(intended, woke, error, b"", time.monotonic())
-                return
-            self.finish(intended, error, woke)
-            return
-        self.finish(intended, result, woke)
-
-    def _library_call(self) -> LibraryCall:
-        """The library call of this canary's request (probe/canary/library_path.py)."""
-        client, plan = self._client, self.plan
-        if self._requests is not None:
-            return self._requests.library_call(client, binary=self._binary)
-        if isinstance(client, HttpInferenceClient):
-            request = client.infer_request(
-                plan.model, plan.version, self._tensors, binary=self._binary
-            )
-            return client.library_call(request, plan.limits)
-        if isinstance(client, GrpcInferenceClient):
-            message = client.message(plan.model, plan.version, self._tensors)
-            return client.library_call(message, plan.limits)
-        raise TypeError(f"no library path for a {type(client).__name__}")
-
-    async def _second_opinion(
-        self, intended: float, woke: float, error: BaseException, start: bytes, ended: float
-    ) -> None:
-        """Records the request whose answer our reader refused with ``error``: a
-        ``client_error`` when the library reads the same request's answer (the canary
-        then leaves the engine), else ``error`` as the server's, timed to ``ended``."""
-        verdict = await self._fallback.second_opinion(
-            error, start, self._outputs, self.plan.timeout
-        )
-        if self._fallback.active:
-            self._engine_left.set()
-        self.finish(intended, verdict, woke, ended=ended)
-
-    def _ask_library(
-        self, intended: float, woke: float, error: BaseException, start: bytes, ended: float
-    ) -> None:
-        """On the event loop: a second opinion for an answer the engine's reader refused."""
-        task = asyncio.ensure_future(self._second_opinion(intended, woke, error, start, ended))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
-    def finish(
-        self, intended: float, answer: Any, woke: float | None = None, *, ended: float | None = None
-    ) -> None:
-        """As :meth:`_finish`, one at a time (the engine's thread and the event loop's)."""
-        with self._finishing:
-            self._finish(intended, answer, woke, ended)
-
-    def _finish(
-        self, intended: float, answer: Any, woke: float | None, ended: float | None
-    ) -> None:
-        """Judges one request's ``answer`` (a decoded result, or the exception it ended
-        with; answer_verdict.py) and records it: latency from ``woke`` (when the sending
-        thread took the request up, ``intended`` when not given) to the answer's last
-        byte, or to now for a failure. Both send paths end here, the event loop's and the engine's.
-
-        Why not from ``intended``: a thread the OS wakes late would put the client's own
-        scheduling into the server's tail; perf_analyzer, too, times from when it sends. What the
-        server causes still counts: the schedule never moves, a request that waits for a
-        connection or a slot waits on its clock, and the timeout runs from ``intended``.
-        ``ended``: when a failure happened, if earlier than now (a second opinion came
-        after it)."""
-        plan = self.plan
-        verdict = judge_answer(answer, self._outputs, plan.protocol, plan.timeout)
-        outcome, text = verdict.outcome, verdict.text
-        failure = None if verdict.error is None else self.failure_of(verdict.error, outcome, text)
-        if self._requests is not None:
-            self._requests.finished(intended, ok=outcome == Outcome.SUCCESS)
-        now = self.account(outcome, failure)
-        origin = intended if woke is None else max(intended, woke)
-        finished = verdict.received
-        if finished is None:
-            finished = now if ended is None else ended
-        latency = recorded_latency(outcome, finished - origin, plan.timeout)
-        self._stats.record(
-            CanaryResult(
-                plan.target,
-                plan.model,
-                plan.protocol,
-                self._clock(),
-                outcome,
-                latency,
-                text,
-                send_lateness_seconds=origin - intended,
-            )
-        )
+    # --- what a sender asks when a request ends (unary.py: Bookkeeper) ---------------
 
     def failure_of(self, error: BaseException, outcome: Outcome, text: str) -> Failure | None:
         """The failure log's entry for ``error``; None for a refused connection, which
@@ -473,10 +289,9 @@ class ModelCanary:
         status = http_status(error) if self.plan.protocol in ("http", "openai") else None
         return Failure(outcome, text, status)
 
-    def account(self, outcome: Outcome, failure: Failure | None) -> float:
+    def tally(self, outcome: Outcome, failure: Failure | None) -> float:
         """The bookkeeping every finished request shares, whatever it measured: the
-        failure log and the breaker. Returns now (the event loop's clock, and the
-        engine's)."""
+        failure log and the send gates. Returns now (the monotonic clock)."""
         if failure is not None:
             self._failure_log.failed(failure)
         self._failure_log.tick()
@@ -484,12 +299,12 @@ class ModelCanary:
         self._gates.record(outcome, "" if failure is None else failure.error, now)
         return now
 
-    # --- what the engine asks (probe/canary/engine.py: EngineCanary) ------------------
+    # --- what the engine and the library path ask (engine_wires.EngineCanary) --------
 
     @property
     def request_timeout(self) -> float:
         """How long one request may take before it is a timeout (a stream: the whole stream)."""
-        return self.plan.timeout
+        return self.plan.timeout if self.sender is None else self.sender.timeout
 
     @property
     def breaker_open(self) -> bool:
@@ -505,7 +320,7 @@ class ModelCanary:
         if self.breaker_open:  # its probes go on a fixed period
             return STALL_INTERVALS * breaker.BREAKER_PROBE_SECONDS + self.request_timeout
         intervals = POISSON_STALL_INTERVALS if self.plan.poisson else STALL_INTERVALS
-        sequence = None if self._requests is None else self._requests.sequence
+        sequence = None if self.sender is None else self.sender.sequence
         longest = 1.0 / self.plan.rate if sequence is None else sequence.end_gap
         return intervals * longest + self.request_timeout
 
@@ -516,50 +331,20 @@ class ModelCanary:
         """Whether to send at ``intended`` (a sequence plans that send when it may): on
         the sending thread, which applies first what other threads recorded."""
         allowed = self._gates.allows(intended)
-        if allowed and self._requests is not None:
-            self._requests.planned(intended)
+        if allowed and self.sender is not None:
+            self.sender.planned(intended)
         return allowed
 
-    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
-        """The engine's answer: decoded here as the HTTP and gRPC clients decode their
-        own. One our reader refused gets a second opinion on the event loop
-        (:meth:`_second_opinion`) instead of being recorded here; an answer that reads
-        but lacks an output the metadata lists is the server's (:meth:`finish` checks)."""
-        start = b""
-        if not isinstance(answer, BaseException):
-            raw = answer
-            try:
-                if isinstance(answer, GrpcAnswer):
-                    answer = grpc_infer_answer(answer.reply, answer.received)
-                elif isinstance(answer, tuple):  # (a StreamAnswer: the streaming canary's)
-                    answer = http_infer_answer(*answer, self._answers.decode)
-            except Exception as error:  # a status or a body that says it failed
-                answer = error
-                start = answer_body(raw)
-        loop = self._loop
-        if (
-            isinstance(answer, BaseException)
-            and loop is not None
-            and self._fallback.should_ask(answer)
-        ):
-            start = start or error_start(answer)
-            loop.call_soon_threadsafe(
-                self._ask_library, intended, woke, answer, start, time.monotonic()
-            )
-            return
-        self.finish(intended, answer, woke)
+    def record(self, intended: float, answer: Any, woke: float | None = None) -> None:
+        """How the request sent at ``intended`` (taken up at ``woke``) ended, as its
+        sender records it, on the thread that read it."""
+        assert self.sender is not None, "nothing is sent before the sender is made"
+        self.sender.record(intended, answer, woke)
 
-    async def _infer(self, timeout: float, intended: float) -> Any:
-        plan = self.plan
-        if self._fallback.active:
-            return await self._fallback.infer(timeout)
-        if self._requests is not None:
-            return await self._requests.infer(
-                self._client, intended, binary=self._binary, timeout=timeout
-            )
-        return await self._client.infer(
-            plan.model, plan.version, self._tensors, binary=self._binary, timeout=timeout
-        )
+
+def streams_at_once(plan: CanaryPlan) -> bool:
+    """Streamed from the start, without asking the model's config first."""
+    return plan.stream.mode == "on" or plan.protocol == "openai"
 
 
 async def run_canaries(canaries: Sequence[ModelCanary]) -> None:

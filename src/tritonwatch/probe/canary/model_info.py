@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from tritonwatch.common.logs import get_logger
+from tritonwatch.kserve.payload import PayloadError
+from tritonwatch.kserve.server_errors import server_error_types
 from tritonwatch.probe.canary.clients import classify_error
+from tritonwatch.probe.canary.inference_client import InferenceClient
 from tritonwatch.probe.canary.plans import CanaryPlan
-from tritonwatch.probe.interfaces import InferenceClient
-from tritonwatch.probe.payload import PayloadError
-from tritonwatch.probe.server_errors import server_error_types
 from tritonwatch.records.model_traits import model_traits
 from tritonwatch.state.canary_board import CanaryBoard
 
@@ -22,9 +22,13 @@ METADATA_RETRY_MAX_SECONDS = 10.0
 was down at start or went down later (under the default 15 s scrape interval)."""
 
 
+ModelInfo = tuple[dict[str, Any], dict[str, Any] | None]
+"""A model's metadata and config (None: the server has no config API)."""
+
+
 async def fetch_model_info(
     client: InferenceClient, plan: CanaryPlan, stats: CanaryBoard
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+) -> ModelInfo:
     """The model's metadata and config (None: the server has no config API), retried
     with backoff while the server is unreachable; the board notes the canary as
     unprepared meanwhile."""

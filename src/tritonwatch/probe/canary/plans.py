@@ -8,9 +8,10 @@ production server.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from tritonwatch.common.client_tls import ClientTLS
 from tritonwatch.common.logs import get_logger
@@ -21,6 +22,7 @@ from tritonwatch.config.canary_schema import (
     StreamConfig,
 )
 from tritonwatch.config.schema import Config
+from tritonwatch.kserve.payload import Tensor, TensorSpec, build_inputs
 from tritonwatch.wire.limits import DEFAULT_LIMITS, AnswerLimits
 
 _log = get_logger("canary")
@@ -63,7 +65,7 @@ class CanaryPlan:
     limits: AnswerLimits = DEFAULT_LIMITS
     """How much of an answer is read before it is ``too_large`` (``canary.limits``)."""
     input_data: Path | None = None
-    """A perf_analyzer input-data file whose samples it sends in turn (probe/input_data.py)."""
+    """A perf_analyzer input-data file whose samples it sends in turn (kserve/input_data.py)."""
     cache: Literal["miss", "hit"] = "miss"
     """For a model behind the response cache: unique bytes per request, or repeated."""
     sequence: SequenceCanary = field(default_factory=SequenceCanary)
@@ -146,3 +148,36 @@ def canary_plans(config: Config) -> list[CanaryPlan]:
                 )
             )
     return _capped(plans)
+
+
+class TensorSource(Protocol):
+    """What a model's tensors are built from: a canary's plan, or a sweep's settings."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def inputs(self) -> dict[str, InputOverride]: ...
+    @property
+    def data(self) -> str: ...
+    @property
+    def string_length(self) -> int: ...
+    @property
+    def string_data(self) -> str | None: ...
+
+
+def source_tensors(source: TensorSource, specs: Sequence[TensorSpec]) -> list[Tensor]:
+    """The tensors of ``specs`` as ``source`` asks for them (its overrides, zero or random
+    data, its strings), a dynamic dimension sent as :data:`DYNAMIC_DIM`.
+
+    Raises:
+        PayloadError: an input that cannot be built.
+    """
+    return build_inputs(
+        source.model,
+        list(specs),
+        source.inputs,
+        "zero" if source.data == "zero" else "random",
+        string_length=source.string_length,
+        string_data=source.string_data,
+        dynamic_dim=DYNAMIC_DIM,
+    )

@@ -23,7 +23,7 @@ worth of news at most, never a page.
 from __future__ import annotations
 
 from tritonwatch.common.logs import get_logger
-from tritonwatch.probe.server_errors import as_server_error
+from tritonwatch.kserve.server_errors import as_server_error
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_board import CanaryBoard, SeriesKey
 

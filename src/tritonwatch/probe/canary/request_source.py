@@ -12,7 +12,7 @@ the canary's settings):
   default): each request's input bytes are unique (probe/canary/unique_inputs.py), so
   the canary measures the model, not the cache; ``cache: hit`` repeats them on purpose;
 * ``canary.input_data`` with more than one sample: the samples in turn, one per
-  request (probe/input_data.py); samples are sent as given, so a cached model's
+  request (kserve/input_data.py); samples are sent as given, so a cached model's
   canary then hits the cache once each sample was seen (``canary_cache_repeats``).
 
 :class:`RequestSource` makes each request's tensors and parameters;
@@ -26,24 +26,23 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from tritonwatch.common.logs import get_logger
-from tritonwatch.probe.canary.clients import GrpcInferenceClient, HttpInferenceClient
+from tritonwatch.kserve.input_data import load_samples
+from tritonwatch.kserve.payload import Tensor, TensorSpec
 from tritonwatch.probe.canary.engine_wires import VaryingRequests
+from tritonwatch.probe.canary.inference_client import InferenceClient
 from tritonwatch.probe.canary.library_path import LibraryCall
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.canary.sequence import SequencePlanner, string_correlation_id
 from tritonwatch.probe.canary.unique_inputs import UniqueInputs
-from tritonwatch.probe.encoded import grpc_infer_request
-from tritonwatch.probe.input_data import load_samples
-from tritonwatch.probe.interfaces import InferenceClient
-from tritonwatch.probe.payload import Tensor, TensorSpec
 from tritonwatch.records.model_traits import model_traits
+from tritonwatch.wire.http2 import UnaryRequest
 from tritonwatch.wire.kserve_protobuf import Scalar
-from tritonwatch.wire.limits import LimitedRequest
+from tritonwatch.wire.limits import HttpRequest
 
 _log = get_logger("canary")
 CACHE_REPEATS_WARNING = 86_400
@@ -120,78 +119,47 @@ class CanaryRequests:
         if self.source.sequence is not None:
             self.source.sequence.finished(intended, ok=ok)
 
-    def http_request(self, client: HttpInferenceClient, *, binary: bool) -> Callable[..., bytes]:
-        """Makes the next HTTP/1.1 request (for the send at ``intended``, when given)."""
-        plan = self._plan
-
-        def make(intended: float | None = None, *, lone: bool = False) -> bytes:
-            parts = self.source.next(intended, lone=lone)
-            request = client.encode_infer(
-                plan.model, plan.version, parts.tensors, binary=binary, parameters=parts.parameters
-            )
-            return LimitedRequest(request, plan.limits)
-
-        return make
-
-    def grpc_message(self, intended: float | None = None, *, lone: bool = False) -> bytes:
-        """The next ``ModelInferRequest`` (for the send at ``intended``, when given)."""
-        parts = self.source.next(intended, lone=lone)
-        return grpc_infer_request(
-            self._plan.model, self._plan.version, parts.tensors, parts.parameters
+    def _encoded(
+        self, client: InferenceClient, *, binary: bool, intended: float | None, lone: bool
+    ) -> bytes:
+        """The next request encoded by ``client`` (for the send at ``intended``, when
+        given; ``lone``: a sequence of its own)."""
+        plan, parts = self._plan, self.source.next(intended, lone=lone)
+        return client.encode_infer(
+            plan.model, plan.version, parts.tensors, binary=binary, parameters=parts.parameters
         )
 
     def engine_requests(self, client: InferenceClient, *, binary: bool) -> VaryingRequests | None:
-        """The engine's requests of this canary; None for a gRPC request too large for
-        the engine's window (the event loop sends those)."""
+        """The engine's requests of this canary; None when the largest of them is more
+        than the engine can send (the library path sends them)."""
         plan = self._plan
-        if isinstance(client, HttpInferenceClient):
-            return VaryingRequests(self.http_request(client, binary=binary), grpc=False)
-        if not isinstance(client, GrpcInferenceClient):
-            return None
         largest = self.source.largest()
-        probe = grpc_infer_request(plan.model, plan.version, largest.tensors, largest.parameters)
-        if client.unary_request(probe, plan.timeout) is None:
+        probe = client.encode_infer(
+            plan.model, plan.version, largest.tensors, binary=binary, parameters=largest.parameters
+        )
+        first = client.wire_request(probe, timeout=plan.timeout, limits=plan.limits)
+        if first is None:
             return None
 
-        def make() -> Any:
-            call = client.unary_request(self.grpc_message(), plan.timeout)
-            assert call is not None  # no larger than the largest, which fits
-            return replace(call, limits=plan.limits)
+        def make() -> HttpRequest | UnaryRequest:
+            encoded = self._encoded(client, binary=binary, intended=None, lone=False)
+            request = client.wire_request(encoded, timeout=plan.timeout, limits=plan.limits)
+            assert request is not None  # no larger than the largest, which fits
+            return request
 
-        return VaryingRequests(make, grpc=True)
-
-    async def infer(
-        self, client: InferenceClient, intended: float, *, binary: bool, timeout: float
-    ) -> Any:
-        """One request on the event loop's path, for the send at ``intended``."""
-        if isinstance(client, HttpInferenceClient):
-            request = self.http_request(client, binary=binary)(intended)
-            return await client.infer_bytes(request, timeout=timeout)
-        if isinstance(client, GrpcInferenceClient):
-            return await client.infer_message(self.grpc_message(intended), timeout=timeout)
-        raise TypeError(f"no per-request path for a {type(client).__name__}")
+        return VaryingRequests(make, grpc=isinstance(first, UnaryRequest))
 
     def library_call(self, client: InferenceClient, *, binary: bool) -> LibraryCall:
         """The library path's call: each call sends a request made for it, a stateful
         model's a sequence of its own (START and END: the library path knows no send
         time, and must not take the flags planned for the engine's next send)."""
         limits = self._plan.limits
-        if isinstance(client, HttpInferenceClient):
-            make = self.http_request(client, binary=binary)
 
-            def http_call(timeout: float) -> Any:
-                return client.library_call(make(lone=True), limits)(timeout)
+        def call(timeout: float) -> Any:
+            encoded = self._encoded(client, binary=binary, intended=None, lone=True)
+            return client.library_call(encoded, limits)(timeout)
 
-            return http_call
-        if isinstance(client, GrpcInferenceClient):
-            grpc_client = client
-
-            def grpc_call(timeout: float) -> Any:
-                message = self.grpc_message(lone=True)
-                return grpc_client.library_call(message, limits)(timeout)
-
-            return grpc_call
-        raise TypeError(f"no library path for a {type(client).__name__}")
+        return call
 
 
 def varying_requests(

@@ -5,11 +5,11 @@ Three gates stand before each send: the model's pause (the runner's,
 (:mod:`~tritonwatch.probe.canary.breaker`) and the refusal watch
 (:mod:`~tritonwatch.probe.canary.refusals`). The last two change with each outcome, and
 the send decision itself writes their next probe time. The decision runs on the thread
-that sends (:mod:`~tritonwatch.probe.canary.engine`: the engine's thread for a canary
-on the engine, the event loop's otherwise), but not every outcome is recorded there: a
-second opinion (:mod:`~tritonwatch.probe.canary.library_fallback`) ends on the event
-loop while the engine sends, and a canary that left the engine for the loop may still
-hear a late answer from the engine. A probe decided on one thread and an answer recorded
+that sends (:mod:`~tritonwatch.probe.canary.engine`: the engine's thread, or the event
+loop's on the library path), but not every outcome is recorded there: a second opinion
+(:mod:`~tritonwatch.probe.canary.library_path`) ends on the event loop while the engine
+sends, and a canary that left the engine for the library path may still hear a late
+answer from the engine. A probe decided on one thread and an answer recorded
 on the other could lose an update: a breaker reopened just after an answer closed it.
 
 So the breaker's and the refusal watch's state have one owner, the sending thread, and

@@ -30,7 +30,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tritonwatch.probe.payload import Tensor
+from tritonwatch.kserve.payload import Tensor
 from tritonwatch.wire.datatypes import bytes_elements, item_size, pack, serialize_bytes
 
 _DIGITS: dict[str, tuple[int, float, int]] = {

@@ -1,10 +1,10 @@
 """The streaming canary: a generative model's open-loop canary, timed token by token.
 
 For an LLM the whole-request latency is not what a user feels: the wait for the first
-token (TTFT) and the pace after it (ITL) are (docs/design.md §5). So a decoupled model,
-or an OpenAI-compatible server, gets :class:`StreamingCanary`: the same open loop,
-breaker, pause and caps as :class:`~tritonwatch.probe.canary.model_canary.ModelCanary` (it *is*
-one, with the send replaced), but each request is a stream:
+token (TTFT) and the pace after it (ITL) are (docs/design.md §5). So the canary of a
+decoupled model, or of an OpenAI-compatible server, gets a :class:`StreamSender` when
+it is prepared (:class:`~tritonwatch.probe.canary.model_canary.ModelCanary`: the same open
+loop, breaker, pause and caps), and each request is a stream:
 
     PromptSampler → codec.encode → send → every read (ChunkedDecoder → SseParser,
     or a gRPC message) → codec.decode → StreamClock.piece → StreamClock.result
@@ -15,22 +15,17 @@ so request counters, the availability SLO and the breaker count it as any other.
 
 Timing follows the plain canary: the origin is ``max(intended, woke)``, the deadline
 ``intended + stream.timeout`` (the whole stream), and a request that waits for a slot
-waits on its own clock (no coordinated omission). Plaintext streams go out from the
-canary engine's thread, as the plain canaries do (:mod:`~tritonwatch.probe.canary.engine_stream`
-for ``generate_stream`` and OpenAI, :mod:`~tritonwatch.probe.canary.engine_stream_grpc` for
-``ModelStreamInfer``, a call per stream: each read stamped by the kernel, decoded and
-timed there, the canary told once a stream); over TLS, or with no engine (a tool), on
-the canary's event loop: HTTP on the lean HTTP/1.1 pool
-(:meth:`~tritonwatch.probe.canary.engine_http.ConnectionPool.stream`, each read stamped as it
-arrives), gRPC over one long-lived ``ModelStreamInfer`` call
-(:class:`~tritonwatch.probe.grpc_stream.GrpcStreamSession`).
+waits on its own clock (no coordinated omission). Streams go out from the canary
+engine's thread, in clear or over TLS, as the plain canaries do
+(:mod:`~tritonwatch.probe.canary.engine_stream` for ``generate_stream`` and OpenAI,
+:mod:`~tritonwatch.probe.canary.engine_stream_grpc` for ``ModelStreamInfer``, a call per
+stream): each read stamped by the kernel, decoded and timed there, the canary told once
+a stream.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ssl
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -38,47 +33,43 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from tritonwatch.common.client_tls import ClientTLS, tls_for
-from tritonwatch.common.logs import get_logger
 from tritonwatch.config.canary_schema import InputOverride, Range, StreamConfig
-from tritonwatch.probe.canary.clients import classify_error, error_text
-from tritonwatch.probe.canary.engine import CanaryEngine
-from tritonwatch.probe.canary.engine_http import ConnectionPool, encode_request
-from tritonwatch.probe.canary.engine_stream import (
-    STREAM_HEADERS,
-    UNFINISHED_EVENT,
-    HttpStreamRequests,
-    StreamAnswer,
-    StreamRequests,
-)
-from tritonwatch.probe.canary.engine_stream_grpc import GrpcStreamRequests
-from tritonwatch.probe.canary.engine_wires import RawAnswer
-from tritonwatch.probe.canary.failures import Failure
-from tritonwatch.probe.canary.model_canary import ModelCanary
-from tritonwatch.probe.canary.model_info import report_skipped
-from tritonwatch.probe.canary.pauses import Pauses
-from tritonwatch.probe.canary.plans import DYNAMIC_DIM, CanaryPlan
-from tritonwatch.probe.grpc_stream import GrpcStreamSession, open_channel
-from tritonwatch.probe.interfaces import InferenceClient
-from tritonwatch.probe.payload import PayloadError, build_inputs, input_specs
-from tritonwatch.probe.stream_request import (
+from tritonwatch.kserve.payload import PayloadError, input_specs
+from tritonwatch.kserve.stream_request import (
     WORDS,
     GenerateCodec,
     GrpcStreamCodec,
     OpenAICodec,
     PromptSampler,
-    StreamDecodeError,
     StreamFields,
 )
+from tritonwatch.probe.canary.clients import classify_error, error_text
+from tritonwatch.probe.canary.engine_channels import Endpoint
+from tritonwatch.probe.canary.engine_stream import (
+    HttpStreamRequests,
+    StreamAnswer,
+    StreamRequests,
+)
+from tritonwatch.probe.canary.engine_stream_grpc import GrpcStreamRequests
+from tritonwatch.probe.canary.engine_tls import TlsSettings
+from tritonwatch.probe.canary.failures import Failure
+from tritonwatch.probe.canary.inference_client import InferenceClient
+from tritonwatch.probe.canary.library_path import LibraryPath
+from tritonwatch.probe.canary.model_canary import StreamSenders
+from tritonwatch.probe.canary.model_info import ModelInfo
+from tritonwatch.probe.canary.plans import CanaryPlan, source_tensors
+from tritonwatch.probe.canary.sequence import SequencePlanner
+from tritonwatch.probe.canary.unary import Bookkeeper
 from tritonwatch.probe.stream_timing import StreamClock
 from tritonwatch.records.observations import Outcome, StreamResult
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.state.stream_board import StreamBoard
-from tritonwatch.wire.sse import SseParser
 
-_log = get_logger("canary")
-CLOSE_SECONDS = 1.0
-"""How long closing a transport may take when the canary stops (bounded shutdown)."""
 NO_OPENAI_URL = "protocol openai needs targets[].openai_url"
+TOO_LONG_FOR_GRPC = (
+    "the longest ModelStreamInfer request canary.stream asks for is over the 64 KiB the "
+    "canary's HTTP/2 sends in one window: shorten prompt or prompt_words"
+)
 
 
 def openai_root(url: str) -> str:
@@ -90,120 +81,6 @@ def openai_root(url: str) -> str:
     parts = urlsplit(url)
     path = parts.path.rstrip("/").removesuffix("/v1")
     return urlunsplit(parts._replace(path=path))
-
-
-class StreamTransport(Protocol):
-    """Sends one streamed request and feeds its pieces to ``clock`` as they arrive."""
-
-    async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
-        """Returns when the stream ended (None: the pieces say); raises how it failed."""
-        ...
-
-    async def close(self) -> None: ...
-
-
-class HttpStream:
-    """``generate_stream`` or OpenAI streaming: one POST, an SSE body read as it arrives."""
-
-    def __init__(
-        self,
-        url: str,
-        ssl_context: ssl.SSLContext | None,
-        limit: int,
-        codec: GenerateCodec | OpenAICodec,
-    ) -> None:
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        host = parts.hostname or "127.0.0.1"
-        self._host = parts.netloc or f"{host}:{port}"
-        self._prefix = parts.path.rstrip("/")
-        self._pool = ConnectionPool(host, port, ssl_context, limit)
-        self._codec = codec
-        self._address = None if ssl_context is not None else (host, port)
-
-    def engine_requests(
-        self, sample: Callable[[], tuple[str, int]]
-    ) -> tuple[str, int, StreamRequests] | None:
-        """(host, port, requests) for the canary engine to stream from; None over TLS
-        (``ssl`` on non-blocking sockets needs the event loop)."""
-        if self._address is None:
-            return None
-        requests = HttpStreamRequests(self._host, self._prefix, self._codec, sample)
-        return (*self._address, requests)
-
-    async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
-        codec = self._codec
-        body = codec.encode(prompt, max_tokens)
-        request = encode_request(
-            "POST", self._host, self._prefix + codec.path, body, STREAM_HEADERS
-        )
-        parser = SseParser()
-        end: float | None = None
-        async with contextlib.aclosing(self._pool.stream(request)) as reads:
-            async for data, stamp in reads:
-                for event in parser.feed(data, stamp):
-                    clock.piece(event.stamp, codec.decode(event.data))
-                end = stamp
-        if parser.pending:
-            raise StreamDecodeError(UNFINISHED_EVENT)
-        return end
-
-    async def close(self) -> None:
-        self._pool.close()
-
-
-class GrpcStream:
-    """Triton's ``ModelStreamInfer``: requests up the canary's one call, responses by id."""
-
-    def __init__(
-        self,
-        session: Callable[[], GrpcStreamSession],
-        codec: GrpcStreamCodec,
-        address: tuple[str, int] | None = None,
-    ) -> None:
-        """``session``: opens the event loop's call, on the first :meth:`send` (so a
-        canary the engine streams for never imports ``grpc``); ``address``: (host, port)
-        of a plaintext target, which the engine may stream from instead (None: TLS, or
-        not known)."""
-        self._open_session = session
-        self._session_: GrpcStreamSession | None = None
-        self._codec = codec
-        self._address = address
-
-    def _session(self) -> GrpcStreamSession:
-        if self._session_ is None:
-            self._session_ = self._open_session()
-        return self._session_
-
-    def engine_requests(
-        self, sample: Callable[[], tuple[str, int]], timeout: float, longest: tuple[str, int]
-    ) -> tuple[str, int, StreamRequests] | None:
-        """(host, port, requests) for the canary engine to stream from; None over TLS or
-        when ``longest`` (the largest prompt and token count asked for) would not fit
-        one flow-control window."""
-        if self._address is None:
-            return None
-        host, port = self._address
-        requests = GrpcStreamRequests(f"{host}:{port}", self._codec, sample, timeout)
-        return (host, port, requests) if requests.fits(*longest) else None
-
-    async def send(self, prompt: str, max_tokens: int, clock: StreamClock) -> float | None:
-        session = self._session()
-        request_id, responses = await session.request(prompt, max_tokens)
-        try:
-            while not clock.done:
-                item = await responses.get()
-                if isinstance(item, BaseException):
-                    raise item
-                stamp, message = item
-                clock.piece(stamp, self._codec.decode(message))
-        finally:
-            session.done(request_id)
-        return None
-
-    async def close(self) -> None:
-        if self._session_ is not None:
-            await self._session_.close()
 
 
 def stream_fields(stream: StreamConfig, served_name: str | None) -> StreamFields:
@@ -284,15 +161,7 @@ def kserve_codec(
     specs = input_specs(source.model, metadata, config)
     fallback = []
     if fields.text_input not in {spec.name for spec in specs}:
-        fallback = build_inputs(
-            source.model,
-            specs,
-            source.inputs,
-            "zero" if source.data == "zero" else "random",
-            string_length=source.string_length,
-            string_data=source.string_data,
-            dynamic_dim=DYNAMIC_DIM,
-        )
+        fallback = source_tensors(source, specs)
     outputs = [str(o["name"]) for o in metadata.get("outputs", [])]
     kind = GrpcStreamCodec if source.protocol == "grpc" else GenerateCodec
     return kind(
@@ -300,170 +169,63 @@ def kserve_codec(
     )
 
 
-def open_transport(
-    url: str,
-    tls: ClientTLS | None,
-    limit: int,
-    codec: GenerateCodec | OpenAICodec | GrpcStreamCodec,
-) -> StreamTransport:
-    """The transport for ``codec``: one ModelStreamInfer call for gRPC (opened on first
-    use), else a keep-alive pool of at most ``limit`` HTTP/1.1 connections."""
-    if isinstance(codec, GrpcStreamCodec):
-        grpc_codec = codec
+class StreamSender:
+    """One streaming model's requests as the engine streams them, and the record of
+    each stream (:meth:`record`). Made once, when the canary is prepared
+    (:func:`stream_sender`)."""
 
-        def session() -> GrpcStreamSession:  # the event loop's call, on its first send
-            return GrpcStreamSession(open_channel(url, tls), grpc_codec)
-
-        parts = urlsplit(url if "://" in url else f"grpc://{url}")
-        host, port = parts.hostname, parts.port
-        address = (host, port) if tls_for(url, tls) is None and host and port else None
-        return GrpcStream(session, codec, address)
-    secure = tls_for(url, tls)
-    context = secure.ssl_context() if secure is not None else None
-    return HttpStream(url, context, limit, codec)
-
-
-class StreamingCanary(ModelCanary):
-    """Streams one model's canary until cancelled; results go to both statistics."""
+    library: LibraryPath | None = None  # the engine streams every request
+    sequence: SequencePlanner | None = None
+    tensor_format = "stream"
 
     def __init__(
         self,
         plan: CanaryPlan,
-        client: InferenceClient,
         stats: CanaryBoard,
         stream_board: StreamBoard,
+        books: Bookkeeper,
+        streams: tuple[StreamRequests, Endpoint],
         *,
-        seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
-        engine: CanaryEngine | None = None,
-        pauses: Pauses | None = None,
     ) -> None:
-        super().__init__(plan, client, stats, seed=seed, clock=clock, engine=engine, pauses=pauses)
+        self._plan = plan
+        self._stats = stats
         self._stream_board = stream_board
-        self._sampler = prompt_sampler(self._random.getrandbits(32), plan.stream)
-        self._transport: StreamTransport | None = None
-
-    def hands_over(self) -> bool:
-        return False
-
-    @property
-    def tensor_format(self) -> str:
-        return "stream"
-
-    async def choose_tensor_format(self) -> None:
-        """Nothing to choose: streams are JSON (HTTP) or protobuf (gRPC)."""
-
-    async def prepare(self) -> bool:
-        """Builds the transport and its codec from the model's metadata (none for an
-        OpenAI server, which has no KServe API), retrying while the server is away.
-        Returns False, after one ``canary_skipped`` line, when the model cannot be
-        streamed from (no text input and no other inputs to send, no OpenAI URL)."""
-        plan = self.plan
-        try:
-            transport = await self._new_transport()
-        except PayloadError as error:
-            report_skipped(plan, self._stats, error, self._clock())
-            return False
-        await self._close_transport()  # a prepare again (never, today) drops the old one
-        self._transport = transport
-        self._stats.set_skipped(plan.key, None)
-        return True
-
-    async def _new_transport(self) -> StreamTransport:
-        plan = self.plan
-        fields = stream_fields(plan.stream, plan.served_name)
-        limit = plan.max_in_flight
-        if plan.protocol == "openai":
-            if plan.openai_url is None:
-                raise PayloadError(plan.model, "openai_url", NO_OPENAI_URL)
-            root = openai_root(plan.openai_url)
-            return open_transport(root, plan.tls, limit, openai_codec(plan, fields))
-        metadata, config = await self._model_info()
-        codec = kserve_codec(plan, fields, metadata, config)
-        url = plan.grpc_url if plan.protocol == "grpc" else plan.http_url
-        return open_transport(url, plan.tls, limit, codec)
+        self._books = books
+        self._streams = streams
+        self._clock = clock
+        self.left_engine = asyncio.Event()  # never set: streams never leave the engine
 
     @property
-    def request_timeout(self) -> float:
-        return self.plan.stream.timeout
+    def timeout(self) -> float:
+        return self._plan.stream.timeout
 
-    async def run(self) -> None:
-        try:
-            await super().run()
-        finally:
-            await self._close_transport()
+    def engine_request(self) -> tuple[StreamRequests, Endpoint]:
+        return self._streams
 
-    async def _close_transport(self) -> None:
-        transport, self._transport = self._transport, None
-        if transport is None:
-            return
-        try:
-            async with asyncio.timeout(CLOSE_SECONDS):
-                await transport.close()
-        except Exception as error:  # closing must never block shutdown
-            _log.debug("canary_stream_close_failed", error=str(error))
+    def planned(self, intended: float) -> None:
+        """Nothing to plan: each stream's prompt is sampled as it is sent."""
 
-    async def _run_on_engine(self, first_send: float) -> bool:
-        """Hands a plaintext stream (generate_stream, OpenAI, gRPC ModelStreamInfer) to
-        the canary engine, which streams until this task is cancelled; False for TLS,
-        no engine, a gRPC request too large for it, or a host that does not resolve
-        (the event loop then streams)."""
-        transport, plan = self._transport, self.plan
-        found = None
-        if self._engine is None:
-            return False
-        if isinstance(transport, HttpStream):
-            found = transport.engine_requests(self._sampler.sample)
-        elif isinstance(transport, GrpcStream):
-            found = transport.engine_requests(
-                self._sampler.sample, plan.stream.timeout, longest_request(plan.stream)
-            )
-        if found is None:
-            return False
-        host, port, requests = found
-        return await self._serve_on_engine(host, port, requests, plan.stream.timeout, first_send)
+    def cancel(self) -> None:
+        """Nothing runs on the loop."""
 
-    def answered(self, intended: float, answer: RawAnswer | BaseException, woke: float) -> None:
-        """One stream the engine ended (on its thread): recorded as :meth:`_send`
-        records the event loop's."""
+    def record(self, intended: float, answer: Any, woke: float | None = None) -> None:
+        """One stream the engine ended (on its thread): its pieces and how it ended, to
+        the stream board and, as a plain request, to the canary board."""
         if isinstance(answer, StreamAnswer):
             clock, end, error = answer.clock, answer.end, answer.error
         else:  # failed before it went out (no connection, none free in time)
             assert isinstance(answer, BaseException), "a stream's wire answers StreamAnswer"
             clock, end, error = StreamClock(0.0), None, answer
-        clock.origin = max(intended, woke)
-        self._finish_stream(intended, clock, end, error)
-
-    async def _send(self, intended: float, woke: float) -> None:
-        plan, transport = self.plan, self._transport
-        assert transport is not None, "prepare() builds the transport before any send"
-        clock = StreamClock(max(intended, woke))
-        prompt, max_tokens = self._sampler.sample()
-        end: float | None = None
-        failed: Exception | None = None
-        try:
-            async with asyncio.timeout_at(intended + plan.stream.timeout):
-                async with self._slots:
-                    end = await transport.send(prompt, max_tokens, clock)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # every failure is an outcome, never a crash
-            failed = error
-        self._finish_stream(intended, clock, end, failed)
-
-    def _finish_stream(
-        self, intended: float, clock: StreamClock, end: float | None, error: BaseException | None
-    ) -> None:
-        """Records one stream, whichever path sent it: ``clock``'s pieces, when its body
-        ended, and the error it ended with (None: the pieces say how it went)."""
-        plan = self.plan
+        clock.origin = intended if woke is None else max(intended, woke)
+        plan = self._plan
         failure: Outcome | None = None
         text = ""
         entry: Failure | None = None
         if error is not None:
             failure = classify_error(error, plan.protocol)
             text = error_text(error, timeout=plan.stream.timeout)
-            entry = self.failure_of(error, failure, text)
+            entry = self._books.failure_of(error, failure, text)
         result = clock.result(
             target=plan.target,
             model=plan.model,
@@ -476,9 +238,67 @@ class StreamingCanary(ModelCanary):
         )
         if failure is None and result.outcome != Outcome.SUCCESS:
             entry = Failure(result.outcome, result.error, None)  # in-band error, no output
-        self.account(result.outcome, entry)
+        self._books.tally(result.outcome, entry)
         self._stream_board.record(result)
         self._stats.record(_as_request(result, plan.stream.timeout).as_canary_result())
+
+
+def stream_requests(
+    plan: CanaryPlan, model: ModelInfo | None, seed: int
+) -> tuple[StreamRequests, Endpoint]:
+    """The engine's stream requests of ``plan`` and where they go: generate_stream or
+    ModelStreamInfer for the model's ``(metadata, config)``, OpenAI for ``None``.
+
+    Raises:
+        PayloadError: the model cannot be streamed from (no text input and no other
+            inputs to send, no OpenAI URL, a gRPC request larger than the engine sends).
+    """
+    fields = stream_fields(plan.stream, plan.served_name)
+    sample = prompt_sampler(seed, plan.stream).sample
+    if model is None:
+        if plan.openai_url is None:
+            raise PayloadError(plan.model, "openai_url", NO_OPENAI_URL)
+        endpoint, host, prefix = _endpoint(openai_root(plan.openai_url), plan.tls, grpc=False)
+        return HttpStreamRequests(host, prefix, openai_codec(plan, fields), sample), endpoint
+    codec = kserve_codec(plan, fields, *model)
+    if isinstance(codec, GrpcStreamCodec):
+        endpoint, host, _ = _endpoint(plan.grpc_url, plan.tls, grpc=True)
+        requests = GrpcStreamRequests(host, codec, sample, plan.stream.timeout)
+        if not requests.fits(*longest_request(plan.stream)):
+            raise PayloadError(plan.model, "canary.stream", TOO_LONG_FOR_GRPC)
+        return requests, endpoint
+    endpoint, host, prefix = _endpoint(plan.http_url, plan.tls, grpc=False)
+    return HttpStreamRequests(host, prefix, codec, sample), endpoint
+
+
+def stream_senders(stats: CanaryBoard, stream_board: StreamBoard) -> StreamSenders:
+    """The factory a canary makes its streaming sender with (model_canary.py), recording
+    to ``stats`` and ``stream_board``."""
+
+    async def make(
+        plan: CanaryPlan,
+        client: InferenceClient,
+        books: Bookkeeper,
+        model: ModelInfo | None,
+        seed: int,
+    ) -> StreamSender:
+        streams = stream_requests(plan, model, seed)
+        return StreamSender(plan, stats, stream_board, books, streams)
+
+    return make
+
+
+def _endpoint(url: str, tls: ClientTLS | None, *, grpc: bool) -> tuple[Endpoint, str, str]:
+    """The engine's endpoint for ``url``, its ``host:port`` (the Host header or gRPC
+    authority) and its path (the prefix of an HTTP stream's route)."""
+    parts = urlsplit(url if "://" in url else f"grpc://{url}")
+    secure = tls_for(url, tls)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if secure is not None else 80)
+    settings = None
+    if secure is not None:
+        settings = TlsSettings(secure.ssl_context(("h2",) if grpc else ()), host)
+    return (host, port, settings), parts.netloc or f"{host}:{port}", parts.path.rstrip("/")
 
 
 def _as_request(result: StreamResult, timeout: float) -> StreamResult:

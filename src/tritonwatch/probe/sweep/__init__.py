@@ -1,1 +1,0 @@
-"""The sweep's load generator: concurrency levels, workers and their statistics."""
