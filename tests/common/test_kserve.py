@@ -127,7 +127,9 @@ def test_canary_sweep_scraper_and_discovery_ask_under_one_url(
         model_path(AWKWARD),
         f"{model_path(AWKWARD)}/config",
     ]
-    canary_infer = canary_clients.client_for("http", url, "").infer_request(AWKWARD, "2", [TENSOR], binary=True)
+    canary_infer = canary_clients.client_for("http", url, "").infer_request(
+        AWKWARD, "2", [TENSOR], binary=True
+    )
     sweep_infer = encode_http_infer(url, AWKWARD, "2", [TENSOR]).payload
     for request in (canary_infer, sweep_infer):
         assert request.startswith(f"POST {root}/infer HTTP/1.1\r\n".encode())
