@@ -1,6 +1,6 @@
 """``tritonwatch sweep``: perf_analyzer's concurrency sweep, with the knee and the
 operating point computed, a progress bar while measuring and, at the end, a table that
-fits the terminal (``probe/sweep_report.to_text``).
+fits the terminal (``export/sweep_report.to_text``).
 
 A decoupled model (its config read before the sweep) or ``--protocol openai`` is swept
 by :class:`~tritonwatch.sweep.stream_sweep.StreamSweepRunner` instead: streams on the

@@ -30,7 +30,7 @@ from typing import Protocol
 
 
 class WireTensor(Protocol):
-    """What an input needs to be written: the canary's ``probe.payload.Tensor`` is one.
+    """What an input needs to be written: the canary's ``kserve.payload.Tensor`` is one.
 
     A protocol, not that class, so that the wire code knows nothing of the canary."""
 
