@@ -121,7 +121,7 @@ def measure(seconds: float = 40.0, rate: float = 10.0, seed: int = 3) -> list[Ac
             time.sleep(seconds)
         finally:
             runner.stop()  # before reading the truth: both sides then hold the same requests
-        snapshots = {snap.model: snap for snap in runner.stats.snapshot(time.monotonic())}
+        snapshots = {snap.model: snap for snap in runner.board.snapshot(time.monotonic())}
         results = []
         for name, (_, protocol) in MODELS.items():
             snap = snapshots[name]

@@ -21,9 +21,8 @@ agree only when the canary wakes and sends on time, which is what this measures.
 and a private CA (tests/tls_support.py, the ``openssl`` command): perf_analyzer with
 ``--ssl-grpc-use-ssl`` and the CA, the canary at ``grpcs://`` with the CA as its
 target's ``tls.ca_file`` (sent by the engine, probe/canary/engine_tls.py); beside them in
-the same repeat the canary on the event loop's path (``grpc.aio``), the one TLS
-canaries took before, as the control, and both tools over plaintext gRPC on a second
-server, so the TLS gap reads against the plaintext one measured under the same load.
+the same repeat both tools over plaintext gRPC on a second server, so the TLS gap reads
+against the plaintext one measured under the same load.
 
     python benchmarks/canary_vs_perf_analyzer.py [--repeats 3] [--protocols grpc,http] [--tls]
 """
@@ -49,7 +48,6 @@ from perf_analyzer_support import proxy_free_environment
 from real_triton import RealTriton, perf_analyzer_binary
 from tls_support import Pki, make_pki
 from tritonwatch.common.client_tls import ClientTLS
-from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.quantiles import quantiles
@@ -71,10 +69,9 @@ CANARY_SECONDS = 18.0
 """As long as perf_analyzer's measured windows last here (it reports about 360 requests
 at 20/s), so both quantiles come from samples of the same size."""
 TLS_ENGINE = "grpcs"
-TLS_LOOP = "grpcs on the event loop"
 TLS_PLAIN = "grpc (plaintext, same run)"
 """The labels of the TLS mode's pairs: the canary as the daemon sends it (the engine),
-the control (the event loop's ``grpc.aio`` path), and plaintext gRPC."""
+and plaintext gRPC."""
 
 
 @dataclass(frozen=True)
@@ -180,19 +177,10 @@ def run_canary(server: RealTriton, protocol: str, seconds: float, rate: float = 
     return run_plan(_plan(server, protocol, rate), seconds)
 
 
-class _LoopPathRunner(CanaryRunner):
-    """The runner without its engine: every canary sends from the event loop, as TLS
-    canaries did before the engine spoke TLS (the TLS mode's control)."""
-
-    def _canary(self, plan: CanaryPlan) -> ModelCanary:
-        return ModelCanary(plan, self._client(plan), self.stats)
-
-
-def run_plan(plan: CanaryPlan, seconds: float, runner_type: type[CanaryRunner] = CanaryRunner
-             ) -> Side:  # fmt: skip
+def run_plan(plan: CanaryPlan, seconds: float) -> Side:
     """``plan``'s canary for ``seconds`` after a warm-up; every latency it recorded."""
     protocol = plan.protocol
-    runner = runner_type(CanaryBoard())
+    runner = CanaryRunner(CanaryBoard())
     try:
         runner.start([plan])
         time.sleep(WARM_UP_SECONDS)
@@ -201,7 +189,7 @@ def run_plan(plan: CanaryPlan, seconds: float, runner_type: type[CanaryRunner] =
         end = time.monotonic()
     finally:
         runner.stop()
-    samples = runner.stats.samples_between(plan.target, plan.model, start, end)
+    samples = runner.board.samples_between(plan.target, plan.model, start, end)
     if not samples:
         raise RuntimeError(f"the {protocol} canary recorded no latency")
     window = (int(start * 1e9), int(end * 1e9))
@@ -281,12 +269,10 @@ def measure_tls(repeats: int = 3, rate: float = RATE) -> list[Pair]:
                                     extra_args=ssl_flags)  # fmt: skip
 
         def secure(repeat: int) -> list[Pair]:
-            steps = [perf_analyzer, lambda: run_plan(plan, CANARY_SECONDS),
-                     lambda: run_plan(plan, CANARY_SECONDS, _LoopPathRunner)]  # fmt: skip
-            order = range(3) if repeat % 2 == 0 else range(2, -1, -1)
+            steps = [perf_analyzer, lambda: run_plan(plan, CANARY_SECONDS)]
+            order = range(2) if repeat % 2 == 0 else range(1, -1, -1)
             sides = {index: steps[index]() for index in order}
-            pa, engine, loop = sides[0], sides[1], sides[2]
-            return [Pair(TLS_ENGINE, repeat, engine, pa), Pair(TLS_LOOP, repeat, loop, pa)]
+            return [Pair(TLS_ENGINE, repeat, sides[1], sides[0])]
 
         def clear(repeat: int) -> Pair:
             steps = [lambda: run_perf_analyzer(plain, "grpc", rate),
@@ -306,7 +292,7 @@ def measure_tls(repeats: int = 3, rate: float = RATE) -> list[Pair]:
             server.stop()
             plain.stop()
         secure_times, clear_times = read_trace(secure_trace), read_trace(clear_trace)
-    traces = {TLS_ENGINE: secure_times, TLS_LOOP: secure_times, TLS_PLAIN: clear_times}
+    traces = {TLS_ENGINE: secure_times, TLS_PLAIN: clear_times}
     return with_server_times(pairs, traces)
 
 
@@ -324,7 +310,7 @@ def main() -> None:
     args = parser.parse_args()
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     if args.tls:
-        protocols = [TLS_ENGINE, TLS_LOOP, TLS_PLAIN]
+        protocols = [TLS_ENGINE, TLS_PLAIN]
         pairs = measure_tls(args.repeats, args.rate)
     else:
         pairs = measure(args.repeats, protocols, args.rate)
