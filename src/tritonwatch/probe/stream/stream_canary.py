@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from tritonwatch.common.client_tls import ClientTLS, tls_for
-from tritonwatch.config.canary_schema import InputOverride, Range, StreamConfig
+from tritonwatch.config.canary_schema import Range, StreamConfig
 from tritonwatch.kserve.payload import PayloadError, input_specs
 from tritonwatch.kserve.stream_request import (
     WORDS,
@@ -57,7 +57,7 @@ from tritonwatch.probe.canary.inference_client import InferenceClient
 from tritonwatch.probe.canary.library_path import LibraryPath
 from tritonwatch.probe.canary.model_canary import StreamSenders
 from tritonwatch.probe.canary.model_info import ModelInfo
-from tritonwatch.probe.canary.plans import CanaryPlan, source_tensors
+from tritonwatch.probe.canary.plans import CanaryPlan, TensorSource, source_tensors
 from tritonwatch.probe.canary.sequence import SequencePlanner
 from tritonwatch.probe.canary.unary import Bookkeeper
 from tritonwatch.probe.stream_timing import StreamClock
@@ -118,26 +118,17 @@ def prompt_sampler(seed: int, stream: StreamConfig) -> PromptSampler:
     )
 
 
-class StreamSource(Protocol):
+class StreamSource(TensorSource, Protocol):
     """What the codecs need to know of who streams: a canary's plan, or a sweep's
-    settings (the model, its inputs for a model without a text input, the stream)."""
+    settings (the model and its inputs for a model without a text input, plans.py's
+    :class:`TensorSource`, and the stream)."""
 
-    @property
-    def model(self) -> str: ...
     @property
     def version(self) -> str: ...
     @property
     def protocol(self) -> str: ...
     @property
     def stream(self) -> StreamConfig: ...
-    @property
-    def inputs(self) -> dict[str, InputOverride]: ...
-    @property
-    def data(self) -> str: ...
-    @property
-    def string_length(self) -> int: ...
-    @property
-    def string_data(self) -> str | None: ...
 
 
 def openai_codec(source: StreamSource, fields: StreamFields) -> OpenAICodec:
