@@ -24,6 +24,14 @@ NEVER_IN_RUN = ("rich", "pygments", "matplotlib", "grpc", "tritonclient.grpc", "
 """Heavy packages no part of ``tritonwatch run`` uses (only the tools and the demo do)."""
 SWEEP_AND_CANARY_CHAIN = ("gevent", "geventhttpclient", "tritonclient.http")
 """tritonclient.http and the gevent it pulls in: on use only, by the sweep's and tune's clients."""
+LOADED_ON_USE = (
+    "greenlet",
+    "bcrypt",
+    "tritonwatch.sweep.load_sweep",
+    "tritonwatch.sweep.stream_sweep",
+)
+"""Loaded only when used: greenlet (structlog's deprecated threadlocal), bcrypt (basic
+auth's first check), the sweep's load generators (the first scheduled sweep): ~2 MiB."""
 NOT_IN_THE_HTTP_CANARY = ("numpy", "ml_dtypes", "tritonclient")
 """What the daemon with HTTP canaries never imports: they build and check tensors as bytes
 (wire/datatypes.py); only sample files, gRPC, sweep and tune import these, on use."""
@@ -68,6 +76,29 @@ def test_the_daemon_does_not_import_gevent_or_tritonclient_http() -> None:
     """Breaks if a module-level import brings gevent back (tritonclient.http, ~5 MiB)."""
     loaded = _loaded_after("import tritonwatch.runtime.daemon")
     assert sorted(name for name in SWEEP_AND_CANARY_CHAIN if name in loaded) == []
+
+
+def test_what_a_run_needs_only_on_use_is_not_imported_with_the_daemon() -> None:
+    """Fails when a module-level import loads greenlet, bcrypt or the sweep's load
+    generators into a daemon that has not used them yet."""
+    loaded = _loaded_after("import tritonwatch.commands.cli")
+    assert sorted(name for name in LOADED_ON_USE if name in loaded) == []
+
+
+def test_what_is_hidden_from_structlog_still_imports_and_works_afterwards() -> None:
+    """Fails when hiding greenlet from structlog's import leaves it unimportable, or
+    basic auth cannot check a bcrypt hash once bcrypt is loaded on use."""
+    code = (
+        "import tritonwatch.commands.cli, sys\n"
+        "import bcrypt, greenlet\n"
+        "assert greenlet.getcurrent() is not None\n"
+        "from tritonwatch.config.web_config import BasicAuthUser\n"
+        "from tritonwatch.export.basic_auth import BasicAuthChecker\n"
+        "hashed = bcrypt.hashpw(b'pw', bcrypt.gensalt(rounds=4))\n"
+        "checker = BasicAuthChecker((BasicAuthUser(name='u', password_hash=hashed),))\n"
+        "assert checker.check(b'u', b'pw') and not checker.check(b'u', b'no')\n"
+    )
+    assert {"greenlet", "bcrypt"} <= _loaded_after(code)
 
 
 def test_json_logging_leaves_rich_out_and_console_logging_brings_it_back() -> None:

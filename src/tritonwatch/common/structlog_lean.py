@@ -1,4 +1,4 @@
-"""``structlog`` imported without ``rich``, which only its console renderer uses.
+"""``structlog`` imported without ``rich`` and ``greenlet``, which the daemon never uses.
 
 ``import structlog`` imports ``structlog.dev``, which imports ``rich`` (and with it
 ``pygments``) whenever it is installed: about 5 MiB of RSS in a daemon that writes JSON
@@ -6,7 +6,15 @@ lines (issue 15's footprint). Hiding ``rich`` for that one import leaves
 ``structlog.dev`` without it; :func:`console_renderer` re-imports ``structlog.dev``
 with ``rich`` the first time a person asks for console output, so the console looks
 exactly as it does with a plain ``import structlog`` (rich tracebacks included).
-Nothing changes when ``rich`` or ``structlog`` were imported before this module.
+
+``import structlog`` also imports its deprecated ``structlog.threadlocal``, which loads
+``greenlet`` (installed for gevent, which ``tritonclient.http`` uses) to pick a
+greenlet-aware thread-local: about 1.1 MiB of RSS for a class the daemon never touches.
+Hidden, ``threadlocal`` falls back to ``threading.local``; ``greenlet`` itself still
+imports normally afterwards (gevent gets it when a tool loads ``tritonclient.http``).
+
+Nothing changes for a package that was imported before this module, or when
+``structlog`` was.
 """
 
 from __future__ import annotations
@@ -15,14 +23,18 @@ import importlib
 import importlib.util
 import sys
 
-_HIDE_RICH = "rich" not in sys.modules and "structlog" not in sys.modules
-if _HIDE_RICH:
-    sys.modules["rich"] = None  # type: ignore[assignment]  # makes `import rich` fail
+_HIDDEN = (
+    ()
+    if "structlog" in sys.modules
+    else tuple(name for name in ("rich", "greenlet") if name not in sys.modules)
+)
+for _name in _HIDDEN:
+    sys.modules[_name] = None  # type: ignore[assignment]  # makes `import <name>` fail
 try:
     import structlog
 finally:
-    if _HIDE_RICH:
-        del sys.modules["rich"]
+    for _name in _HIDDEN:
+        del sys.modules[_name]
 
 __all__ = ["console_renderer", "structlog"]
 

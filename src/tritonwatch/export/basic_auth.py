@@ -18,8 +18,6 @@ import hmac
 import secrets
 import threading
 
-import bcrypt
-
 from tritonwatch.config.web_config import BasicAuthUser
 
 BCRYPT_MAX_PASSWORD_BYTES = 72
@@ -68,6 +66,10 @@ class BasicAuthChecker:
         with self._cache_lock:
             if user is not None and key in self._verified:
                 return True
+        # Imported on the first check, not with the module: a daemon without basic auth
+        # never loads bcrypt's extension (~0.5 MiB of RSS, benchmarks/footprint.py).
+        import bcrypt  # noqa: PLC0415 - on use only
+
         with self._bcrypt_lock:
             matches = bcrypt.checkpw(password[:BCRYPT_MAX_PASSWORD_BYTES], stored)
         if not matches or user is None:

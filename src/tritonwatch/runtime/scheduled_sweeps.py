@@ -20,9 +20,7 @@ from collections.abc import Callable
 from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.common.logs import get_logger
 from tritonwatch.records.sweep_records import SweepBoard
-from tritonwatch.sweep.load_sweep import SweepRunner
 from tritonwatch.sweep.schedule import SweepPlan
-from tritonwatch.sweep.stream_sweep import is_streaming
 
 _log = get_logger("sweep")
 PauseCanary = Callable[[str, str, bool], None]
@@ -41,6 +39,12 @@ def run_scheduled_sweep(
     wall_clock: Callable[[], float],
 ) -> None:
     """Runs one plan with the model's canary paused; never raises (a job must not die)."""
+    # Imported here, not at the top: the load generators (h2, the gRPC callbacks, the
+    # stream transports) are only needed once a sweep runs, and a daemon without sweeps
+    # should not carry their code (benchmarks/footprint.py: the daemon's RSS).
+    from tritonwatch.sweep.load_sweep import SweepRunner  # noqa: PLC0415 - on use only
+    from tritonwatch.sweep.stream_sweep import is_streaming  # noqa: PLC0415 - on use only
+
     try:
         streams = is_streaming(plan.settings)
     except Exception as error:  # an unreachable server or odd model: log, keep the daemon
