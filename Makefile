@@ -36,6 +36,8 @@ bench-packages:
 docs: $(INSTALLED)
 	$(BIN)/python scripts/generate_docs.py
 	$(BIN)/python mixin/build.py
+	$(BIN)/python -m tritonwatch.dashboards
+	$(BIN)/python deploy/kubernetes/render.py
 
 # The monitoring mixin (mixin/): rules, alerts and dashboards from the code that writes them.
 mixin: $(INSTALLED)

@@ -202,7 +202,7 @@ def test_rules_summary_fits_the_terminal_and_counts_what_it_wrote(tmp_path: Path
         groups = yaml.safe_load(out.read_text())["groups"]
         assert text.startswith(f"wrote {len(groups)} rule groups to {out.name} ")
         slo_groups = [g for g in groups if g["name"].startswith("tritonwatch-slo-")]
-        assert len(slo_groups) == len(groups) - 1  # and the daemon's own (tritonwatch-health)
+        assert len(slo_groups) == len(groups) - 2  # and tritonwatch-health, tritonwatch-capacity
         for group in slo_groups:
             kind = group["name"].rsplit("-", 1)[1]
             line = next(line for line in text.splitlines() if f" {kind} " in line)

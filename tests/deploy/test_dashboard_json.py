@@ -91,6 +91,21 @@ CONTRACT = frozenset(
         "tritonwatch_llm_preemptions_total",
         "tritonwatch_llm_generation_tokens_per_second",
         "tritonwatch_llm_prompt_tokens_per_second",
+        # Capacity and headroom (issue 38, export/capacity_metrics.py), spelled out: a
+        # renamed constant must break this contract, not follow it.
+        "tritonwatch_capacity_inferences_per_second",
+        "tritonwatch_capacity_closed_loop_inferences_per_second",
+        "tritonwatch_capacity_age_seconds",
+        "tritonwatch_capacity_load_inferences_per_second",
+        "tritonwatch_capacity_canary_requests_per_second",
+        "tritonwatch_capacity_headroom_ratio",
+        "tritonwatch_capacity_exhaustion_seconds",
+        "tritonwatch_capacity_load_trend_inferences_per_second_per_second",
+        "tritonwatch_capacity_stale",
+        "tritonwatch_capacity_compute_drift_ratio",
+        "tritonwatch_desired_replicas",
+        "tritonwatch_cost_per_1k_inferences",
+        "tritonwatch_gpu_seconds_per_1k_inferences",
         "ALERTS",
     }
 )

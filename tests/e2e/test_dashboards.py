@@ -35,6 +35,8 @@ _NO_CHANGE = "no experiment: nobody changes the model's configuration"
 _NO_RULES = "ALERTS comes from Prometheus' own rules; this Prometheus loads none"
 _NO_LLM = "the simulated model is not an LLM: its page prints no TensorRT-LLM or vLLM family"
 _NO_STREAM = "the simulated model is not decoupled: no streaming canary writes these series"
+_NO_PRICE = "the simulated target has no price: it gets GPU-seconds per 1000 inferences instead"
+_FLAT = "the canary's steady load has no rising trend: +Inf (never) unless noise tilts it up"
 NO_DATA: dict[tuple[str, str], str] = {
     ("tritonwatch-gpu", "SM active, SM occupancy, tensor active (Hopper and newer)"): _NVML_ONLY,
     ("tritonwatch-gpu", "Memory per process"): _NVML_ONLY,
@@ -63,16 +65,18 @@ NO_DATA: dict[tuple[str, str], str] = {
     ("tritonwatch-latency", "Output tokens per second"): _NO_STREAM,
     ("tritonwatch-slo", "TTFT and ITL burn rate (1h and 5m)"): _NO_STREAM,
     ("tritonwatch-slo", "TTFT and ITL error budget remaining"): _NO_STREAM,
+    ("tritonwatch-capacity", "Cost per 1000 inferences"): _NO_PRICE,
+    ("tritonwatch-capacity", "Time to exhaustion"): _FLAT,
 }
 """Panels (dashboard uid, title) that have no data in this test's scenario — the
-daemon watching one healthy simulated model, no NVML on the host, a Prometheus that
-loads no rules — each with the reason. Every other panel must show data."""
+daemon watching one healthy simulated model at a steady load, no price on its target, no
+NVML on the host, a Prometheus that loads no rules — each with the reason. Every other panel must show data."""
 
 SELECTED = {"target": "sim", "model": "simple", "gpu": ".*"}
 """What a user would pick in the query variables."""
 DATA_TIMEOUT_S = 40
 """How long every panel may take to show data: the first scheduled sweep runs 2 s after
-start, and a loaded host stretches it."""
+start (the capacity panels' data follows it), and a loaded host stretches it."""
 BUILTINS = {"__rate_interval": "1m", "__interval": "15s", "__range": "5m"}
 """Grafana's built-in variables, as Grafana would set them for a 5-minute view."""
 
@@ -138,8 +142,10 @@ def stack(tmp_path: Path) -> Iterator[tuple[Prometheus, DaemonProcess]]:
         config.write_text(
             "scrape: {interval: 1s, timeout: 500ms}\n"
             "canary: {rate: 20/s}\n"
-            "sweep: {enabled: true, interval: 2s, concurrency: [1, 2], measurement_interval: 300ms,"
-            " max_windows: 3}\n"
+            # Sweeps 30 s apart: the capacity board samples no load during a sweep (about
+            # 6 s here) nor the scrape after it, so the load panels need time between them.
+            "sweep: {enabled: true, interval: 30s, first_run_after: 2s, concurrency: [1, 2],"
+            " measurement_interval: 300ms, max_windows: 3}\n"
             f"targets: [{{name: sim, url: '{sim.http_url}', metrics_url: '{sim.metrics_url}',"
             " models: [{name: simple}]}]\n"
         )

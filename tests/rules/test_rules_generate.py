@@ -234,8 +234,8 @@ def test_promtool_accepts_the_committed_and_a_fleet_rule_file(tmp_path: Path) ->
     result = _promtool("check", "rules", str(COMMITTED), str(fleet))
     assert result.returncode == 0, result.stdout + result.stderr
     # 16 a SLO (14 records, page, ticket), and the 4 of tritonwatch-health.
-    assert "SUCCESS: 36 rules found" in result.stdout
-    assert "SUCCESS: 100 rules found" in result.stdout
+    assert "SUCCESS: 37 rules found" in result.stdout
+    assert "SUCCESS: 101 rules found" in result.stdout
 
 
 @pytest.mark.parametrize("case_file", RULE_TESTS, ids=lambda p: p.name)
@@ -246,13 +246,14 @@ def test_promtool_rule_unit_tests_pass(case_file: Path) -> None:
 
 
 def test_every_rule_test_file_is_there() -> None:
-    """Breaks if the page, ticket, min-events or health rule test file is gone, or a
-    stray one appears."""
+    """Breaks if the page, ticket, min-events, health or capacity rule test file is gone,
+    or a stray one appears."""
     assert {p.name for p in RULE_TESTS} == {
         "tritonwatch-slo-page.test.yml",
         "tritonwatch-slo-ticket.test.yml",
         "tritonwatch-slo-min-events.test.yml",
         "tritonwatch-health.test.yml",
+        "tritonwatch-capacity.test.yml",
     }
 
 
@@ -309,7 +310,7 @@ def test_cli_writes_the_file_or_standard_output(
     out = tmp_path / "rules.yml"
     assert _run(["rules", "--config", str(DEMO), "--out", str(out)]) == 0
     assert out.read_text() == COMMITTED.read_text()
-    assert capsys.readouterr().out.startswith("wrote 3 rule groups to")  # and a summary
+    assert capsys.readouterr().out.startswith("wrote 4 rule groups to")  # and a summary
     assert _run(["rules", "--config", str(DEMO)]) == 0
     assert capsys.readouterr().out == COMMITTED.read_text()
 

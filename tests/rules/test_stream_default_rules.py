@@ -56,6 +56,7 @@ def test_a_stream_gets_ttft_and_itl_groups_at_their_defaults_and_no_latency(
         "tritonwatch-slo-llm-chat-ttft",
         "tritonwatch-slo-llm-chat-itl",
         "tritonwatch-health",
+        "tritonwatch-capacity",
     ]
     text = rule_file.read_text()
     assert f'{TTFT}_bucket{{target="llm",model="chat",le="2.0"}}' in text

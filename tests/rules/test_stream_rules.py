@@ -138,11 +138,14 @@ def test_promtool_accepts_the_ttft_and_itl_rules(rule_file: Path) -> None:
     """Breaks if promtool refuses the TTFT/ITL groups or a group's rules go missing."""
     result = _promtool("check", "rules", str(rule_file))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 68 rules found" in result.stdout  # 4 SLOs × 16 rules, 4 of health
+    assert (
+        "SUCCESS: 69 rules found" in result.stdout
+    )  # 4 SLOs × 16 rules, 4 of health, 1 of capacity
     groups = [g["name"] for g in yaml.safe_load(rule_file.read_text())["groups"]]
     assert groups == [
         *(f"tritonwatch-slo-llm-gen-{k}" for k in ("latency", "availability", "ttft", "itl")),
         "tritonwatch-health",
+        "tritonwatch-capacity",
     ]
 
 

@@ -77,8 +77,11 @@ targets:
     url: {sim.http_url}
     grpc_url: grpc://{sim.grpc_url}
     metrics_url: {sim.metrics_url}
+    service: demo
+    price: {{per_gpu_hour: 2.5}}
     models:
       - name: simple
+        sweep: {{enabled: true, interval: 30m, first_run_after: 30s, concurrency: [1, 2, 4, 8, 16]}}
       - name: resnet50
         canary: {{protocol: grpc}}
       - name: text_identity

@@ -26,6 +26,7 @@ from tritonwatch.config.canary_schema import (
     RANGE_TAG,
     CanaryConfig,
 )
+from tritonwatch.config.capacity_schema import CapacityConfig, TargetPrice
 from tritonwatch.config.section import Section, TargetProtocol
 from tritonwatch.config.slo_schema import SLOConfig
 from tritonwatch.config.types import (
@@ -56,6 +57,9 @@ class SweepConfig(Section):
     """Sweep on a schedule; the model's canary pauses while its sweep runs."""
     interval: Duration = 6 * 3600.0
     """How often each model is swept (``6h``)."""
+    first_run_after: Duration = 60.0
+    """The first sweep of a model runs this long after the daemon starts watching it
+    (or after ``interval``, when shorter); models' first sweeps are spread by this much."""
     concurrency: tuple[PositiveInt, ...] = (1, 2, 4, 8, 16, 32)
     """The levels, requests kept in flight, swept in the order written; a sweep stops at
     the first level whose p95 is over the model's latency SLO threshold."""
@@ -187,6 +191,13 @@ class TargetConfig(Section):
     daemon schedules no sweep on it unless ``sweep.allow_production`` is set."""
     tls: TargetTLS | None = None
     """Used for every secure URL of the target (API, gRPC, metrics)."""
+    service: Name | None = None
+    """The service (a deployment's replicas) the target belongs to: the desired
+    replicas are counted per service and model; unset, the target is its own service
+    (file_sd: the ``service`` label)."""
+    price: TargetPrice | None = None
+    """What the target costs per GPU-hour or node-hour, for the cost per 1 000
+    inferences; unset, GPU-seconds per 1 000 inferences are exported instead."""
     model_spec: ModelSpec = Field(default_factory=ModelSelection, alias="models")
     """What ``models:`` says; after discovery (:mod:`tritonwatch.runtime.model_discovery`) the
     effective config holds the resolved list here."""
@@ -207,6 +218,11 @@ class TargetConfig(Section):
     def models_path(self) -> str:
         """Where :attr:`models` are written in the file (for error messages)."""
         return "models.listed" if self.selection is not None else "models"
+
+    @property
+    def service_name(self) -> str:
+        """The ``service`` label of the target's desired replicas: ``service``, else its name."""
+        return self.service or self.name
 
     @property
     def client_tls(self) -> ClientTLS | None:
@@ -429,7 +445,8 @@ class DiscoveryConfig(Section):
 
     Each entry is ``{"targets": ["host:port", ...], "labels": {...}}``; labels ``models``
     (comma-separated; without it every READY model is discovered), ``name``,
-    ``protocol`` (http|grpc), ``__scheme__`` (http|https) and ``metrics_url`` describe
+    ``protocol`` (http|grpc), ``__scheme__`` (http|https), ``metrics_url`` and
+    ``service`` (the desired replicas' grouping) describe
     the targets.
     """
 
@@ -459,6 +476,7 @@ class Config(Section):
     alerting: AlertingConfig = AlertingConfig()
     exporter: ExporterConfig = ExporterConfig()
     sweep: SweepConfig = SweepConfig()
+    capacity: CapacityConfig = CapacityConfig()
     state: StateConfig = StateConfig()
 
     def sweep_for(self, model: WatchedModel) -> SweepConfig:

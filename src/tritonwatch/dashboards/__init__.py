@@ -2,7 +2,8 @@
 
 Six dashboards, one module each: :mod:`~tritonwatch.dashboards.slo` (SLO overview),
 :mod:`~tritonwatch.dashboards.latency` (latency breakdown),
-:mod:`~tritonwatch.dashboards.gpu`, :mod:`~tritonwatch.dashboards.capacity` (sweeps),
+:mod:`~tritonwatch.dashboards.gpu`, :mod:`~tritonwatch.dashboards.capacity` (capacity and
+headroom from :mod:`~tritonwatch.dashboards.capacity_headroom`, then sweeps),
 :mod:`~tritonwatch.dashboards.advice` (recommendations and experiments) and
 :mod:`~tritonwatch.dashboards.llm` (LLM serving: KV cache, running/waiting, tokens). They are
 plain dicts in Grafana's dashboard JSON model; ``python -m tritonwatch.dashboards``

@@ -1,8 +1,11 @@
-"""Dashboard (4), capacity: the last scheduled sweep's throughput and p95 at each
-concurrency, its knee and operating point, and how they moved from sweep to sweep."""
+"""Dashboard (4), capacity: each model's capacity against its load, headroom, the load's
+trend, desired replicas and cost (:mod:`~tritonwatch.dashboards.capacity_headroom`, the
+first row); then the last scheduled sweep's throughput and p95 at each concurrency, its
+knee and operating point, and how they moved from sweep to sweep."""
 
 from __future__ import annotations
 
+from tritonwatch.dashboards import capacity_headroom
 from tritonwatch.dashboards.panels import (
     Json,
     Query,
@@ -198,12 +201,14 @@ def build() -> Json:
     return dashboard(
         UID,
         TITLE,
-        "The last scheduled sweep of each model: throughput and p95 per concurrency, "
-        "knee and operating point, and their history.",
+        "Each model's load against its capacity: headroom, time to exhaustion, desired "
+        "replicas and cost; then the last scheduled sweep of each model: throughput and "
+        "p95 per concurrency, knee and operating point, and their history.",
         [
             target_variable(multi=False),
             model_variable("tritonwatch_sweep_last_run_timestamp_seconds", multi=False),
             budget_variable(),
+            capacity_headroom.horizon_variable(),
         ],
-        [_summary_row(), _curve_row(), _history_row()],
+        [capacity_headroom.row(), _summary_row(), _curve_row(), _history_row()],
     )

@@ -6,7 +6,8 @@ against the budget as a sparkline, its quantiles, its last error (the reason, wh
 fails), what the client and network add to Triton's own time (:class:`ClientShare`), the
 latency breakdown and bottleneck, per SLO the error budget left as a bar and the burn
 rates as a chart, active recommendations with their evidence, recent experiment
-verdicts, and the last sweep's curve. A streaming model's row adds its streaming
+verdicts, the last sweep's curve, and load against capacity
+(:mod:`~tritonwatch.export.status_capacity`). A streaming model's row adds its streaming
 canary's TTFT and ITL quantiles and output tokens/s (:class:`StreamStatus`), each
 measure beside its own SLO's budget and burn rates when one is set. The charts are inline SVG
 (:mod:`tritonwatch.export.status_charts`). The page only reads a :class:`StatusSnapshot`;
@@ -211,6 +212,8 @@ class ModelStatus:
     """A pipeline's steps per request (:func:`~tritonwatch.export.pipeline_view.steps_line`)."""
     cache: str | None = None
     """The response cache's hit ratio and times (:func:`~tritonwatch.export.pipeline_view.cache_line`)."""
+    capacity_html: str | None = None
+    """Load against capacity, headroom and cost, escaped HTML (:mod:`~tritonwatch.export.status_capacity`)."""
 
     def stream_slo(self, measure: str) -> SloLine | None:
         """The SLO that judges a stream measure (``ttft``/``itl``), when one is set."""
@@ -521,6 +524,7 @@ def _model_section(status: ModelStatus) -> str:
         parts.append(f'<p class="steps">steps per request: {escape(status.steps)}</p>')
     if status.cache:
         parts.append(f'<p class="cache">{escape(status.cache)}</p>')
+    parts += [status.capacity_html] if status.capacity_html else []
     slos = status.slos
     if status.stream is not None:
         parts.append(_stream_table(status, status.stream))

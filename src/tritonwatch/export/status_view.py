@@ -20,6 +20,7 @@ from tritonwatch.analysis.slo import SLOStatus
 from tritonwatch.config.schema import Config, WatchedModel
 from tritonwatch.export.p95_history import P95Point
 from tritonwatch.export.pipeline_view import cache_line, steps_line
+from tritonwatch.export.status_capacity import capacity_fragments
 from tritonwatch.export.status_page import (
     AdviceLine,
     ClientShare,
@@ -30,6 +31,7 @@ from tritonwatch.export.status_page import (
     VerdictLine,
 )
 from tritonwatch.export.sweep_report import render_svg
+from tritonwatch.records.capacity_records import CapacityReading, DesiredReplicas
 from tritonwatch.records.observations import ReadinessObservation, TargetModel
 from tritonwatch.records.sweep_records import SweepResult
 from tritonwatch.records.target_state import ModelState, TargetState
@@ -64,6 +66,12 @@ class StatusInputs:
     """The models of ready servers that fail every canary request (the latest evaluation)."""
     advice_blocked: Mapping[TargetModel, str] = field(default_factory=dict)
     """Why a burning, bottlenecked model has no recommendation (its reason)."""
+    capacity: Sequence[CapacityReading] = ()
+    """Every watched model's capacity reading (the capacity board's)."""
+    replicas: Sequence[DesiredReplicas] = ()
+    """The desired replicas of every (service, model) with a capacity."""
+    wall_time: float | None = None
+    """Unix seconds as of the request: dates the capacity's age (None: not shown)."""
 
 
 def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
@@ -81,6 +89,7 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
         )
     streams = {(s.target, s.model, s.protocol): s for s in inputs.streams}
     not_serving = {(v.target, v.model): v for v in inputs.not_serving}
+    capacity = capacity_fragments(inputs.capacity, inputs.replicas, config, inputs.wall_time)
     rows = []
     for series in inputs.canary:
         key = (series.target, series.model)
@@ -116,6 +125,7 @@ def status_snapshot(inputs: StatusInputs) -> StatusSnapshot:
                 input_refused=series.input_refused,
                 steps=steps_line(model_state),
                 cache=cache_line(model_state),
+                capacity_html=capacity.get(key),
             )
         )
     return StatusSnapshot(rows, inputs.healthy)

@@ -182,6 +182,11 @@ class SweepResult:
     operating_point: StepResult | None
     stopped_at_budget: bool
     warnings: tuple[str, ...]
+    open_loop: tuple[StepResult, ...] = ()
+    """The open-loop check's request-rate steps, highest rate first (a scheduled sweep's
+    capacity check, :func:`~tritonwatch.analysis.capacity.open_loop_rates`)."""
+    open_loop_checked: bool = False
+    """Whether the check ran (``capacity.open_loop_check`` and a closed-loop capacity)."""
 
 
 class SweepBoard:

@@ -45,6 +45,7 @@ from tritonwatch.common.listen import ListenAddress, parse_listen_address
 from tritonwatch.common.logs import REDACTOR, get_logger
 from tritonwatch.config import Config, ConfigError, load_config
 from tritonwatch.export.canary_metrics import CanaryCollector
+from tritonwatch.export.capacity_metrics import CapacityCollector
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector
 from tritonwatch.export.health import health_report
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
@@ -63,10 +64,11 @@ from tritonwatch.probe.runner import CanaryRunner
 from tritonwatch.records.observations import ReadinessObservation
 from tritonwatch.records.sweep_records import SweepBoard
 from tritonwatch.runtime.bottleneck_board import BottleneckBoard
+from tritonwatch.runtime.capacity_board import CapacityBoard
 from tritonwatch.runtime.config_owner import ConfigOwner
 from tritonwatch.runtime.evaluator import Evaluator
 from tritonwatch.runtime.fleet import Shard, discovery_files, effective_config
-from tritonwatch.runtime.job_plan import JobKind, JobSpec, job_plan
+from tritonwatch.runtime.job_plan import JobKind, JobSpec, job_plan, sweep_job_id
 from tritonwatch.runtime.model_discovery import (
     FoundModel,
     ModelDiscovery,
@@ -181,6 +183,10 @@ class Daemon:
                 triton=self.triton.triton_gpus,
             )
         )
+        self.sweeps = SweepBoard()
+        self.registry.register(SweepCollector(self.sweeps))
+        self.capacity = CapacityBoard(self.sweeps, self._bring_sweep_forward, clock=clock)
+        self.registry.register(CapacityCollector(self.capacity, wall_clock))
         self.evaluator = Evaluator(
             config,
             canary_board=self.canary_board,
@@ -189,6 +195,7 @@ class Daemon:
             registry=self.registry,
             stream_board=self.stream_board,
             readiness=self._readiness.snapshot,
+            capacity=self.capacity.readings,
             clock=clock,
             wall_clock=wall_clock,
         )
@@ -196,8 +203,6 @@ class Daemon:
         self.registry.register(
             LivenessCollector(self._stalled, lambda: self._canaries.engine_restarts)
         )
-        self.sweeps = SweepBoard()
-        self.registry.register(SweepCollector(self.sweeps))
         self._stopping = threading.Event()
         self._scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(SCHEDULER_THREADS)},
@@ -394,7 +399,9 @@ class Daemon:
         )
         self._readiness.set_targets([target.name for target in config.targets])
         self._probes.swap(config.targets, config.scrape.timeout)
-        self.sweeps.declare(spec.sweep.key for spec in plan if spec.sweep is not None)
+        swept = {spec.sweep.key for spec in plan if spec.sweep is not None}
+        self.sweeps.declare(swept)
+        self.capacity.apply(config, swept)
         self._jobs.reconcile(plan, self._work)
 
     def _work(self, spec: JobSpec) -> Callable[[], object]:
@@ -405,7 +412,7 @@ class Daemon:
                 run_scheduled_sweep,
                 spec.sweep,
                 self.sweeps,
-                self._canaries.set_paused,
+                self._pause_for_sweep,
                 self._stopping,
                 self._wall_clock,
             )
@@ -425,8 +432,19 @@ class Daemon:
     def _scrape(self, target: str) -> None:
         """One scrape of ``target``, then its verdicts (judged once, here) and findings."""
         outcome = self.triton.scrape(target)
-        self.bottlenecks.publish(target)
+        state = self.bottlenecks.publish(target)
+        if state is not None:
+            self.capacity.observe(state)
         self.evaluator.observe_scrape(outcome)
+
+    def _pause_for_sweep(self, target: str, model: str, paused: bool) -> None:
+        """A sweep's start and end: the model's canary pauses, its load samples stop."""
+        self._canaries.set_paused(target, model, paused)
+        self.capacity.set_sweeping(target, model, paused)
+
+    def _bring_sweep_forward(self, target: str, model: str) -> None:
+        """A stale capacity's call: the model's scheduled sweep runs now."""
+        self._jobs.bring_forward(sweep_job_id(target, model))
 
     def _check_readiness(self, target: str) -> None:
         observation = self._probes.check(target)
@@ -452,6 +470,9 @@ class Daemon:
                 readiness=self._readiness.snapshot(),
                 triton=self.bottlenecks.states(),
                 sweeps=self.sweeps.snapshot(),
+                capacity=self.capacity.readings(),
+                replicas=self.capacity.replicas(),
+                wall_time=self._wall_clock(),
                 slo_statuses=self.evaluator.statuses(),
                 not_serving=self.evaluator.not_serving(),
                 advice=self.evaluator.recommendations.by_model(),

@@ -41,6 +41,7 @@ from tritonwatch.export.alerts import (
     not_serving_alert,
     server_down_alert,
 )
+from tritonwatch.export.capacity_alerts import capacity_alert, firing, held_since
 from tritonwatch.export.experiment_metrics import (
     EXPERIMENT_ALERT_SECONDS,
     ExperimentCollector,
@@ -49,6 +50,7 @@ from tritonwatch.export.experiment_metrics import (
 from tritonwatch.export.notifiers import notifiers_for
 from tritonwatch.export.p95_history import P95History
 from tritonwatch.export.slo_metrics import AlertDeliveryCollector, SLOCollector
+from tritonwatch.records.capacity_records import CapacityReading
 from tritonwatch.records.observations import (
     ModelConfigChange,
     ModelRates,
@@ -98,6 +100,7 @@ class Evaluator:
         registry: CollectorRegistry,
         stream_board: StreamBoard | None = None,
         readiness: Callable[[], Mapping[str, ReadinessObservation]] | None = None,
+        capacity: Callable[[], Sequence[CapacityReading]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -112,6 +115,9 @@ class Evaluator:
         self._readiness = readiness
         """The readiness board's latest observation per target (its clock is ``clock``)."""
         self._down_since: dict[str, float] = {}
+        self._capacity = capacity
+        """The capacity board's readings, for the exhaustion ticket."""
+        self._running_out_since: dict[tuple[str, str], float] = {}
         self._not_serving: list[NotServing] = []
         self._canary = canary_board
         self._stream = stream_board
@@ -232,6 +238,7 @@ class Evaluator:
         specs = active_alerts(statuses, self.recommendations.active(), runbook)
         hold = config.alerting.not_serving_for
         specs += self._serving_alerts(snapshots, now, runbook, hold)
+        specs += self._capacity_alerts(config, now, runbook)
         specs += [experiment_alert(e, runbook) for e in self.experiments() if self._recent(e, now)]
         due = self._alerts.update(specs)
         with self._notifiers.using() as notifiers:  # a reload stops none of them meanwhile
@@ -284,6 +291,16 @@ class Evaluator:
             self._not_serving = verdicts
         alerts = [server_down_alert(d, now, runbook) for d in down]
         return alerts + [not_serving_alert(v, runbook) for v in verdicts]
+
+    def _capacity_alerts(self, config: Config, now: float, runbook: str) -> list[AlertSpec]:
+        """Models running out of capacity for ``capacity.alert_for``, as tickets (the
+        generated rule's condition, held as Prometheus holds it)."""
+        readings = list(self._capacity()) if self._capacity is not None else []
+        settings = config.capacity
+        with self._lock:
+            since = held_since(self._running_out_since, readings, settings, now)
+            self._running_out_since = since
+        return [capacity_alert(r, runbook) for r in firing(since, readings, settings, now)]
 
     def _advise(
         self,

@@ -84,6 +84,8 @@ def _target(address: str, labels: dict[str, str], name: str) -> TargetConfig:
         document["models"] = [{"name": model} for model in models]
     if "metrics_url" in labels:
         document["metrics_url"] = labels["metrics_url"]
+    if "service" in labels:
+        document["service"] = labels["service"]
     return TargetConfig.model_validate(document)
 
 

@@ -8,8 +8,8 @@ here, where a test can read the schedule without starting anything.
 
 First runs are spread: per-target jobs over the scrape interval (Cloudprober's
 ``startProbesWithJitter``: many targets never fire in the same instant, plus up to a
-tenth of the interval of jitter), sweeps one interval (at most a minute) apart after
-start, and NVML sampling right away.
+tenth of the interval of jitter), sweeps one interval (at most ``sweep.first_run_after``)
+apart after start, and NVML sampling right away.
 
 A new plan is brought into force by :func:`plan_changes` (added, removed, changed),
 not by removing every job and adding it again: a job whose schedule is the same keeps
@@ -26,7 +26,6 @@ from tritonwatch.config.schema import Config
 from tritonwatch.sweep.schedule import SweepPlan, sweep_plans
 
 SLO_SAVE_INTERVAL_SECONDS = 60.0
-SWEEP_FIRST_RUN_CAP_SECONDS = 60.0
 
 
 class JobKind(StrEnum):
@@ -108,8 +107,8 @@ def job_plan(
         jobs.append(JobSpec("nvml", JobKind.NVML, config.nvml.interval, 0.0))
     plans = sweep_plans(config)
     for index, plan in enumerate(plans):
-        first = min(plan.interval, SWEEP_FIRST_RUN_CAP_SECONDS) * (1 + index / len(plans))
-        job_id = f"sweep:{plan.target}:{plan.model}"
+        first = min(plan.interval, plan.first_run_after) * (1 + index / len(plans))
+        job_id = sweep_job_id(plan.target, plan.model)
         jobs.append(JobSpec(job_id, JobKind.SWEEP, plan.interval, first, watched=False, sweep=plan))
     interval = config.scrape.interval
     names = [target.name for target in config.targets]
@@ -148,3 +147,8 @@ def plan_changes(running: Mapping[str, JobSpec], wanted: Iterable[JobSpec]) -> P
             kept.append(job_id)
     removed = tuple(job_id for job_id in running if job_id not in wanted_by_id)
     return PlanChanges(tuple(added), removed, tuple(changed), tuple(kept))
+
+
+def sweep_job_id(target: str, model: str) -> str:
+    """The id of a model's scheduled sweep job."""
+    return f"sweep:{target}:{model}"

@@ -17,6 +17,7 @@ import functools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
@@ -63,6 +64,16 @@ class ScheduledJobs:
             )
             self._jobs[spec.job_id] = spec
         return changes
+
+    def bring_forward(self, job_id: str) -> bool:
+        """Runs the job ``job_id`` at once (then on its interval again); False when no
+        such job is scheduled (a reload removed it meanwhile). Any thread may call it:
+        the scheduler's own lock serialises it with :meth:`reconcile`'s changes."""
+        try:
+            self._scheduler.modify_job(job_id, next_run_time=datetime.now(UTC))
+        except JobLookupError:
+            return False
+        return True
 
     def _run_watched(self, job_id: str, work: Work) -> None:
         """Runs a job's work and records that it ran (for /health), whatever happened."""

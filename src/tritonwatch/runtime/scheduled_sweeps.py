@@ -1,5 +1,8 @@
 """The daemon's scheduled sweeps: one run of a plan, with the model's canary paused.
 
+After the closed-loop (concurrency) steps, the capacity they found is checked with
+open-loop request-rate steps (:func:`check_open_loop`), under the same pause.
+
 A scheduled sweep loads a production server on purpose (:mod:`tritonwatch.sweep.schedule`
 decides which models, how, and caps the levels), so the model's canary pauses while it
 runs: the canary's SLI is not polluted by the sweep's queueing. The measured steps are
@@ -14,12 +17,25 @@ latency SLO, which says nothing of TTFT or ITL. ``tritonwatch sweep`` streams fr
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 
+from tritonwatch.analysis.capacity import (
+    closed_loop_capacity,
+    inferences_per_request,
+    open_loop_capacity,
+    open_loop_rates,
+)
 from tritonwatch.analysis.sweep_verdict import judge_sweep
 from tritonwatch.common.logs import get_logger
-from tritonwatch.records.sweep_records import SweepBoard
+from tritonwatch.records.sweep_records import (
+    StepResult,
+    SweepBoard,
+    SweepResult,
+    SweepSettings,
+    SweepSteps,
+)
 from tritonwatch.sweep.schedule import SweepPlan
 
 _log = get_logger("sweep")
@@ -64,6 +80,8 @@ def run_scheduled_sweep(
     )
     try:
         result = judge_sweep(SweepRunner(plan.settings, stop).run())
+        if plan.open_loop_check:
+            result = check_open_loop(result, lambda settings: SweepRunner(settings, stop).run())
     except Exception as error:  # an unreachable server or odd model: log, keep the daemon
         _log.warning("sweep_failed", target=plan.target, model=plan.model, error=str(error)[:300])
         return
@@ -77,5 +95,24 @@ def run_scheduled_sweep(
         knee=result.knee.concurrency if result.knee else None,
         operating_point=result.operating_point.level if result.operating_point else None,
         stopped_at_budget=result.stopped_at_budget,
+        open_loop=[round(s.inferences_per_second, 3) for s in result.open_loop],
         warnings=list(result.warnings),
     )
+
+
+def check_open_loop(result: SweepResult, run: Callable[[SweepSettings], SweepSteps]) -> SweepResult:
+    """``result`` with its open-loop check: request-rate steps from the closed loop's
+    capacity downwards (:func:`~tritonwatch.analysis.capacity.open_loop_rates`), one
+    level per run, until one holds its rate inside the budget. Unchanged when the sweep
+    has no closed-loop capacity (no budget, every step over it)."""
+    closed = closed_loop_capacity(result)
+    budget = result.settings.budget_p95
+    if closed is None or budget is None:
+        return result
+    steps: list[StepResult] = []
+    for rate in open_loop_rates(closed, inferences_per_request(result.steps)):
+        settings = dataclasses.replace(result.settings, mode="rate", levels=(rate,))
+        steps.extend(run(settings).steps)
+        if open_loop_capacity(steps, budget) is not None:
+            break
+    return dataclasses.replace(result, open_loop=tuple(steps), open_loop_checked=True)

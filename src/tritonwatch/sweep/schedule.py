@@ -24,6 +24,10 @@ class SweepPlan:
     model: str
     interval: float
     settings: SweepSettings
+    open_loop_check: bool = True
+    first_run_after: float = 60.0
+    """``sweep.first_run_after``: when the first run is due after the job is added."""
+    """Check the closed loop's capacity with request-rate steps (``capacity.open_loop_check``)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -63,5 +67,14 @@ def sweep_plans(config: Config) -> list[SweepPlan]:
                 string_data=canary.string_data,
                 tls=target.client_tls,
             )
-            plans.append(SweepPlan(target.name, model.name, sweep.interval, settings))
+            plans.append(
+                SweepPlan(
+                    target.name,
+                    model.name,
+                    sweep.interval,
+                    settings,
+                    config.capacity.open_loop_check,
+                    sweep.first_run_after,
+                )
+            )
     return plans

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from tritonwatch.analysis.slo import SLOSpec, slo_specs
+from tritonwatch.commands.rules.capacity import CAPACITY_GROUP
 from tritonwatch.commands.rules.generate import render_config_rules
 from tritonwatch.commands.rules.health import HEALTH_GROUP
 from tritonwatch.common.cli_flags import add_flag
@@ -53,8 +54,11 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
         groups = yaml.safe_load(text)["groups"]
-        title = f"wrote {len(groups)} rule groups to {args.out} (the SLOs' and {HEALTH_GROUP})"
-        slos = [group for group in groups if group["name"] != HEALTH_GROUP]
+        title = (
+            f"wrote {len(groups)} rule groups to {args.out} "
+            f"(the SLOs', {HEALTH_GROUP} and {CAPACITY_GROUP})"
+        )
+        slos = [group for group in groups if group["name"] not in (HEALTH_GROUP, CAPACITY_GROUP)]
         sys.stdout.write("\n".join(summary_lines(slo_specs(config), slos, title)) + "\n")
     else:
         sys.stdout.write(text)

@@ -50,8 +50,10 @@ from tritonwatch.analysis.slo import (
     SLOSpec,
     slo_specs,
 )
+from tritonwatch.commands.rules.capacity import capacity_group
 from tritonwatch.commands.rules.health import health_group
 from tritonwatch.commands.rules.promql import SERVER_FAILURES, SERVER_OUTCOMES, quote
+from tritonwatch.config.capacity_schema import CapacityConfig
 from tritonwatch.config.schema import Config
 from tritonwatch.config.units import format_duration
 from tritonwatch.export.alerts import DEFAULT_RUNBOOK_BASE, SLO_BURN
@@ -236,11 +238,14 @@ def render_rules(
     specs: Iterable[SLOSpec],
     runbook_base: str = DEFAULT_RUNBOOK_BASE,
     not_serving_for: float = HOLD_SECONDS,
+    capacity: CapacityConfig | None = None,
 ) -> str:
-    """The rule file for ``specs`` as YAML text: a group per SLO, then the health group
-    (its not-serving rule held ``not_serving_for`` seconds)."""
+    """The rule file for ``specs`` as YAML text: a group per SLO, the health group (its
+    not-serving rule held ``not_serving_for`` seconds), then the capacity group
+    (``capacity``'s thresholds; the defaults when None)."""
     groups = [slo_group(spec, runbook_base) for spec in specs]
     groups.append(health_group(runbook_base, not_serving_for))
+    groups.append(capacity_group(capacity or CapacityConfig(), runbook_base))
     return HEADER + dump_rules({"groups": groups})
 
 
@@ -256,5 +261,8 @@ def render_config_rules(config: Config, runbook_base: str | None = None) -> str:
     held ``alerting.not_serving_for`` before a model is not serving (as the daemon)."""
     alerting = config.alerting
     return render_rules(
-        slo_specs(config), runbook_base or alerting.runbook_url, alerting.not_serving_for
+        slo_specs(config),
+        runbook_base or alerting.runbook_url,
+        alerting.not_serving_for,
+        config.capacity,
     )

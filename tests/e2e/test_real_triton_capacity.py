@@ -1,0 +1,242 @@
+"""Capacity on real Triton: a model with a known saturation (``saturating``: one instance,
+no batching, 20 ms an execution, so at most ~50 inferences/s) is swept by the daemon on
+its own schedule; its capacity comes from that sweep, checked open-loop. Real
+perf_analyzer then loads it open-loop: steady at half the capacity (headroom about a
+half), then rising step by step past capacity — the daemon forecasts a finite time to
+exhaustion and its ``TritonCapacityExhaustion`` ticket reaches the webhook before the
+SLO pages (past capacity the queue grows without bound: the canary's requests first
+break the latency budget, then time out, so the availability SLO may page first).
+
+Time is compressed so the test takes about a minute and a half: scrapes every second,
+a 20 s trend window, a 60 s horizon and a 4 s hold (defaults: 1 h, 4 h, 15 m). The
+accuracy of the capacity against perf_analyzer's own in-budget figure is measured in
+benchmarks/capacity_accuracy.py, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from alerting_support import WebhookReceiver
+from perf_analyzer_support import proxy_free_environment
+from real_triton import RealTriton, perf_analyzer_binary
+from support import DaemonProcess, wait_until
+
+pytestmark = pytest.mark.real
+
+MODEL = "saturating"
+BUDGET_MS = 100
+CANARY_RATE = 10.0
+PA_WINDOW_MS = 1000
+BURN_LINES = ("tritonwatch_slo_burn_rate", "tritonwatch_latency_quantile_seconds")
+RECORD_RAMP = "TRITONWATCH_RECORD_RAMP"
+"""Set to a path, the test writes the load it read during the rise there (JSON): how
+tests/fixtures/capacity/ramp.json was recorded."""
+
+
+class LoadRecorder:
+    """Reads the daemon's exported load once a second, from a thread, until stopped."""
+
+    def __init__(self, daemon: DaemonProcess) -> None:
+        self.loads: list[float] = []
+        self._daemon = daemon
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                load = _gauge(self._daemon, "tritonwatch_capacity_load_inferences_per_second")
+            except OSError:
+                continue
+            if load is not None:
+                self.loads.append(load)
+
+    def stop(self) -> list[float]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.loads
+
+
+def _config(triton: RealTriton, webhook_url: str, path: Path) -> Path:
+    path.write_text(
+        f"""
+targets:
+  - name: cap
+    url: {triton.http_url}
+    metrics_url: {triton.metrics_url}
+    models: [{{name: {MODEL}}}]
+canary: {{rate: {CANARY_RATE:g}/s}}
+slo: {{latency: {{threshold: {BUDGET_MS}ms}}}}
+scrape: {{interval: 1s, timeout: 800ms}}
+sweep:
+  enabled: true
+  interval: 1h
+  first_run_after: 1s
+  concurrency: [1, 2, 4, 8]
+  measurement_interval: 1s
+  max_windows: 4
+capacity: {{trend_window: 20s, forecast_horizon: 60s, alert_for: 4s}}
+alerting: {{webhook_url: "{webhook_url}", evaluation_interval: 1s, resend_interval: 2s}}
+"""
+    )
+    return path
+
+
+def _gauges(text: str, name: str) -> list[float]:
+    """The values of ``name`` for the model in exposition ``text``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [
+        float(sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and sample.labels.get("model") == MODEL
+    ]
+
+
+def _gauge(daemon: DaemonProcess, name: str) -> float | None:
+    values = _gauges(daemon.metrics(), name)
+    return values[0] if values else None
+
+
+def _perf_analyzer(triton: RealTriton, rates: str, window_ms: int) -> subprocess.Popen[str]:
+    """Real perf_analyzer sending open-loop at ``rates`` (``R`` or ``start:end:step``)."""
+    command = [
+        str(perf_analyzer_binary()), "-m", MODEL, "-u", triton.http_url.removeprefix("http://"),
+        "-i", "http", "--input-data", "zero", "--request-rate-range", rates,
+        "--measurement-interval", str(window_ms), "--max-trials", "4", "-s", "100",
+        "--max-threads", "64",
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=proxy_free_environment(),
+    )
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.kill()
+    process.communicate(timeout=30)
+
+
+def _firing(receiver: WebhookReceiver, alertname: str) -> list[dict[str, Any]]:
+    return [
+        a
+        for a in receiver.alerts()
+        if a["status"] == "firing" and a["labels"].get("alertname") == alertname
+    ]
+
+
+def test_capacity_headroom_forecast_and_the_ticket_before_the_page(
+    real_triton: RealTriton, tmp_path: Path
+) -> None:
+    """Fails if the daemon's own sweep gives no capacity (or one the model cannot have),
+    if half the capacity does not read as about half headroom, if a rising load gets no
+    finite exhaustion forecast, or if an SLO page (latency or availability: past capacity
+    the canary's requests first wait, then time out) comes before the capacity ticket."""
+    triton = real_triton
+    receiver = WebhookReceiver()
+    daemon = DaemonProcess(_config(triton, receiver.url, tmp_path / "tritonwatch.yaml"))
+    loads: list[subprocess.Popen[str]] = []
+    try:
+        capacity = wait_until(
+            lambda: _gauge(daemon, "tritonwatch_capacity_inferences_per_second"),
+            120,
+            "a capacity from the daemon's first sweep",
+            0.5,
+        )
+        closed = _gauge(daemon, "tritonwatch_capacity_closed_loop_inferences_per_second")
+        assert closed is not None and 20.0 <= closed <= 52.0, closed  # 20 ms a request
+        assert 0.4 * closed <= capacity <= closed * 1.05, (capacity, closed)
+
+        # Steady: half the capacity in all, the canary's share included.
+        steady = _perf_analyzer(triton, f"{capacity / 2 - CANARY_RATE:.1f}", 3000)
+        loads.append(steady)
+
+        def half_loaded() -> float | None:
+            load = _gauge(daemon, "tritonwatch_capacity_load_inferences_per_second")
+            headroom = _gauge(daemon, "tritonwatch_capacity_headroom_ratio")
+            return headroom if load is not None and load >= 0.35 * capacity else None
+
+        headroom = wait_until(half_loaded, 30, "the steady load in the daemon's load", 0.5)
+        assert 0.2 <= headroom <= 0.8, headroom
+        _stop(steady)
+
+        # Rising, in steps of a tenth of the capacity, to half as much again past it.
+        step = capacity / 10
+        rising = f"{capacity * 0.5:.1f}:{capacity * 1.5:.1f}:{step:.1f}"
+        loads.append(_perf_analyzer(triton, rising, PA_WINDOW_MS))
+        recorder = LoadRecorder(daemon)
+        ticket = receiver.wait_for(
+            "the capacity ticket",
+            lambda a: (
+                a["status"] == "firing"
+                and a["labels"].get("alertname") == "TritonCapacityExhaustion"
+            ),
+            timeout=90,
+        )
+        exhaustion = _gauge(daemon, "tritonwatch_capacity_exhaustion_seconds")
+        pages_before_ticket = [
+            a for a in receiver.alerts()[: receiver.alerts().index(ticket)]
+            if a["labels"].get("severity") == "page"
+        ]  # fmt: skip
+        # Past capacity for as long as the page takes: the queue grows, the canary's
+        # requests wait in it past the budget and then past the canary's timeout (the
+        # availability SLO pages first: slow answers become no answers).
+        loads.append(_perf_analyzer(triton, f"{capacity * 1.5:.1f}", 5000))
+        try:
+            page = receiver.wait_for(
+                "an SLO page",
+                lambda a: (
+                    a["status"] == "firing"
+                    and a["labels"].get("alertname") == "TritonSLOBurn"
+                    and a["labels"].get("severity") == "page"
+                ),
+                timeout=90,
+            )
+        except AssertionError as error:
+            text = daemon.metrics()
+            burn = [line for line in text.splitlines() if line.startswith(BURN_LINES)]
+            raise AssertionError(f"{error}; {burn}") from None
+        recorded = recorder.stop()
+    finally:
+        for load in loads:
+            _stop(load)
+        try:
+            assert daemon.stop() == 0, daemon.stderr_so_far()
+        finally:
+            receiver.close()
+    assert max(recorded) >= 0.9 * capacity, (recorded, capacity)  # the rise reached the daemon
+    if os.environ.get(RECORD_RAMP):
+        source = (
+            "tritonwatch_capacity_load_inferences_per_second read once a second from the "
+            "daemon while real perf_analyzer raised an open-loop load on real Triton's "
+            f"`{MODEL}` model from half its capacity past it "
+            "(tests/e2e/test_real_triton_capacity.py)"
+        )
+        document = {"capacity": capacity, "closed_loop": closed, "interval_seconds": 1.0,
+                    "loads": recorded, "source": source}  # fmt: skip
+        Path(os.environ[RECORD_RAMP]).write_text(json.dumps(document, indent=1) + "\n")
+    assert ticket["labels"] == {
+        "alertname": "TritonCapacityExhaustion",
+        "severity": "ticket",
+        "target": "cap",
+        "model": MODEL,
+    }
+    assert pages_before_ticket == []
+    assert page["labels"]["slo"] in {"latency", "availability"}, page
+    assert exhaustion is not None and math.isfinite(exhaustion) and exhaustion <= 60.0, exhaustion
+    assert _firing(receiver, "TritonCapacityExhaustion")
