@@ -36,24 +36,31 @@ class Goal:
 
     ``on="ratio"`` judges ours ÷ anchor (e.g. load generation ≥ 0.2 of wrk);
     ``on="ours"`` judges our figure alone (e.g. detection ≤ 60 s), for the rows whose
-    anchor is a reference value rather than a competitor.
+    anchor is a reference value rather than a competitor. With ``upper`` the goal is
+    two-sided: ``bound ≤ subject ≤ upper`` (``op`` then ``">="``; e.g. a capacity
+    within 25 % of perf_analyzer's is ratio in [0.75, 1.25]).
     """
 
     op: Comparison
     bound: float
     on: Literal["ratio", "ours"] = "ratio"
     unit: str = ""
+    upper: float | None = None
 
     def met(self, ours: float | None, ratio: float | None) -> bool | None:
         """True/False when the figure it judges exists, None when it does not."""
         value = ratio if self.on == "ratio" else ours
         if value is None or math.isnan(value):
             return None
+        if self.upper is not None and value > self.upper:
+            return False
         return value >= self.bound if self.op == ">=" else value <= self.bound
 
     def text(self) -> str:
         subject = "ratio" if self.on == "ratio" else "ours"
         unit = f" {self.unit}" if self.unit else ""
+        if self.upper is not None:
+            return f"{_number(self.bound)} ≤ {subject} ≤ {_number(self.upper)}{unit}"
         return f"{subject} {'≥' if self.op == '>=' else '≤'} {_number(self.bound)}{unit}"
 
 

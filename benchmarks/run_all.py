@@ -621,6 +621,15 @@ def bench_sweep(quick: bool) -> Table:
     return table
 
 
+# --- 9. capacity against perf_analyzer --------------------------------------------------
+
+
+def bench_capacity(quick: bool) -> Table:
+    import capacity_accuracy  # noqa: PLC0415
+
+    return capacity_accuracy.table(quick)
+
+
 BENCHMARKS = {
     b.key: b
     for b in (  # the order
@@ -637,6 +646,7 @@ BENCHMARKS = {
         Benchmark("tuner", bench_tuner, 8.0),
         Benchmark("sim", bench_sim, 1.5),
         Benchmark("sweep", bench_sweep, 25.0),
+        Benchmark("capacity", bench_capacity, 3.0),
     )
 }
 

@@ -70,6 +70,22 @@ def test_goals_judge_the_ratio_or_our_figure() -> None:
     assert Goal(">=", 1 / 3).text() == "ratio ≥ 0.333"
 
 
+def test_a_two_sided_goal_is_missed_on_either_side_and_kept_through_json() -> None:
+    """Breaks if a goal with ``upper`` passes a figure above it or below its bound, reads
+    as one-sided, loses ``upper`` in JSON, or a report written before ``upper`` existed
+    no longer loads."""
+    within = Goal(">=", 0.75, upper=1.25)
+    rows = [Row("c", ours=[o], anchor=[100.0], goal=within) for o in (70.0, 100.0, 130.0)]
+    assert [row.met for row in rows] == [False, True, False]
+    assert within.text() == "0.75 ≤ ratio ≤ 1.25"
+    headroom = Goal(">=", 0.3, on="ours", upper=0.7)
+    assert [headroom.met(h, None) for h in (0.29, 0.5, 0.71)] == [False, True, False]
+    table = Table("capacity", "9. Capacity", "ours", "perf_analyzer", rows=rows)
+    assert table_from_json(table_to_json(table)).rows[0].goal == within
+    old = table_to_json(Table("x", "x", "a", "b", rows=[Row("y", [1.0], goal=Goal("<=", 2.0))]))
+    assert table_from_json(old.replace(', "upper": null', "")).rows[0].goal == Goal("<=", 2.0)
+
+
 def test_values_read_as_median_with_the_range_of_repeats() -> None:
     """Breaks if values stop reading as a median with the repeats' range, or ratios lose digits."""
     assert format_value([12468.0], "req/s") == "12 468 req/s"
