@@ -6,8 +6,9 @@ budget is a p95 of 100 ms. In order, each tool alone on the server:
 
 1. perf_analyzer closed loop: ``--concurrency-range 1:8 --percentile 95
    --latency-threshold 100``, its highest-throughput ``-f`` CSV row with p95 ≤ 100 ms;
-2. perf_analyzer open loop: ``--request-rate-range`` from 75 % to 125 % of that figure
-   in steps of 5 % (constant intervals, as the daemon's rate steps), read the same way;
+2. perf_analyzer open loop: ``--request-rate-range`` from 50 % to 110 % of that figure
+   in steps of 5 % with ``--request-distribution poisson`` (Poisson arrivals, as the
+   daemon's open-loop check sends), read the same way;
 3. ``tritonwatch run`` (a subprocess) with scheduled sweeps on (concurrency 1, 2, 4, 8,
    the first sweep a second after start) and the same budget: its
    ``tritonwatch_capacity_closed_loop_inferences_per_second`` against (1), its
@@ -50,7 +51,7 @@ BUDGET_MS = 100
 CANARY_RATE = 2.0
 """The daemon's canary, requests/s: part of the load the headroom reads."""
 LEVELS = (1, 2, 4, 8)
-OPEN_LOOP_SHARES = (0.75, 1.25, 0.05)
+OPEN_LOOP_SHARES = (0.5, 1.1, 0.05)
 """perf_analyzer's request-rate range as shares of its closed loop's capacity."""
 CAPACITY_GOAL = Goal(">=", 0.75, upper=1.25)
 """Ours within 25 % of perf_analyzer's highest in-budget throughput (issue 38)."""
@@ -258,7 +259,12 @@ def _anchors(triton: RealTriton, window_ms: int, scratch: Path) -> tuple[list[Po
     low, high, step = (reference * share for share in OPEN_LOOP_SHARES)
     opened, output = _in_budget_run(
         _perf_analyzer(
-            triton, window_ms, "--request-rate-range", f"{low:.2f}:{high:.2f}:{step:.2f}"
+            triton,
+            window_ms,
+            "--request-rate-range",
+            f"{low:.2f}:{high:.2f}:{step:.2f}",
+            "--request-distribution",
+            "poisson",
         ),
         scratch / "open.csv",
         "Request Rate",
@@ -402,13 +408,15 @@ def table(quick: bool) -> Table:
         f"A private tritonserver 2.51 (CPU) serving `{MODEL}` (one instance, no batching, "
         "20 ms an execution). One run, each tool alone on the server. perf_analyzer over "
         f"HTTP: closed loop `--concurrency-range 1:{max(LEVELS)}`, then open loop "
-        "`--request-rate-range` from 75 to 125 % of its closed-loop figure in 5 % steps "
-        f"(constant intervals), `--percentile 95 --latency-threshold {BUDGET_MS} -s 1000`, "
+        "`--request-rate-range` from 50 to 110 % of its closed-loop figure in 5 % steps "
+        "(`--request-distribution poisson`), "
+        f"`--percentile 95 --latency-threshold {BUDGET_MS} -s 1000`, "
         f"{1 if quick else 2} s windows; its highest-throughput CSV row with p95 ≤ "
         f"{BUDGET_MS} ms. Then `tritonwatch run` with scheduled sweeps (concurrency "
-        f"{', '.join(map(str, LEVELS))}, the same windows; the open-loop check from 100 % "
-        f"of the closed loop down by tenths), canary {CANARY_RATE:g}/s, scrapes every "
-        "second; every figure of ours is a gauge of its /metrics.",
+        f"{', '.join(map(str, LEVELS))}, the same windows; the open-loop check, Poisson "
+        "arrivals, from 100 % of the closed loop down by tenths), "
+        f"canary {CANARY_RATE:g}/s, scrapes every second; every figure of ours is a gauge "
+        "of its /metrics.",
         f"The daemon's sweep: {_curve(result.steps, '')}; its open loop held "
         f"{result.capacity / result.closed:.0%} of its closed loop's throughput.",
         f"perf_analyzer, closed loop: {_curve(result.pa_closed, '')}; open loop: "

@@ -91,12 +91,15 @@ def test_an_open_loop_step_counts_only_in_budget_and_when_it_held_its_rate() -> 
 
 def test_check_open_loop_steps_down_until_a_rate_holds_in_budget() -> None:
     """Fails if the check asks other rates than the closed loop's capacity and below, in
-    rate mode one level at a time, or goes on after the first rate that held."""
+    rate mode with Poisson arrivals one level at a time, or goes on after the first rate
+    that held."""
     asked: list[tuple[str, tuple[float, ...]]] = []
+    arrivals: set[str] = set()
     answers = {40.0: step(40, 39.5, 0.5), 36.0: step(36, 35.8, 0.15), 32.0: step(32, 31.9, 0.08)}
 
     def run(settings: SweepSettings) -> SweepSteps:
         asked.append((settings.mode, settings.levels))
+        arrivals.add(settings.arrivals)
         (rate,) = settings.levels
         return SweepSteps(settings, (answers[round(rate, 6)],), False, ())
 
@@ -104,6 +107,7 @@ def test_check_open_loop_steps_down_until_a_rate_holds_in_budget() -> None:
     assert [(mode, tuple(round(r, 6) for r in levels)) for mode, levels in asked] == [
         ("rate", (40.0,)), ("rate", (36.0,)), ("rate", (32.0,))
     ]  # fmt: skip
+    assert arrivals == {"poisson"}  # bursty, as independent users arrive
     assert result.open_loop_checked and len(result.open_loop) == 3
     capacity = swept_capacity(result, finished_at=1000.0)
     assert capacity is not None

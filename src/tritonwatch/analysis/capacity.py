@@ -6,8 +6,9 @@ counts) of a sweep step whose p95 stayed inside the model's latency budget. A cl
 loop (a fixed number of requests in flight) waits for each answer before sending the
 next, so it never builds the queue an open loop (requests arriving on their own clock,
 as production traffic does) builds at the same throughput: its figure is checked with
-request-rate steps from it downwards (:func:`open_loop_rates`), and the open loop's is
-reported.
+request-rate steps of Poisson arrivals (independent users' bursts; evenly spaced
+requests to a model with a steady service time queue no more than the closed loop)
+from it downwards (:func:`open_loop_rates`), and the open loop's is reported.
 """
 
 from __future__ import annotations

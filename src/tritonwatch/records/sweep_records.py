@@ -24,6 +24,8 @@ from tritonwatch.config.canary_schema import DEFAULT_STRING_LENGTH, InputOverrid
 
 LoadMode = Literal["concurrency", "rate"]
 """A sweep's levels are concurrencies (closed loop) or request rates (open loop)."""
+Arrivals = Literal["constant", "poisson"]
+"""How an open loop spaces its requests: evenly, or as Poisson arrivals."""
 MAX_WINDOWS = 10
 """perf_analyzer's default: a step that has not settled after 10 windows is unstable."""
 SERVER_STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
@@ -84,6 +86,9 @@ class SweepSettings:
     timeout: float = 30.0
     rate_in_flight: int = 256
     """In rate mode: how many requests may be outstanding at once."""
+    arrivals: Arrivals = "constant"
+    """In rate mode: evenly spaced requests, or Poisson arrivals (bursty, as independent
+    users send: perf_analyzer's ``--request-distribution``)."""
     inputs: dict[str, InputOverride] = field(default_factory=dict)
     data: Literal["random", "zero"] = "random"
     string_length: int = DEFAULT_STRING_LENGTH

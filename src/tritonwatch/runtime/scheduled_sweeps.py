@@ -1,7 +1,8 @@
 """The daemon's scheduled sweeps: one run of a plan, with the model's canary paused.
 
 After the closed-loop (concurrency) steps, the capacity they found is checked with
-open-loop request-rate steps (:func:`check_open_loop`), under the same pause.
+open-loop request-rate steps of Poisson arrivals (:func:`check_open_loop`), under the
+same pause.
 
 A scheduled sweep loads a production server on purpose (:mod:`tritonwatch.sweep.schedule`
 decides which models, how, and caps the levels), so the model's canary pauses while it
@@ -101,9 +102,11 @@ def run_scheduled_sweep(
 
 
 def check_open_loop(result: SweepResult, run: Callable[[SweepSettings], SweepSteps]) -> SweepResult:
-    """``result`` with its open-loop check: request-rate steps from the closed loop's
-    capacity downwards (:func:`~tritonwatch.analysis.capacity.open_loop_rates`), one
-    level per run, until one holds its rate inside the budget. Unchanged when the sweep
+    """``result`` with its open-loop check: Poisson request-rate steps (the bursty
+    arrivals of independent users, which queue where evenly spaced ones do not) from
+    the closed loop's capacity downwards
+    (:func:`~tritonwatch.analysis.capacity.open_loop_rates`), one level per run, until
+    one holds its rate inside the budget. Unchanged when the sweep
     has no closed-loop capacity (no budget, every step over it)."""
     closed = closed_loop_capacity(result)
     budget = result.settings.budget_p95
@@ -111,7 +114,9 @@ def check_open_loop(result: SweepResult, run: Callable[[SweepSettings], SweepSte
         return result
     steps: list[StepResult] = []
     for rate in open_loop_rates(closed, inferences_per_request(result.steps)):
-        settings = dataclasses.replace(result.settings, mode="rate", levels=(rate,))
+        settings = dataclasses.replace(
+            result.settings, mode="rate", levels=(rate,), arrivals="poisson"
+        )
         steps.extend(run(settings).steps)
         if open_loop_capacity(steps, budget) is not None:
             break

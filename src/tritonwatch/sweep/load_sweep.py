@@ -12,6 +12,7 @@ is flagged, so a flat curve caused by the client is not reported as the server's
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -86,7 +87,7 @@ def quantile_summary(values: Sequence[float], percentile: float) -> dict[str, fl
 def _spec(settings: SweepSettings, tensors: list[Tensor], level: float) -> LoadSpec:
     build = grpc_load_spec if settings.protocol == "grpc" else http_load_spec
     if settings.mode == "rate":
-        return build(
+        spec = build(
             settings.url,
             settings.model,
             settings.version,
@@ -97,6 +98,7 @@ def _spec(settings: SweepSettings, tensors: list[Tensor], level: float) -> LoadS
             timeout=settings.timeout,
             tls=settings.tls,
         )
+        return dataclasses.replace(spec, arrivals=settings.arrivals)
     return build(
         settings.url,
         settings.model,

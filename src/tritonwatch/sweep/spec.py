@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from tritonwatch.common.client_tls import ClientTLS, tls_for
 from tritonwatch.kserve.encoded import encode_http_infer, grpc_infer_request
 from tritonwatch.kserve.payload import Tensor
-from tritonwatch.records.sweep_records import LoadMode
+from tritonwatch.records.sweep_records import Arrivals, LoadMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,22 @@ class LoadSpec:
     timeout: float = 30.0
     tls: ClientTLS | None = None
     """Set for ``https://``/``grpcs://`` URLs (the system's CAs when none configured)."""
+    arrivals: Arrivals = "constant"
+    """In ``rate`` mode: evenly spaced sends, or Poisson arrivals (exponential gaps of
+    mean ``1 / rate``, perf_analyzer's ``--request-distribution poisson``)."""
+
+
+def arrival_gaps(rate: float, arrivals: Arrivals, draw: random.Random) -> Iterator[float]:
+    """The seconds between one send and the next at ``rate`` per second: ``1 / rate``
+    each, or exponential draws of that mean from ``draw`` (Poisson arrivals).
+
+    Raises:
+        ValueError: ``rate`` is not positive.
+    """
+    if not rate > 0:
+        raise ValueError(f"rate must be positive, got: {rate}")
+    while True:
+        yield draw.expovariate(rate) if arrivals == "poisson" else 1.0 / rate
 
 
 def http_load_spec(

@@ -15,6 +15,7 @@ fresh HTTP/2 connection's window goes through ``grpc``
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from array import array
@@ -24,7 +25,7 @@ from typing import Protocol
 
 from tritonwatch.sweep.grpc_callbacks import CallbackGrpcLoad
 from tritonwatch.sweep.h2 import H2Connection, h2_request
-from tritonwatch.sweep.spec import LoadSpec
+from tritonwatch.sweep.spec import LoadSpec, arrival_gaps
 from tritonwatch.wire.http1 import Http1Connection
 from tritonwatch.wire.http2 import UnaryRequest
 
@@ -179,7 +180,8 @@ class LoadWorker:
                 close()
 
     async def _open_loop(self, slots: asyncio.Semaphore) -> None:
-        """Sends ``rate`` per second on schedule; latency counts from the intended time."""
+        """Sends ``rate`` per second on schedule (evenly or as Poisson arrivals); latency
+        counts from the intended time."""
         loop = asyncio.get_running_loop()
         senders: asyncio.Queue[Sender | None] = asyncio.Queue()
         for _ in range(self.spec.concurrency):
@@ -187,7 +189,7 @@ class LoadWorker:
                 senders.put_nowait(await self._sender())
             except OSError:
                 senders.put_nowait(None)  # its first request tries again, or counts
-        gap = 1.0 / self.spec.rate
+        gaps = arrival_gaps(self.spec.rate, self.spec.arrivals, random.Random())  # noqa: S311
         next_send = loop.time()
         pending: set[asyncio.Task[None]] = set()
         try:
@@ -196,7 +198,7 @@ class LoadWorker:
                 task = asyncio.create_task(self._scheduled(next_send, slots, senders))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
-                next_send += gap
+                next_send += next(gaps)
         finally:
             for task in pending:
                 task.cancel()
