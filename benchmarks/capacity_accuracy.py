@@ -42,12 +42,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from harness import Goal, Row, Table
 
+from capacity_support import BUDGET_MS, MODEL, swept_config
 from perf_analyzer_support import proxy_free_environment, read_csv
 from real_triton import RealTriton, perf_analyzer_binary
 from support import DaemonProcess, sample_value, wait_until
 
-MODEL = "saturating"
-BUDGET_MS = 100
 CANARY_RATE = 2.0
 """The daemon's canary, requests/s: part of the load the headroom reads."""
 LEVELS = (1, 2, 4, 8)
@@ -198,25 +197,10 @@ def _in_budget_run(command: list[str], out: Path, level_column: str) -> tuple[li
 
 
 def _config(triton: RealTriton, window: float, path: Path) -> Path:
-    path.write_text(
-        f"""
-targets:
-  - name: cap
-    url: {triton.http_url}
-    metrics_url: {triton.metrics_url}
-    models: [{{name: {MODEL}}}]
-canary: {{rate: {CANARY_RATE:g}/s}}
-slo: {{latency: {{threshold: {BUDGET_MS}ms}}}}
-scrape: {{interval: 1s, timeout: 800ms}}
-sweep:
-  enabled: true
-  interval: 1h
-  first_run_after: 1s
-  concurrency: [{", ".join(map(str, LEVELS))}]
-  measurement_interval: {window:g}s
-  max_windows: 5
-"""
+    config = swept_config(
+        triton, canary_rate=CANARY_RATE, window_seconds=window, max_windows=5, levels=LEVELS
     )
+    path.write_text(config)
     return path
 
 

@@ -26,14 +26,13 @@ from typing import Any
 import pytest
 
 from alerting_support import WebhookReceiver
+from capacity_support import MODEL, swept_config
 from perf_analyzer_support import proxy_free_environment
 from real_triton import RealTriton, perf_analyzer_binary
 from support import DaemonProcess, wait_until
 
 pytestmark = pytest.mark.real
 
-MODEL = "saturating"
-BUDGET_MS = 100
 CANARY_RATE = 10.0
 PA_WINDOW_MS = 1000
 BURN_LINES = ("tritonwatch_slo_burn_rate", "tritonwatch_latency_quantile_seconds")
@@ -68,27 +67,13 @@ class LoadRecorder:
 
 
 def _config(triton: RealTriton, webhook_url: str, path: Path) -> Path:
-    path.write_text(
-        f"""
-targets:
-  - name: cap
-    url: {triton.http_url}
-    metrics_url: {triton.metrics_url}
-    models: [{{name: {MODEL}}}]
-canary: {{rate: {CANARY_RATE:g}/s}}
-slo: {{latency: {{threshold: {BUDGET_MS}ms}}}}
-scrape: {{interval: 1s, timeout: 800ms}}
-sweep:
-  enabled: true
-  interval: 1h
-  first_run_after: 1s
-  concurrency: [1, 2, 4, 8]
-  measurement_interval: 1s
-  max_windows: 4
-capacity: {{trend_window: 20s, forecast_horizon: 60s, alert_for: 4s}}
+    extra = f"""capacity: {{trend_window: 20s, forecast_horizon: 60s, alert_for: 4s}}
 alerting: {{webhook_url: "{webhook_url}", evaluation_interval: 1s, resend_interval: 2s}}
 """
+    config = swept_config(
+        triton, canary_rate=CANARY_RATE, window_seconds=1.0, max_windows=4, extra=extra
     )
+    path.write_text(config)
     return path
 
 
