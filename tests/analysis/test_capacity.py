@@ -45,11 +45,22 @@ def step(
         stages = {"queue": 0.0, "compute_infer": compute}
         server = ServerBreakdown(requests, compute, stages, batch)
     return StepResult(
-        level=level, requests_per_second=rps, inferences_per_second=rps * batch,
-        latency=quantiles(p95), requests=requests, errors=0, error_rate=0.0, stable=True,
-        windows=3, processes=1, client_cpu_per_request=0.0001, client_latency_share=0.01,
-        generator_utilisation=0.1, generator_bound=False, server=server,
-    )  # fmt: skip
+        level=level,
+        requests_per_second=rps,
+        inferences_per_second=rps * batch,
+        latency=quantiles(p95),
+        requests=requests,
+        errors=0,
+        error_rate=0.0,
+        stable=True,
+        windows=3,
+        processes=1,
+        client_cpu_per_request=0.0001,
+        client_latency_share=0.01,
+        generator_utilisation=0.1,
+        generator_bound=False,
+        server=server,
+    )
 
 
 SETTINGS = SweepSettings(
@@ -105,8 +116,10 @@ def test_check_open_loop_steps_down_until_a_rate_holds_in_budget() -> None:
 
     result = check_open_loop(judged(SETTINGS, CURVE), run)
     assert [(mode, tuple(round(r, 6) for r in levels)) for mode, levels in asked] == [
-        ("rate", (40.0,)), ("rate", (36.0,)), ("rate", (32.0,))
-    ]  # fmt: skip
+        ("rate", (40.0,)),
+        ("rate", (36.0,)),
+        ("rate", (32.0,)),
+    ]
     assert arrivals == {"poisson"}  # bursty, as independent users arrive
     assert result.open_loop_checked and len(result.open_loop) == 3
     capacity = swept_capacity(result, finished_at=1000.0)
@@ -155,9 +168,13 @@ def test_desired_replicas_hold_the_service_load_at_the_target_utilisation() -> N
     """Fails if the count is not ceil(Σ load / (capacity × utilisation)) + spare, or one
     replica's capacity is not the lowest measured."""
     wanted = desired_replicas(
-        "triton", "m", {"a": 50.0, "b": 45.0, "c": 0.0}, {"a": 40.0, "b": 44.0},
-        target_utilisation=0.8, spare=1,
-    )  # fmt: skip
+        "triton",
+        "m",
+        {"a": 50.0, "b": 45.0, "c": 0.0},
+        {"a": 40.0, "b": 44.0},
+        target_utilisation=0.8,
+        spare=1,
+    )
     assert wanted is not None
     assert (wanted.replicas, wanted.load, wanted.capacity_per_replica) == (4, 95.0, 40.0)
     assert wanted.targets == ("a", "b", "c")

@@ -64,11 +64,16 @@ def _reading(
     trend = fit_trend(window, now)
     assert trend is not None
     return CapacityReading(
-        target="t", model="m", service="t",
-        capacity=SweptCapacity(CAPACITY, None, False, 0.0), load=window[-1][1], canary_load=1.0,
-        slope=trend.slope, forecast=trend.predict(settings.forecast_horizon),
+        target="t",
+        model="m",
+        service="t",
+        capacity=SweptCapacity(CAPACITY, None, False, 0.0),
+        load=window[-1][1],
+        canary_load=1.0,
+        slope=trend.slope,
+        forecast=trend.predict(settings.forecast_horizon),
         exhaustion_seconds=exhaustion_seconds(trend, CAPACITY),
-    )  # fmt: skip
+    )
 
 
 def _first_firing(

@@ -97,11 +97,26 @@ def _gauge(daemon: DaemonProcess, name: str) -> float | None:
 def _perf_analyzer(triton: RealTriton, rates: str, window_ms: int) -> subprocess.Popen[str]:
     """Real perf_analyzer sending open-loop at ``rates`` (``R`` or ``start:end:step``)."""
     command = [
-        str(perf_analyzer_binary()), "-m", MODEL, "-u", triton.http_url.removeprefix("http://"),
-        "-i", "http", "--input-data", "zero", "--request-rate-range", rates,
-        "--measurement-interval", str(window_ms), "--max-trials", "4", "-s", "100",
-        "--max-threads", "64",
-    ]  # fmt: skip
+        str(perf_analyzer_binary()),
+        "-m",
+        MODEL,
+        "-u",
+        triton.http_url.removeprefix("http://"),
+        "-i",
+        "http",
+        "--input-data",
+        "zero",
+        "--request-rate-range",
+        rates,
+        "--measurement-interval",
+        str(window_ms),
+        "--max-trials",
+        "4",
+        "-s",
+        "100",
+        "--max-threads",
+        "64",
+    ]
     return subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -175,9 +190,10 @@ def test_capacity_headroom_forecast_and_the_ticket_before_the_page(
         )
         exhaustion = _gauge(daemon, "tritonwatch_capacity_exhaustion_seconds")
         pages_before_ticket = [
-            a for a in receiver.alerts()[: receiver.alerts().index(ticket)]
+            a
+            for a in receiver.alerts()[: receiver.alerts().index(ticket)]
             if a["labels"].get("severity") == "page"
-        ]  # fmt: skip
+        ]
         # Past capacity for as long as the page takes: the queue grows, the canary's
         # requests wait in it past the budget and then past the canary's timeout (the
         # availability SLO pages first: slow answers become no answers).
@@ -212,8 +228,13 @@ def test_capacity_headroom_forecast_and_the_ticket_before_the_page(
             f"`{MODEL}` model from half its capacity past it "
             "(tests/e2e/test_real_triton_capacity.py)"
         )
-        document = {"capacity": capacity, "closed_loop": closed, "interval_seconds": 1.0,
-                    "loads": recorded, "source": source}  # fmt: skip
+        document = {
+            "capacity": capacity,
+            "closed_loop": closed,
+            "interval_seconds": 1.0,
+            "loads": recorded,
+            "source": source,
+        }
         Path(os.environ[RECORD_RAMP]).write_text(json.dumps(document, indent=1) + "\n")
     assert ticket["labels"] == {
         "alertname": "TritonCapacityExhaustion",

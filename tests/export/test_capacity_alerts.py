@@ -23,9 +23,16 @@ SETTINGS = CapacityConfig(alert_for=900.0)
 
 def reading(load: float, forecast: float, exhaustion: float = 3600.0) -> CapacityReading:
     return CapacityReading(
-        target="t", model="m", service="t", capacity=SweptCapacity(100.0, 80.0, True, 0.0),
-        load=load, canary_load=1.0, slope=0.01, forecast=forecast, exhaustion_seconds=exhaustion,
-    )  # fmt: skip
+        target="t",
+        model="m",
+        service="t",
+        capacity=SweptCapacity(100.0, 80.0, True, 0.0),
+        load=load,
+        canary_load=1.0,
+        slope=0.01,
+        forecast=forecast,
+        exhaustion_seconds=exhaustion,
+    )
 
 
 @pytest.mark.parametrize(
@@ -65,8 +72,11 @@ def test_the_ticket_names_the_model_and_says_when_it_fills() -> None:
     the forecast."""
     alert = capacity_alert(reading(70.0, 90.0, exhaustion=11400.0), "https://runbook")
     assert dict(alert.labels) == {
-        "alertname": CAPACITY_EXHAUSTION, "severity": "ticket", "target": "t", "model": "m",
-    }  # fmt: skip
+        "alertname": CAPACITY_EXHAUSTION,
+        "severity": "ticket",
+        "target": "t",
+        "model": "m",
+    }
     description = alert.annotations["description"]
     assert "capacity of 80/s (headroom 12%)" in description
     assert "full in 3 h 10 m" in description

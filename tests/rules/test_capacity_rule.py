@@ -64,11 +64,16 @@ def _in_process(capacity: float, loads: list[float], settings: CapacityConfig) -
         if trend is None:
             continue
         reading = CapacityReading(
-            target="cap", model="saturating", service="cap",
-            capacity=SweptCapacity(capacity, capacity, True, 0.0), load=load, canary_load=None,
-            slope=trend.slope, forecast=trend.predict(settings.forecast_horizon),
+            target="cap",
+            model="saturating",
+            service="cap",
+            capacity=SweptCapacity(capacity, capacity, True, 0.0),
+            load=load,
+            canary_load=None,
+            slope=trend.slope,
+            forecast=trend.predict(settings.forecast_horizon),
             exhaustion_seconds=exhaustion_seconds(trend, capacity),
-        )  # fmt: skip
+        )
         since = held_since(since, [reading], settings, now)
         if firing(since, [reading], settings, now):
             assert reading.forecast is not None

@@ -32,13 +32,23 @@ class Clock:
 def rates(load: float, compute: float = 0.025, interval: float = INTERVAL) -> ModelRates:
     """A window of ``load`` requests/s of one row each, every one computed in ``compute`` s."""
     return ModelRates(
-        model="m", version="", interval_seconds=interval, counters_reset=False,
-        requests_per_second=load, inferences_per_second=load, executions_per_second=load,
-        failures_per_second=0.0, failures_per_second_by_reason={}, batch_size_average=1.0,
-        request_seconds_average=compute, queue_seconds_average=0.0,
-        compute_input_seconds_average=0.0, compute_infer_seconds_average=compute,
-        compute_output_seconds_average=0.0, pending_requests=0.0,
-    )  # fmt: skip
+        model="m",
+        version="",
+        interval_seconds=interval,
+        counters_reset=False,
+        requests_per_second=load,
+        inferences_per_second=load,
+        executions_per_second=load,
+        failures_per_second=0.0,
+        failures_per_second_by_reason={},
+        batch_size_average=1.0,
+        request_seconds_average=compute,
+        queue_seconds_average=0.0,
+        compute_input_seconds_average=0.0,
+        compute_infer_seconds_average=compute,
+        compute_output_seconds_average=0.0,
+        pending_requests=0.0,
+    )
 
 
 def gpu(uuid: str) -> TritonGpuRates:
@@ -59,11 +69,22 @@ def state(
 def step(level: float, ips: float, p95: float, compute: float) -> StepResult:
     server = ServerBreakdown(300, compute, {"queue": 0.0, "compute_infer": compute}, 1.0)
     return StepResult(
-        level=level, requests_per_second=ips, inferences_per_second=ips, latency=quantiles(p95),
-        requests=300, errors=0, error_rate=0.0, stable=True, windows=3, processes=1,
-        client_cpu_per_request=0.0001, client_latency_share=0.01, generator_utilisation=0.1,
-        generator_bound=False, server=server,
-    )  # fmt: skip
+        level=level,
+        requests_per_second=ips,
+        inferences_per_second=ips,
+        latency=quantiles(p95),
+        requests=300,
+        errors=0,
+        error_rate=0.0,
+        stable=True,
+        windows=3,
+        processes=1,
+        client_cpu_per_request=0.0001,
+        client_latency_share=0.01,
+        generator_utilisation=0.1,
+        generator_bound=False,
+        server=server,
+    )
 
 
 def swept(board: SweepBoard, target: str, model: str = "m", *, finished_at: float = 500.0) -> None:
@@ -80,13 +101,27 @@ def config(**capacity: Any) -> Config:
         {
             "capacity": capacity,
             "targets": [
-                {"name": "a", "url": "http://127.0.0.1:1", "service": "triton", "models": [{"name": "m"}]},
-                {"name": "b", "url": "http://127.0.0.1:2", "service": "triton", "models": [{"name": "m"}],
-                 "price": {"per_gpu_hour": 3.6}},
-                {"name": "c", "url": "http://127.0.0.1:3", "models": [{"name": "m"}, {"name": "n"}]},
+                {
+                    "name": "a",
+                    "url": "http://127.0.0.1:1",
+                    "service": "triton",
+                    "models": [{"name": "m"}],
+                },
+                {
+                    "name": "b",
+                    "url": "http://127.0.0.1:2",
+                    "service": "triton",
+                    "models": [{"name": "m"}],
+                    "price": {"per_gpu_hour": 3.6},
+                },
+                {
+                    "name": "c",
+                    "url": "http://127.0.0.1:3",
+                    "models": [{"name": "m"}, {"name": "n"}],
+                },
             ],
         }
-    )  # fmt: skip
+    )
 
 
 class Forward:

@@ -44,6 +44,19 @@ def test_file_sd_groups_become_targets(tmp_path: Path) -> None:
     assert targets[3].effective_metrics_url == "https://127.0.0.1:7002/metrics"
 
 
+def test_a_file_sd_service_label_groups_targets_for_the_desired_replicas(tmp_path: Path) -> None:
+    """Breaks if the ``service`` label does not become the targets' service (the desired
+    replicas' grouping), or a target without it is not its own service."""
+    groups: list[dict[str, object]] = [
+        {"targets": ["127.0.0.1:8000", "127.0.0.1:8001"], "labels": {"service": "triton"}},
+        {"targets": ["127.0.0.1:9000"], "labels": {}},
+    ]
+    _sd(tmp_path / "a.json", groups)
+    config = parse_config("discovery: {files: ['*.json']}\n", "c.yaml")
+    targets = discovered_targets(config.discovery, tmp_path)
+    assert [t.service_name for t in targets] == ["triton", "triton", "127.0.0.1:9000"]
+
+
 def test_broken_files_and_entries_are_logged_and_skipped(tmp_path: Path) -> None:
     """Breaks if a broken file or entry stops discovery, or is skipped without a log line."""
     (tmp_path / "bad.json").write_text("{not json")

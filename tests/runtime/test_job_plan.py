@@ -82,6 +82,18 @@ def test_discovery_nvml_and_sweeps_when_asked() -> None:
     assert read["model_discovery"].first_delay == 60.0  # the default model_refresh_interval
 
 
+def test_the_first_sweeps_follow_first_run_after() -> None:
+    """Breaks if ``sweep.first_run_after`` does not set when the first sweeps run (one
+    such delay apart), or an interval shorter than it does not win."""
+    soon = config(sweep={"enabled": True, "interval": "10m", "first_run_after": "2s"})
+    plan = job_plan(soon, discovering=False, models_read=True, nvml=False, jitter=lambda b: 0.0)
+    firsts = [spec.first_delay for spec in plan if spec.kind is JobKind.SWEEP]
+    assert firsts == [2.0, 2.5, 3.0, 3.5]
+    short = config(sweep={"enabled": True, "interval": "1s", "first_run_after": "2s"})
+    plan = job_plan(short, discovering=False, models_read=True, nvml=False, jitter=lambda b: 0.0)
+    assert next(spec.first_delay for spec in plan if spec.kind is JobKind.SWEEP) == 1.0
+
+
 def test_plan_changes_keep_what_is_the_same_and_touch_only_the_rest() -> None:
     """Jobs are reconciled against the plan, not removed and re-added. Breaks if a job
     whose schedule is the same is replaced (its timer reset) because only its jittered
