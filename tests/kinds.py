@@ -42,7 +42,7 @@ SHARED_SERVER_GROUPS = ("real_triton", "real_mlserver")
 SECOND_REAL_TRITON = "real_triton_b"
 """The xdist group of the real-Triton modules that run on a second worker with its own
 shared server (one more start): the longest ones (tune, the daemon end to end, the TTFT
-burn), so that the two servers' tests run side by side instead of one after another."""
+burn, capacity), so that the two servers' tests run side by side instead of one after another."""
 
 
 class KindError(Exception):

@@ -27,11 +27,14 @@ import pytest
 
 from alerting_support import WebhookReceiver
 from capacity_support import MODEL, swept_config
+from kinds import SECOND_REAL_TRITON
 from perf_analyzer_support import proxy_free_environment
 from real_triton import RealTriton, perf_analyzer_binary
 from support import DaemonProcess, wait_until
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.xdist_group(SECOND_REAL_TRITON)]
+"""On the second shared server's worker (tests/kinds.py): at about 70 s it is one of the
+longest real-Triton modules, and the first server's worker is the suite's long pole."""
 
 CANARY_RATE = 10.0
 PA_WINDOW_MS = 1000

@@ -234,8 +234,8 @@ def test_promtool_accepts_the_committed_and_a_fleet_rule_file(tmp_path: Path) ->
     result = _promtool("check", "rules", str(COMMITTED), str(fleet))
     assert result.returncode == 0, result.stdout + result.stderr
     # 16 a SLO (14 records, page, ticket), and the 4 of tritonwatch-health.
-    assert "SUCCESS: 37 rules found" in result.stdout
-    assert "SUCCESS: 101 rules found" in result.stdout
+    assert "SUCCESS: 38 rules found" in result.stdout
+    assert "SUCCESS: 102 rules found" in result.stdout
 
 
 @pytest.mark.parametrize("case_file", RULE_TESTS, ids=lambda p: p.name)

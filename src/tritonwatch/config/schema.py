@@ -420,6 +420,9 @@ class AlertingConfig(Section):
     basic_auth: BasicAuth | None = None
     runbook_url: str = "docs/runbook.md"
     """Base of every alert's runbook link; ``#<alert or action>`` is appended."""
+    exporter_job: Name = "tritonwatch"
+    """The Prometheus ``job`` that scrapes the daemons: the generated ``TritonwatchDown``
+    pages for each of its instances whose ``up`` is 0 (one dead daemon among several)."""
 
 
 class StateConfig(Section):

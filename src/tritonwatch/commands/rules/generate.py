@@ -239,12 +239,14 @@ def render_rules(
     runbook_base: str = DEFAULT_RUNBOOK_BASE,
     not_serving_for: float = HOLD_SECONDS,
     capacity: CapacityConfig | None = None,
+    exporter_job: str = "tritonwatch",
 ) -> str:
     """The rule file for ``specs`` as YAML text: a group per SLO, the health group (its
-    not-serving rule held ``not_serving_for`` seconds), then the capacity group
-    (``capacity``'s thresholds; the defaults when None)."""
+    not-serving rule held ``not_serving_for`` seconds, its daemon-down rule on
+    ``exporter_job``), then the capacity group (``capacity``'s thresholds; the defaults
+    when None)."""
     groups = [slo_group(spec, runbook_base) for spec in specs]
-    groups.append(health_group(runbook_base, not_serving_for))
+    groups.append(health_group(runbook_base, not_serving_for, exporter_job))
     groups.append(capacity_group(capacity or CapacityConfig(), runbook_base))
     return HEADER + dump_rules({"groups": groups})
 
@@ -265,4 +267,5 @@ def render_config_rules(config: Config, runbook_base: str | None = None) -> str:
         runbook_base or alerting.runbook_url,
         alerting.not_serving_for,
         config.capacity,
+        alerting.exporter_job,
     )

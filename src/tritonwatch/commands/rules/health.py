@@ -18,11 +18,16 @@ config), so models discovered at run time are covered too:
   started by the first path to see it.
 * ``TritonwatchCanaryStalled`` (ticket): ``tritonwatch_canary_stalled`` is 1 (a canary
   produced no outcome for three intervals and its timeout), held for a minute.
+* ``TritonwatchDown`` (page): a daemon's scrape has failed for five minutes
+  (``up{job="<alerting.exporter_job>"} == 0``, one alert per ``instance``): one dead
+  daemon among several (a DaemonSet, a sharded fleet) whose peers still export, which
+  ``TritonwatchAbsent`` cannot see.
 * ``TritonwatchAbsent`` (page): ``tritonwatch_build_info`` has been absent for five
-  minutes: the daemon is gone or not scraped, and nothing it watches can alert.
+  minutes: every daemon is gone or none is scraped, and nothing they watch can alert.
 
 Series are aggregated ``by`` the alert's labels, so the alert carries no ``instance``
-or ``job`` and matches the daemon's own alert label for label.
+or ``job`` and matches the daemon's own alert label for label (``TritonwatchDown``
+alone keeps them: the instance is what it names, and no daemon raises it itself).
 """
 
 from __future__ import annotations
@@ -30,12 +35,13 @@ from __future__ import annotations
 from typing import Any
 
 from tritonwatch.analysis.serving import HOLD_SECONDS
-from tritonwatch.commands.rules.promql import SERVER_FAILURES
+from tritonwatch.commands.rules.promql import SERVER_FAILURES, quote
 from tritonwatch.config.units import format_duration
 from tritonwatch.export.alerts import (
     CANARY_STALLED,
     DEFAULT_RUNBOOK_BASE,
     EXPORTER_ABSENT,
+    EXPORTER_DOWN,
     MODEL_NOT_SERVING,
     SERVER_DOWN,
 )
@@ -127,6 +133,25 @@ def canary_stalled_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, A
     }
 
 
+def exporter_down_rule(
+    job: str = "tritonwatch", runbook_base: str = DEFAULT_RUNBOOK_BASE
+) -> dict[str, Any]:
+    """``TritonwatchDown`` for every instance of ``job`` (``alerting.exporter_job``)."""
+    return {
+        "alert": EXPORTER_DOWN,
+        "expr": f"up{{job={quote(job)}}} == 0",
+        "for": "5m",
+        "labels": {"severity": "page"},
+        "annotations": {
+            "summary": "tritonwatch {{ $labels.instance }} is down",
+            "description": "Prometheus has failed to scrape {{ $labels.instance }} (job "
+            "{{ $labels.job }}) for five minutes: the targets and models it watches cannot "
+            "alert while the other daemons run on.",
+            "runbook_url": _runbook(runbook_base, EXPORTER_DOWN),
+        },
+    }
+
+
 def absent_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
     return {
         "alert": EXPORTER_ABSENT,
@@ -143,14 +168,18 @@ def absent_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
 
 
 def health_group(
-    runbook_base: str = DEFAULT_RUNBOOK_BASE, not_serving_for: float = HOLD_SECONDS
+    runbook_base: str = DEFAULT_RUNBOOK_BASE,
+    not_serving_for: float = HOLD_SECONDS,
+    exporter_job: str = "tritonwatch",
 ) -> dict[str, Any]:
     """The group of alerts that are not an SLO (the same for every config but the
-    not-serving hold, ``alerting.not_serving_for``)."""
+    not-serving hold, ``alerting.not_serving_for``, and the daemons' scrape job,
+    ``alerting.exporter_job``)."""
     rules = [
         server_down_rule(runbook_base),
         model_not_serving_rule(runbook_base, not_serving_for),
         canary_stalled_rule(runbook_base),
+        exporter_down_rule(exporter_job, runbook_base),
         absent_rule(runbook_base),
     ]
     return {"name": HEALTH_GROUP, "rules": rules}
