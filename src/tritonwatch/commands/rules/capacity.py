@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritonwatch.commands.rules.health import prometheus_duration
+from tritonwatch.commands.rules.health import alert_rule, prometheus_duration
 from tritonwatch.config.capacity_schema import CapacityConfig
 from tritonwatch.export.alerts import DEFAULT_RUNBOOK_BASE
 from tritonwatch.export.capacity_alerts import CAPACITY_EXHAUSTION
@@ -34,22 +34,20 @@ def capacity_exhaustion_rule(
     window = prometheus_duration(settings.trend_window)
     horizon = round(settings.forecast_horizon)
     forecast = _by_model(f"predict_linear({LOAD}[{window}], {horizon})")
-    return {
-        "alert": CAPACITY_EXHAUSTION,
-        "expr": f"{forecast}\n>= on (target, model)\n{_by_model(CAPACITY)}\n"
+    return alert_rule(
+        CAPACITY_EXHAUSTION,
+        expr=f"{forecast}\n>= on (target, model)\n{_by_model(CAPACITY)}\n"
         f"and on (target, model)\n{_by_model(HEADROOM)} < {settings.headroom_alert:g}",
-        "for": prometheus_duration(settings.alert_for),
-        "labels": {"severity": "ticket"},
-        "annotations": {
-            "summary": "{{ $labels.model }} on {{ $labels.target }} is running out of capacity",
-            "description": "Headroom is under "
-            f"{settings.headroom_alert:.0%} and the load's trend over the last {window} "
-            '(forecast {{ $value | printf "%.3g" }}/s) reaches capacity within '
-            f"{prometheus_duration(settings.forecast_horizon)}. Add a replica or an instance "
-            "before the latency SLO pages.",
-            "runbook_url": f"{runbook_base}#{CAPACITY_EXHAUSTION.lower()}",
-        },
-    }
+        held_for=prometheus_duration(settings.alert_for),
+        severity="ticket",
+        summary="{{ $labels.model }} on {{ $labels.target }} is running out of capacity",
+        description="Headroom is under "
+        f"{settings.headroom_alert:.0%} and the load's trend over the last {window} "
+        '(forecast {{ $value | printf "%.3g" }}/s) reaches capacity within '
+        f"{prometheus_duration(settings.forecast_horizon)}. Add a replica or an instance "
+        "before the latency SLO pages.",
+        runbook_base=runbook_base,
+    )
 
 
 def capacity_group(

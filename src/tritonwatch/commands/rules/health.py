@@ -76,20 +76,43 @@ def _runbook(base: str, alert: str) -> str:
     return f"{base}#{alert.lower()}"
 
 
-def server_down_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
+def alert_rule(
+    alert: str,
+    *,
+    expr: str,
+    held_for: str,
+    severity: str,
+    summary: str,
+    description: str,
+    runbook_base: str,
+) -> dict[str, Any]:
+    """One generated alerting rule, written the way every one here is: its runbook link
+    is ``runbook_base#<alert in lower case>``."""
     return {
-        "alert": SERVER_DOWN,
-        "expr": f"max by (target) ({UP}) == 0",
-        "for": "1m",
-        "labels": {"severity": "page"},
+        "alert": alert,
+        "expr": expr,
+        "for": held_for,
+        "labels": {"severity": severity},
         "annotations": {
-            "summary": "Triton server {{ $labels.target }} is down",
-            "description": "{{ $labels.target }} has failed its readiness check "
-            f"({UP} == 0) for over a minute; its models' SLO burn and not-serving "
-            "alerts are inhibited while this one fires.",
-            "runbook_url": _runbook(runbook_base, SERVER_DOWN),
+            "summary": summary,
+            "description": description,
+            "runbook_url": _runbook(runbook_base, alert),
         },
     }
+
+
+def server_down_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
+    return alert_rule(
+        SERVER_DOWN,
+        expr=f"max by (target) ({UP}) == 0",
+        held_for="1m",
+        severity="page",
+        summary="Triton server {{ $labels.target }} is down",
+        description="{{ $labels.target }} has failed its readiness check "
+        f"({UP} == 0) for over a minute; its models' SLO burn and not-serving "
+        "alerts are inhibited while this one fires.",
+        runbook_base=runbook_base,
+    )
 
 
 def model_not_serving_rule(
@@ -101,70 +124,62 @@ def model_not_serving_rule(
     window = prometheus_duration(max(not_serving_for, MIN_NOT_SERVING_WINDOW))
     failed = _increase(SERVER_FAILURES, window)
     succeeded = _increase(f'outcome="{Outcome.SUCCESS}"', window)
-    return {
-        "alert": MODEL_NOT_SERVING,
-        "expr": f"{failed} > 0\nunless on (target, model)\n{succeeded} > 0\n"
+    return alert_rule(
+        MODEL_NOT_SERVING,
+        expr=f"{failed} > 0\nunless on (target, model)\n{succeeded} > 0\n"
         f"and on (target)\nmax by (target) ({UP}) == 1",
-        "for": prometheus_duration(not_serving_for),
-        "labels": {"severity": "page"},
-        "annotations": {
-            "summary": "{{ $labels.model }} on {{ $labels.target }} is not serving: "
-            "the server is ready, every canary request fails",
-            "description": '{{ $value | printf "%.0f" }} canary requests failed over the '
-            f"{_last(window)} and none succeeded, while the server answers its readiness "
-            "check. The daemon's own alert carries the last error.",
-            "runbook_url": _runbook(runbook_base, MODEL_NOT_SERVING),
-        },
-    }
+        held_for=prometheus_duration(not_serving_for),
+        severity="page",
+        summary="{{ $labels.model }} on {{ $labels.target }} is not serving: "
+        "the server is ready, every canary request fails",
+        description='{{ $value | printf "%.0f" }} canary requests failed over the '
+        f"{_last(window)} and none succeeded, while the server answers its readiness "
+        "check. The daemon's own alert carries the last error.",
+        runbook_base=runbook_base,
+    )
 
 
 def canary_stalled_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
-    return {
-        "alert": CANARY_STALLED,
-        "expr": f"max by (target, model, protocol) ({STALLED}) == 1",
-        "for": "1m",
-        "labels": {"severity": "ticket"},
-        "annotations": {
-            "summary": "the canary of {{ $labels.model }} on {{ $labels.target }} produces nothing",
-            "description": "No outcome for three canary intervals and its timeout: the "
-            "model is not being watched, so its SLOs cannot burn.",
-            "runbook_url": _runbook(runbook_base, CANARY_STALLED),
-        },
-    }
+    return alert_rule(
+        CANARY_STALLED,
+        expr=f"max by (target, model, protocol) ({STALLED}) == 1",
+        held_for="1m",
+        severity="ticket",
+        summary="the canary of {{ $labels.model }} on {{ $labels.target }} produces nothing",
+        description="No outcome for three canary intervals and its timeout: the "
+        "model is not being watched, so its SLOs cannot burn.",
+        runbook_base=runbook_base,
+    )
 
 
 def exporter_down_rule(
     job: str = "tritonwatch", runbook_base: str = DEFAULT_RUNBOOK_BASE
 ) -> dict[str, Any]:
     """``TritonwatchDown`` for every instance of ``job`` (``alerting.exporter_job``)."""
-    return {
-        "alert": EXPORTER_DOWN,
-        "expr": f"up{{job={quote(job)}}} == 0",
-        "for": "5m",
-        "labels": {"severity": "page"},
-        "annotations": {
-            "summary": "tritonwatch {{ $labels.instance }} is down",
-            "description": "Prometheus has failed to scrape {{ $labels.instance }} (job "
-            "{{ $labels.job }}) for five minutes: the targets and models it watches cannot "
-            "alert while the other daemons run on.",
-            "runbook_url": _runbook(runbook_base, EXPORTER_DOWN),
-        },
-    }
+    return alert_rule(
+        EXPORTER_DOWN,
+        expr=f"up{{job={quote(job)}}} == 0",
+        held_for="5m",
+        severity="page",
+        summary="tritonwatch {{ $labels.instance }} is down",
+        description="Prometheus has failed to scrape {{ $labels.instance }} (job "
+        "{{ $labels.job }}) for five minutes: the targets and models it watches cannot "
+        "alert while the other daemons run on.",
+        runbook_base=runbook_base,
+    )
 
 
 def absent_rule(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
-    return {
-        "alert": EXPORTER_ABSENT,
-        "expr": f"absent({BUILD_INFO})",
-        "for": "5m",
-        "labels": {"severity": "page"},
-        "annotations": {
-            "summary": "tritonwatch exports nothing",
-            "description": f"{BUILD_INFO} has been absent for five minutes: the daemon "
-            "is down or not scraped, and no model it watches can alert.",
-            "runbook_url": _runbook(runbook_base, EXPORTER_ABSENT),
-        },
-    }
+    return alert_rule(
+        EXPORTER_ABSENT,
+        expr=f"absent({BUILD_INFO})",
+        held_for="5m",
+        severity="page",
+        summary="tritonwatch exports nothing",
+        description=f"{BUILD_INFO} has been absent for five minutes: the daemon "
+        "is down or not scraped, and no model it watches can alert.",
+        runbook_base=runbook_base,
+    )
 
 
 def health_group(
