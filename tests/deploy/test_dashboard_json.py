@@ -123,6 +123,8 @@ NOT_ON_DASHBOARDS: dict[str, str] = {
     "tritonwatch_canary_send_lateness_seconds": "the client's own lateness, beside the latency",
     "tritonwatch_canary_skipped": "design §8; a model the canary cannot fill, status page",
     "tritonwatch_canary_input_refused": "a model refusing the canary's input, status page",
+    "tritonwatch_canary_total_rate_requests_per_second": "the canary budget (guides/slos.md)",
+    "tritonwatch_canary_rate_scale_ratio": "the canary budget's factor (guides/slos.md)",
     "tritonwatch_advice_blocked": "design §7; why a burning model has no advice, status page",
     "tritonwatch_scrape_success": "design §8 self-monitoring of the Triton scrapes",
     "tritonwatch_scrape_duration_seconds": "design §8 self-monitoring of the Triton scrapes",

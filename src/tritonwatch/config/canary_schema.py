@@ -222,7 +222,13 @@ class CanaryConfig(Section):
     """``false``: the model gets no canary requests, so no canary SLI."""
     rate: Rate = 1.0
     """Requests per second sent to each model (``2/s``, ``30/m``); a target's canaries are
-    scaled down together to 50/s at most."""
+    scaled down together to 50/s at most, and all of them to ``max_total_rate``."""
+    max_total_rate: Rate = 100.0
+    """Canary requests per second the daemon sends over all its models at most (the
+    global ``canary`` section only): when the models' rates add up to more, every one is
+    scaled down by the same factor (``tritonwatch_canary_rate_scale_ratio``). Fewer
+    requests mean slower detection: a model's burn alerts need their events
+    (docs/guides/slos.md, "The canary budget")."""
     distribution: Literal["constant", "poisson"] = "constant"
     """Gaps between sends: fixed (``1/rate``) or exponential (Poisson arrivals)."""
     data: Literal["random", "zero"] = "random"

@@ -169,6 +169,19 @@ def _openai_canaries(config: Config) -> Iterator[Problem]:
                     yield problem
 
 
+def _global_canary_budget(config: Config) -> Iterator[Problem]:
+    """``canary.max_total_rate`` is the daemon's, not a model's."""
+    for t, target in enumerate(config.targets):
+        for m, model in enumerate(target.models):
+            if _model_sets(model, "max_total_rate"):
+                assert model.canary is not None  # it wrote the field
+                yield Problem(
+                    f"targets[{t}].{target.models_path}[{m}].canary.max_total_rate",
+                    "is the daemon's budget over every model: set it in the global canary section",
+                    model.canary.max_total_rate,
+                )
+
+
 def _sweep_levels_within_caps(config: Config) -> Iterator[Problem]:
     """Sweep levels may not pass ``max_concurrency``, and that may not pass the hard cap."""
     sections = [("sweep", config.sweep)] + [
@@ -238,6 +251,7 @@ CHECKS: tuple[Check, ...] = (
     _exporter_listen_and_tls,
     _thresholds_observable,
     _openai_canaries,
+    _global_canary_budget,
     _sweep_levels_within_caps,
     _exporter_web_config,
     _target_tls,

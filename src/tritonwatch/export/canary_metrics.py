@@ -163,6 +163,23 @@ class CanaryCollector(Collector):
         for snap in snapshots:
             key = (snap.target, snap.model, snap.protocol)
             refused.add_metric(list(key), 1.0 if key in refusing else 0.0)
+        asked, planned = self._stats.rates()
+        total = GaugeMetricFamily(
+            "tritonwatch_canary_total_rate_requests_per_second",
+            "Canary requests per second over every model: asked (the models' rates after the "
+            "per-target caps) and planned (after canary.max_total_rate).",
+            labels=["rate"],
+        )
+        total.add_metric(["asked"], asked)
+        total.add_metric(["planned"], planned)
+        scale = GaugeMetricFamily(
+            "tritonwatch_canary_rate_scale_ratio",
+            "The factor every canary's rate was scaled by to fit canary.max_total_rate "
+            "(1 within the budget).",
+        )
+        scale.add_metric([], planned / asked if asked > 0 else 1.0)
+        yield total
+        yield scale
         yield requests
         yield client_errors
         yield latency

@@ -128,6 +128,8 @@ class CanaryRunner:
         # Declared at once, in apply order (= reconcile order): readiness and the board
         # know the canaries even while a slow reconcile has not landed yet.
         self.board.declare(wanted)
+        asked = sum(plan.asked_rate or plan.rate for plan in plans)
+        self.board.set_rates(asked, sum(plan.rate for plan in plans))
         done = asyncio.run_coroutine_threadsafe(self._reconcile_in_turn(wanted), self._loop)
         try:
             done.result(timeout=timeout)

@@ -170,6 +170,19 @@ class CanaryBoard:
         self._skipped: dict[SeriesKey, str] = {}
         self._unprepared: set[SeriesKey] = set()
         self._refused: dict[SeriesKey, str] = {}
+        self._rates = (0.0, 0.0)
+        """The canaries' total rate asked and planned (``canary.max_total_rate``)."""
+
+    def set_rates(self, asked: float, planned: float) -> None:
+        """The canaries' total requests per second before and after the fleet-wide budget
+        (the runner's, at each apply)."""
+        with self._lock:
+            self._rates = (asked, planned)
+
+    def rates(self) -> tuple[float, float]:
+        """(asked, planned) requests per second over every canary."""
+        with self._lock:
+            return self._rates
 
     def set_input_refused(self, key: SeriesKey, error: str | None) -> None:
         """Records that a canary's requests are refused (``error``: the server's text)

@@ -42,6 +42,7 @@ class CanaryPlan:
     http_url: str
     grpc_url: str
     rate: float
+    """Requests per second it sends: the config's, scaled down by the caps and budget."""
     poisson: bool
     timeout: float
     max_in_flight: int
@@ -70,6 +71,8 @@ class CanaryPlan:
     """For a model behind the response cache: unique bytes per request, or repeated."""
     sequence: SequenceCanary = field(default_factory=SequenceCanary)
     """A stateful model's sequences (probe/canary/sequence.py)."""
+    asked_rate: float = 0.0
+    """The rate before ``canary.max_total_rate`` scaled it (the per-target caps applied)."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -147,7 +150,24 @@ def canary_plans(config: Config) -> list[CanaryPlan]:
                     sequence=canary.sequence,
                 )
             )
-    return _capped(plans)
+    return within_budget(_capped(plans), config.canary.max_total_rate)
+
+
+def within_budget(plans: list[CanaryPlan], max_total_rate: float) -> list[CanaryPlan]:
+    """Every plan with ``asked_rate`` its rate, and the rate scaled by one factor when the
+    rates add up to more than ``max_total_rate`` (``canary.max_total_rate``); logs the
+    scaling (an apply, a reload or a discovery change, makes new plans)."""
+    asked = sum(plan.rate for plan in plans)
+    scale = min(1.0, max_total_rate / asked) if asked > 0 else 1.0
+    if scale < 1.0:
+        _log.warning(
+            "canary_budget_applied",
+            asked_rate=round(asked, 3),
+            max_total_rate=max_total_rate,
+            scale=round(scale, 4),
+            models=len(plans),
+        )
+    return [replace(plan, asked_rate=plan.rate, rate=plan.rate * scale) for plan in plans]
 
 
 class TensorSource(Protocol):
