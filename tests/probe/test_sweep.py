@@ -430,3 +430,18 @@ def test_scheduled_sweeps_skip_openai_canaries() -> None:
         "s.yaml",
     )
     assert [plan.settings.model for plan in sweep_plans(config)] == ["plain"]
+
+
+def test_cli_reports_an_unreachable_server_in_one_line() -> None:
+    """Breaks if `tritonwatch sweep` against a port where nothing listens ends in a
+    traceback instead of one line naming the server and the model, with exit status 1."""
+    url = f"http://127.0.0.1:{free_port()}"
+    result = subprocess.run(
+        [TRITONWATCH, "sweep", "--url", url, "--model", "simple", "--concurrency", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert f"sweep: cannot ask {url} about simple:" in result.stdout

@@ -46,8 +46,11 @@ from tritonwatch.records.sweep_records import (
 )
 from tritonwatch.sweep.load_sweep import SweepRunner
 from tritonwatch.sweep.stream_sweep import StreamSweepRunner, is_streaming
+from tritonwatch.triton_api.answer import ApiError
 
 EXIT_USAGE = 2
+EXIT_SERVER = 1
+"""The server could not be asked for the model (unreachable, or it refused): no sweep."""
 
 
 def parse_levels(text: str, *, integers: bool) -> tuple[float, ...]:
@@ -286,7 +289,17 @@ def streaming_settings(
 
 
 def run_sweep_command(args: argparse.Namespace) -> int:
+    """Runs ``tritonwatch sweep``; returns its exit status (a server that cannot be asked
+    for the model's metadata or config is a one-line error, ``EXIT_SERVER``)."""
     console = Console()
+    try:
+        return _run_sweep(args, console)
+    except ApiError as error:
+        console.print(f"[red]sweep: cannot ask {args.url} about {args.model}: {error}[/red]")
+        return EXIT_SERVER
+
+
+def _run_sweep(args: argparse.Namespace, console: Console) -> int:
     refusal = production_refusal(args) or tls_problem(args)
     if refusal is not None:
         console.print(f"[red]sweep: {refusal}[/red]")
