@@ -43,7 +43,7 @@ def test_a_filling_model_reads_headroom_time_to_full_replicas_and_age() -> None:
     """Breaks if the headroom, the time to full (human_duration), the replicas of the
     model's service or the capacity's age is wrong or missing."""
     assert capacity_sentence(FILLING, THREE, SETTINGS, NOW) == (
-        "headroom 42% (58/s of 100/s); at the current trend full in 3 h 10 m; "
+        "headroom 42% (58/s of 100/s, canary 1/s included); at the current trend full in 3 h 10 m; "
         "3 replicas of svc hold today's load at 80% utilisation; capacity swept 2 h 5 m ago"
     )
 
@@ -53,15 +53,15 @@ def test_flat_full_and_trendless_loads_say_so() -> None:
     a model without a fitted trend yet reads as not filling."""
     flat = replace(FILLING, slope=-0.001, forecast=40.0, exhaustion_seconds=math.inf)
     assert capacity_sentence(flat, None, SETTINGS, None) == (
-        "headroom 42% (58/s of 100/s); not filling at the current trend"
+        "headroom 42% (58/s of 100/s, canary 1/s included); not filling at the current trend"
     )
     over = replace(FILLING, load=120.0, forecast=150.0, exhaustion_seconds=0.0)
     assert capacity_sentence(over, None, SETTINGS, None) == (
-        "headroom -20% (120/s of 100/s); at or past capacity"
+        "headroom -20% (120/s of 100/s, canary 1/s included); at or past capacity"
     )
     young = replace(FILLING, slope=None, forecast=None, exhaustion_seconds=math.inf)
     assert capacity_sentence(young, None, SETTINGS, None) == (
-        "headroom 42% (58/s of 100/s); no load trend yet"
+        "headroom 42% (58/s of 100/s, canary 1/s included); no load trend yet"
     )
 
 
@@ -165,7 +165,7 @@ def test_the_page_shows_capacity_for_the_model_with_one_only() -> None:
     m, n = _section(page, "m"), _section(page, "n")
     assert '<svg class="capacity-chart"' in m
     assert (
-        "headroom 42% (58/s of 100/s); at the current trend full in 3 h 10 m; "
+        "headroom 42% (58/s of 100/s, canary 1/s included); at the current trend full in 3 h 10 m; "
         "3 replicas of svc hold today&#x27;s load at 80% utilisation; "
         "capacity swept 2 h 5 m ago</p>"
     ) in m

@@ -73,8 +73,9 @@ def capacity_sentence(
     settings: CapacityConfig,
     wall_time: float | None,
 ) -> str:
-    """``headroom 42% (58/s of 100/s); at the current trend full in 3 h 10 m; 3 replicas
-    of svc hold today's load at 80% utilisation; capacity swept 2 h ago``.
+    """``headroom 42% (58/s of 100/s, canary 1/s included); at the current trend
+    full in 3 h 10 m; 3 replicas of svc hold today's load at 80% utilisation; capacity
+    swept 2 h ago``.
 
     The trend part reads ``at or past capacity`` when the trend is there already,
     ``not filling at the current trend`` when flat or falling, ``no load trend yet``
@@ -90,8 +91,11 @@ def capacity_sentence(
     elif reading.load is None or reading.headroom is None:
         parts.append(f"capacity {rate_text(capacity)}; no load reading yet")
     else:
+        canary = reading.canary_load
+        share = f", canary {rate_text(canary)} included" if canary else ""
         parts.append(
-            f"headroom {reading.headroom:.0%} ({rate_text(reading.load)} of {rate_text(capacity)})"
+            f"headroom {reading.headroom:.0%} "
+            f"({rate_text(reading.load)} of {rate_text(capacity)}{share})"
         )
         parts.append(_full_text(reading))
     if replicas is not None:
