@@ -630,6 +630,15 @@ def bench_capacity(quick: bool) -> Table:
     return capacity_accuracy.table(quick)
 
 
+# --- 10. scale --------------------------------------------------------------------------
+
+
+def bench_scale(quick: bool) -> Table:
+    import scale  # noqa: PLC0415
+
+    return scale.table(quick)
+
+
 BENCHMARKS = {
     b.key: b
     for b in (  # the order
@@ -647,6 +656,7 @@ BENCHMARKS = {
         Benchmark("sim", bench_sim, 1.5),
         Benchmark("sweep", bench_sweep, 25.0),
         Benchmark("capacity", bench_capacity, 3.0),
+        Benchmark("scale", bench_scale, 9.0),
     )
 }
 
