@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tritonwatch.analysis.sweep_verdict import judge_sweep
-from tritonwatch.records.sweep_records import StepResult, SweepResult, SweepSettings, SweepSteps
+from tritonwatch.records.sweep_records import (
+    ServerBreakdown,
+    StepResult,
+    SweepResult,
+    SweepSettings,
+    SweepSteps,
+)
 
 
 def judged(
@@ -35,6 +41,41 @@ def stream_step(level: float, *, tokens_per_second: float, requests_per_second: 
         generator_bound=False, server=None, ttft=quantiles(ttft_p95), itl=quantiles(itl_p95),
         itl_per_request=quantiles(itl_p95), output_tokens_per_second=tokens_per_second,
     )  # fmt: skip
+
+
+def plain_step(
+    level: float,
+    rps: float,
+    p95: float,
+    *,
+    batch: float = 1.0,
+    compute: float | None = None,
+    requests: int = 300,
+) -> StepResult:
+    """A plain (non-streaming) step that completed ``requests`` at ``rps`` requests/s
+    (``batch`` rows each), its p95 ``p95``; with ``compute``, a server breakdown whose
+    requests each computed that long (Triton's ``compute_infer``)."""
+    server = None
+    if compute is not None:
+        stages = {"queue": 0.0, "compute_infer": compute}
+        server = ServerBreakdown(requests, compute, stages, batch)
+    return StepResult(
+        level=level,
+        requests_per_second=rps,
+        inferences_per_second=rps * batch,
+        latency=quantiles(p95),
+        requests=requests,
+        errors=0,
+        error_rate=0.0,
+        stable=True,
+        windows=3,
+        processes=1,
+        client_cpu_per_request=0.0001,
+        client_latency_share=0.01,
+        generator_utilisation=0.1,
+        generator_bound=False,
+        server=server,
+    )
 
 
 # Two instances of a 4 ms model, no batching: capacity ≈ 2 / 4 ms, reached by concurrency 2-4.

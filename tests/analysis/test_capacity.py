@@ -8,7 +8,8 @@ import dataclasses
 
 import pytest
 
-from sweep_support import judged, quantiles
+from sweep_support import judged
+from sweep_support import plain_step as step
 from tritonwatch.analysis.capacity import (
     closed_loop_capacity,
     cost_per_1k,
@@ -20,47 +21,12 @@ from tritonwatch.analysis.capacity import (
     swept_compute_seconds,
 )
 from tritonwatch.records.sweep_records import (
-    ServerBreakdown,
-    StepResult,
     SweepSettings,
     SweepSteps,
 )
 from tritonwatch.runtime.scheduled_sweeps import check_open_loop
 
 BUDGET = 0.1
-
-
-def step(
-    level: float,
-    rps: float,
-    p95: float,
-    *,
-    batch: float = 1.0,
-    compute: float | None = None,
-    requests: int = 300,
-) -> StepResult:
-    """A step that completed ``requests`` at ``rps`` requests/s (``batch`` rows each)."""
-    server = None
-    if compute is not None:
-        stages = {"queue": 0.0, "compute_infer": compute}
-        server = ServerBreakdown(requests, compute, stages, batch)
-    return StepResult(
-        level=level,
-        requests_per_second=rps,
-        inferences_per_second=rps * batch,
-        latency=quantiles(p95),
-        requests=requests,
-        errors=0,
-        error_rate=0.0,
-        stable=True,
-        windows=3,
-        processes=1,
-        client_cpu_per_request=0.0001,
-        client_latency_share=0.01,
-        generator_utilisation=0.1,
-        generator_bound=False,
-        server=server,
-    )
 
 
 SETTINGS = SweepSettings(

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from sweep_support import judged, quantiles
+from sweep_support import judged, plain_step
 from tritonwatch.config.schema import Config
 from tritonwatch.records.capacity_records import CapacityReading
 from tritonwatch.records.observations import ModelRates, TritonGpuRates
-from tritonwatch.records.sweep_records import ServerBreakdown, StepResult, SweepBoard, SweepSettings
+from tritonwatch.records.sweep_records import StepResult, SweepBoard, SweepSettings
 from tritonwatch.records.target_state import ModelState, TargetState
 from tritonwatch.runtime.capacity_board import CapacityBoard
 
@@ -67,24 +67,7 @@ def state(
 
 
 def step(level: float, ips: float, p95: float, compute: float) -> StepResult:
-    server = ServerBreakdown(300, compute, {"queue": 0.0, "compute_infer": compute}, 1.0)
-    return StepResult(
-        level=level,
-        requests_per_second=ips,
-        inferences_per_second=ips,
-        latency=quantiles(p95),
-        requests=300,
-        errors=0,
-        error_rate=0.0,
-        stable=True,
-        windows=3,
-        processes=1,
-        client_cpu_per_request=0.0001,
-        client_latency_share=0.01,
-        generator_utilisation=0.1,
-        generator_bound=False,
-        server=server,
-    )
+    return plain_step(level, ips, p95, compute=compute)
 
 
 def swept(board: SweepBoard, target: str, model: str = "m", *, finished_at: float = 500.0) -> None:
