@@ -108,6 +108,8 @@ def _unit(family: Any) -> str:
 
 
 def metric_tables() -> str:
+    from tritonwatch.export.detail import family_detail  # noqa: PLC0415
+
     out = []
     for module, collected in _running_daemon_families():
         families = [f for f in collected if f.name.startswith("tritonwatch_")]
@@ -116,11 +118,13 @@ def metric_tables() -> str:
         doc = inspect.getdoc(sys.modules[module]) or module
         out.append(f"### {doc.splitlines()[0].rstrip('.')}\n")
         out.append(f"`{module.removeprefix('tritonwatch.')}`\n")
-        out.append("| metric | type | labels | unit | meaning |\n|---|---|---|---|---|")
+        out.append("| metric | type | labels | unit | level | meaning |")
+        out.append("|---|---|---|---|---|---|")
         for family in sorted(families, key=lambda f: f.name):
             labels = ", ".join(f"`{name}`" for name in _labels(family)) or "—"
-            out.append(f"| `{_exposed_name(family)}` | {family.type} | {labels} | "
-                       f"{_unit(family)} | {_cell(family.documentation)} |")  # fmt: skip
+            name = _exposed_name(family)
+            cells = [f"`{name}`", family.type, labels, _unit(family), family_detail(name)]
+            out.append("| " + " | ".join([*cells, _cell(family.documentation)]) + " |")
         out.append("")
     return "\n".join(out)
 

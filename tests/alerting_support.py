@@ -7,7 +7,7 @@ import subprocess
 import threading
 import urllib.error
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -123,13 +123,16 @@ def fast_config(receiver_url: str) -> dict[str, Any]:
 
 
 class Prometheus:
-    """A real Prometheus on a loopback port, scraping ``target`` every second."""
+    """A real Prometheus on a loopback port, scraping ``target`` every second and
+    evaluating ``rule_files`` (none by default) every second."""
 
-    def __init__(self, tmp_path: Path, target: str) -> None:
+    def __init__(self, tmp_path: Path, target: str, rule_files: Sequence[Path] = ()) -> None:
         config = tmp_path / "prometheus.yml"
+        rules = "".join(f"  - '{path}'\n" for path in rule_files)
         config.write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            "scrape_configs:\n"
+            + (f"rule_files:\n{rules}" if rules else "")
+            + "scrape_configs:\n"
             f"  - job_name: tritonwatch\n    static_configs: [{{targets: ['{target}']}}]\n"
         )
         self.url = f"http://127.0.0.1:{free_port()}"

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from sim_process import SimProcess
 from support import TRITONWATCH, fixtures_dir, wait_until
+from tritonwatch.analysis.slo import slo_specs
 from tritonwatch.commands.demo import (
     DEMO_CACHE_BYTES,
     DEMO_MODELS,
@@ -201,22 +202,18 @@ def test_rules_summary_fits_the_terminal_and_counts_what_it_wrote(tmp_path: Path
         headers[width] = _header(text, "target/model")
         groups = yaml.safe_load(out.read_text())["groups"]
         assert text.startswith(f"wrote {len(groups)} rule groups to {out.name} ")
-        slo_groups = [g for g in groups if g["name"].startswith("tritonwatch-slo-")]
-        assert len(slo_groups) == len(groups) - 2  # and tritonwatch-health, tritonwatch-capacity
-        for group in slo_groups:
-            kind = group["name"].rsplit("-", 1)[1]
-            line = next(line for line in text.splitlines() if f" {kind} " in line)
+        (slo_group,) = [g for g in groups if g["name"] == "tritonwatch-slo"]
+        wrote = f"tritonwatch-slo: {len(slo_group['rules'])} rules for every model"
+        assert wrote in " ".join(text.split())
+        specs = {str(s.kind): s for s in slo_specs(load_config(config))}
+        rows = [line for line in text.splitlines() if line.startswith("local/simple")]
+        assert len(rows) == len(specs) == 2
+        for line in rows:
             row = dict(zip(headers[width], line.split(), strict=True))
-            expr = next(r["expr"] for r in group["rules"] if "objective" in r.get("record", ""))
-            objective = float(expr.removeprefix("vector(").removesuffix(")"))  # vector(0.95)
-            assert row["objective %"] == f"{objective * 100:.10g}"
-            assert row.get("budget %", "-") in (f"{(1 - objective) * 100:.10g}", "-")
-            alerts = sum(1 for r in group["rules"] if "alert" in r)
-            assert (row["records"], row["alerts"]) == (
-                str(len(group["rules"]) - alerts),
-                str(alerts),
-            )
-            assert f"-{row['SLO']}" in group["name"]
+            spec = specs[row["SLO"]]
+            assert row["objective %"] == f"{spec.objective * 100:.10g}"
+            assert row.get("budget %", "-") in (f"{spec.error_budget * 100:.10g}", "-")
+            assert row.get("min bad events", "-") in (f"{spec.min_bad_events:g}", "-")
     assert set(headers[80]) < set(headers[120])
 
 

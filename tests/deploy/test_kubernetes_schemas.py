@@ -305,7 +305,7 @@ def test_what_the_crds_allow_passes() -> None:
     rule = one(applied_objects("deployment"), "PrometheusRule")
     rule["spec"]["groups"][0]["partial_response_strategy"] = "Warn"
     rule["spec"]["groups"][0]["rules"][0]["expr"] = 1
-    rule["spec"]["groups"][0]["rules"][0]["labels"]["any_label"] = "x"
+    rule["spec"]["groups"][0]["rules"][0].setdefault("labels", {})["any_label"] = "x"
     monitor = one(applied_objects("deployment"), "ServiceMonitor")
     monitor["spec"]["endpoints"][0]["relabelings"][0]["regex"] = "(.*)"
     assert schema_errors(rule) == []

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from tritonwatch.dashboards import expressions, slo
 
-SLO_FAMILIES = ("tritonwatch_slo_burn_rate", "tritonwatch_slo_error_budget_remaining_ratio")
+SLO_FAMILIES = (
+    "tritonwatch:slo_burn_rate:ratio",
+    "tritonwatch_slo_error_budget_remaining_ratio",
+)
 
 
 def _slo_targets() -> list[tuple[str, dict[str, str]]]:

@@ -165,12 +165,14 @@ def test_stop_signal_exits_zero_with_a_probe_stuck_on_a_hanging_server(
 
 def test_canary_series_from_the_simulator_pass_promtool(tmp_path: Path) -> None:
     """The daemon's canary against the simulator: every series with its labels, the SLO
-    threshold as an exact bucket, promtool-clean exposition."""
+    threshold as an exact bucket, promtool-clean exposition (at full detail: every
+    family the daemon has)."""
     from tritonwatch.sim.server import Simulator
 
     with Simulator() as sim:
         config = tmp_path / "sim.yaml"
         config.write_text(
+            "exporter: {detail: full}\n"
             "scrape: {interval: 1s, timeout: 500ms}\n"
             "canary: {rate: 10/s}\n"
             "targets:\n"

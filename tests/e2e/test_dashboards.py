@@ -20,6 +20,8 @@ from support import REPO, DaemonProcess, wait_until
 pytestmark = pytest.mark.real
 
 DASHBOARDS = REPO / "grafana" / "dashboards"
+MIXIN_RULES = (REPO / "mixin" / "prometheus_rules.yaml", REPO / "mixin" / "prometheus_alerts.yaml")
+"""Loaded unchanged: the dashboards read the burn rates the shipped recording rules record."""
 
 DASHBOARD_UIDS = {
     "tritonwatch-slo",
@@ -32,12 +34,14 @@ DASHBOARD_UIDS = {
 _NVML_ONLY = "read from NVML only (Triton's /metrics has no such field); no NVML here"
 _HEALTHY = "the healthy model gives the advisor nothing to recommend"
 _NO_CHANGE = "no experiment: nobody changes the model's configuration"
-_NO_RULES = "ALERTS comes from Prometheus' own rules; this Prometheus loads none"
+_NO_RULES = "the mixin's rules are loaded, and the healthy model raises no alert"
 _NO_LLM = "the simulated model is not an LLM: its page prints no TensorRT-LLM or vLLM family"
 _NO_STREAM = "the simulated model is not decoupled: no streaming canary writes these series"
 _NO_PRICE = "the simulated target has no price: it gets GPU-seconds per 1000 inferences instead"
 _FLAT = "the canary's steady load has no rising trend: +Inf (never) unless noise tilts it up"
 NO_DATA: dict[tuple[str, str], str] = {
+    ("tritonwatch-latency", "Failures by reason"): "the healthy model fails nothing, and "
+    "the standard detail level leaves zero-valued reasons out (export/detail.py)",
     ("tritonwatch-gpu", "SM active, SM occupancy, tensor active (Hopper and newer)"): _NVML_ONLY,
     ("tritonwatch-gpu", "Memory per process"): _NVML_ONLY,
     ("tritonwatch-gpu", "Memory bandwidth busy"): _NVML_ONLY,
@@ -152,7 +156,7 @@ def stack(tmp_path: Path) -> Iterator[tuple[Prometheus, DaemonProcess]]:
         daemon = DaemonProcess(config)
         prometheus = None
         try:
-            prometheus = Prometheus(tmp_path, daemon.url.removeprefix("http://"))
+            prometheus = Prometheus(tmp_path, daemon.url.removeprefix("http://"), MIXIN_RULES)
             wait_until(prometheus.ready, timeout=20, what="Prometheus to listen", every=0.1)
             wait_until(
                 lambda: _has_finite_value(prometheus.query('up{job="tritonwatch"} == 1')),
@@ -173,6 +177,9 @@ def test_every_dashboard_query_runs_and_every_panel_has_data(
     """Breaks if a query errors, a variable misses the simulator, or a core panel is empty."""
     prometheus, _ = stack
     dashboards = _dashboards()
+    # The daemon runs at its default detail level, standard: no burn-rate gauges, no
+    # latency histogram (full only); the dashboards must do without them.
+    assert not prometheus.query('{__name__=~"tritonwatch_slo_burn_rate|.*_bucket"}')
 
     # Every expression parses and evaluates: Prometheus answers "success" for each.
     queries: list[tuple[str, str, str]] = []  # (dashboard uid, panel, PromQL)

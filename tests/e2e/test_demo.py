@@ -62,8 +62,10 @@ def test_demo_runs_its_models_against_the_simulator_and_stops_on_ctrl_c() -> Non
             # about 8 ms a simulated token: no first token or gap comes sooner
             assert median is not None and median >= 0.007, (measure, median)
         tokens = sample_value(text, "tritonwatch_canary_output_tokens_total", [("model", "llm")])
-        streams = sample_value(text, "tritonwatch_canary_time_to_first_token_seconds_count",
-                               [("model", "llm")])  # fmt: skip
+        first_tokens = [("model", "llm"), ("measure", "ttft"), ("window", "5m")]
+        streams = sample_value(
+            text, "tritonwatch_canary_stream_quantile_seconds_count", first_tokens
+        )
         assert streams and tokens == 32 * streams, (streams, tokens)  # the config's max_tokens
         assert http_get(running["health"])[0] == 200
         process.send_signal(signal.SIGINT)

@@ -119,14 +119,25 @@ def test_openai_canaries_export_ttft_itl_and_the_servers_token_counts(tmp_path: 
         finally:
             assert daemon.stop() == 0, daemon.stderr_so_far()
     for model in MODELS:
-        [(_, streams)] = _samples(text, "tritonwatch_canary_time_to_first_token_seconds_count",
-                                  model=model, protocol="openai")  # fmt: skip
+        [(_, streams)] = _samples(
+            text,
+            "tritonwatch_canary_stream_quantile_seconds_count",
+            model=model,
+            protocol="openai",
+            measure="ttft",
+        )
         [(_, tokens)] = _samples(text, "tritonwatch_canary_output_tokens_total", model=model)
         # Sampled lengths: the count is the server's per stream, not streams × a constant.
         assert 2 * streams <= tokens <= 12 * streams, (model, streams, tokens)
         for measure in ("ttft", "itl"):
-            quantiles = _samples(text, "tritonwatch_canary_stream_quantile_seconds", model=model,
-                                 protocol="openai", measure=measure, window="1m")  # fmt: skip
+            quantiles = _samples(
+                text,
+                "tritonwatch_canary_stream_quantile_seconds",
+                model=model,
+                protocol="openai",
+                measure=measure,
+                window="5m",
+            )
             by_q = {labels["quantile"]: value for labels, value in quantiles}
             assert set(by_q) >= {"0.5", "0.95"}, (model, measure, quantiles)
             # A first token needs one decode step after the prefill, each later one another.

@@ -54,6 +54,7 @@ targets:
     models: [{{name: {MODEL}}}]
 canary: {{rate: 8/s}}
 scrape: {{interval: 1s, timeout: 800ms}}
+exporter: {{detail: full}}  # the daemon's own burn rates per window, histograms
 alerting: {{webhook_url: "{webhook_url}", evaluation_interval: 2s, resend_interval: 2s}}
 """
     )

@@ -357,7 +357,11 @@ def _breakdown_metrics(text: str) -> dict[str, float | None]:
         for stage in ("queue", "compute_input", "compute_infer", "compute_output",
                       "server_other", "network_client")
     }  # fmt: skip
-    values["server"] = sample_value(text, "tritonwatch_model_server_latency_seconds", model)
+    # Triton's mean request time is its stages' sum (the server's own family is at
+    # exporter.detail full only).
+    stages = ("queue", "compute_input", "compute_infer", "compute_output", "server_other")
+    server = [values[stage] for stage in stages]
+    values["server"] = None if None in server else sum(v for v in server if v is not None)
     return values
 
 

@@ -137,7 +137,7 @@ def test_exposition_passes_promtool_with_the_right_values() -> None:
     share = value(text, "tritonwatch_model_latency_breakdown_ratio", stage="queue", **model)
     assert share == pytest.approx(0.040 / 0.060)
     assert value(text, "tritonwatch_model_bottleneck", kind="queue-bound", **model) == 1.0
-    assert value(text, "tritonwatch_model_bottleneck", kind="balanced", **model) == 0.0
+    assert value(text, "tritonwatch_model_bottleneck", kind="balanced", **model) is None
     assert value(text, "tritonwatch_model_config_max_batch_size", **model) == 32
     assert value(text, "tritonwatch_model_config_max_queue_delay_seconds", **model) == 0.002
     assert value(text, "tritonwatch_model_config_dynamic_batching_enabled", **model) == 1.0

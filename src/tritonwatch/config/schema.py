@@ -27,6 +27,7 @@ from tritonwatch.config.canary_schema import (
     CanaryConfig,
 )
 from tritonwatch.config.capacity_schema import CapacityConfig, TargetPrice
+from tritonwatch.config.detail import Detail
 from tritonwatch.config.section import Section, TargetProtocol
 from tritonwatch.config.slo_schema import SLOConfig
 from tritonwatch.config.types import (
@@ -441,6 +442,12 @@ class ExporterConfig(Section):
     """The private key (PEM) of ``tls_cert_file``."""
     web_config_file: Path | None = None
     """An exporter-toolkit web-config (TLS, basic auth); relative to the working directory."""
+    detail: Detail = Detail.STANDARD
+    """How much ``/metrics`` says: ``minimal`` (what the shipped alerts and rules read),
+    ``standard`` (and what the shipped dashboards read: about 36 series per model) or
+    ``full`` (burn rates per window, histograms, ratios, zero-valued breakdowns). Each
+    family's level is in the metrics reference; the status page shows everything at
+    every level. A reload applies it at the next scrape."""
 
 
 class DiscoveryConfig(Section):

@@ -12,10 +12,16 @@ from tritonwatch.dashboards.panels import (
     Query,
     Row,
     by_name,
-    heatmap,
     timeseries,
 )
-from tritonwatch.dashboards.slo import BUDGET, QUANTILES
+from tritonwatch.dashboards.slo import (
+    BUDGET,
+    EVENTS,
+    GOOD_EVENTS,
+    QUANTILES,
+    canary_quantile,
+    sli_rate,
+)
 from tritonwatch.dashboards.variables import (
     budget_variable,
     dashboard,
@@ -37,7 +43,8 @@ def _breakdown_row() -> Row:
     share = (
         f"{BREAKDOWN}{sel()} / ignoring (stage) group_left sum without (stage) ({BREAKDOWN}{sel()})"
     )
-    client_vs_server = QUANTILES + sel('quantile="0.95"', 'window="$window"')
+    server = QUANTILES + sel('quantile="0.95"', 'source="server"')  # Triton's window: 1m
+    client_vs_server = f"{canary_quantile('0.95')}\nor\n{server}"
     return Row(
         "Where the time goes",
         (
@@ -74,16 +81,17 @@ def _breakdown_row() -> Row:
                 unit="s",
                 overrides=[by_name("budget", **BUDGET_LINE)],
             ),
-            heatmap(
-                "Canary latency distribution",
-                "Canary requests per latency bucket over time; the SLO threshold is one "
-                "of the bucket bounds.",
+            timeseries(
+                "Canary requests over the latency threshold",
+                "Canary requests per second that answered slower than the latency SLO's "
+                "threshold (the SLI's bad events: tritonwatch_slo_events_total minus "
+                "tritonwatch_slo_good_events_total, slo=latency; timeouts count).",
                 Query(
-                    "sum by (le) (rate(tritonwatch_canary_latency_seconds_bucket"
-                    f"{sel()}[$__rate_interval]))",
-                    "{{le}}",
-                    heatmap=True,
+                    f"{sli_rate(EVENTS, 'latency')}\n-\n{sli_rate(GOOD_EVENTS, 'latency')}",
+                    "{{target}}/{{model}}",
                 ),
+                unit="reqps",
+                stacked=True,
             ),
         ),
     )

@@ -34,6 +34,10 @@ TITLE = "tritonwatch / SLO overview"
 
 QUANTILES = "tritonwatch_latency_quantile_seconds"
 REQUESTS = "tritonwatch_canary_requests_total"
+EVENTS = "tritonwatch_slo_events_total"
+GOOD_EVENTS = "tritonwatch_slo_good_events_total"
+BURN_RATE = "tritonwatch:slo_burn_rate:ratio"
+"""The shipped recording rules' burn rate per SLO and window (``window`` label)."""
 BUDGET = Query("vector($budget)", "budget")
 BURN_FACTORS = thresholds((None, "green"), (1, "yellow"), (6, "orange"), (14.4, "red"))
 """The SRE Workbook burn-rate factors the alerts use (docs/design.md §6), drawn as dashed lines."""
@@ -97,11 +101,14 @@ def _now_row() -> Row:
     )
 
 
+def sli_rate(counter: str, slo: str) -> str:
+    """Events of the ``slo`` SLI per second per model, from the daemon's SLI counter."""
+    matcher = f'slo="{slo}"'
+    return f"sum by (target, model) (rate({counter}{sel(matcher)}[$__rate_interval]))"
+
+
 def _latency_row() -> Row:
-    histogram = (
-        "histogram_quantile(0.95, sum by (target, model, le) "
-        f"(rate(tritonwatch_canary_latency_seconds_bucket{sel()}[$__rate_interval])))"
-    )
+    within = f"{sli_rate(GOOD_EVENTS, 'latency')}\n/\n({sli_rate(EVENTS, 'latency')} > 0)"
     return Row(
         "Latency against the budget",
         (
@@ -131,13 +138,14 @@ def _latency_row() -> Row:
                 stacked=True,
             ),
             timeseries(
-                "Canary p95 from the histogram",
-                "p95 from the canary latency histogram: unlike the window quantiles it "
-                "aggregates correctly across several daemons (a DaemonSet).",
-                Query(histogram, "{{target}}/{{model}} p95"),
-                BUDGET,
-                unit="s",
-                overrides=[by_name("budget", **BUDGET_LINE)],
+                "Canary requests within the latency threshold",
+                "The latency SLI: the share of canary requests that answered within the "
+                "SLO's threshold (tritonwatch_slo_good_events_total over "
+                "tritonwatch_slo_events_total, slo=latency); unlike the window quantiles it "
+                "adds up correctly across several daemons (a DaemonSet).",
+                Query(within, "{{target}}/{{model}}"),
+                unit="percentunit",
+                maximum=1,
             ),
         ),
     )
@@ -149,13 +157,12 @@ def _budget_row() -> Row:
         (
             timeseries(
                 "Burn rate by window",
-                "How fast each SLO spends its error budget (1 = exactly over the SLO period), from "
-                "the canary's events or Triton's own counters (source). "
+                "How fast each SLO spends its error budget (1 = exactly over the SLO period), "
+                "from the canary's SLI counters through the shipped recording rules "
+                "(tritonwatch:slo_burn_rate:ratio). "
                 "The alerts page at 14.4× (1h and 5m) or 6× (6h and 30m) and ticket at 3× "
                 "(1d and 2h) or 1× (3d and 6h).",
-                Query(
-                    f"tritonwatch_slo_burn_rate{sel()}", "{{model}} {{slo}} {{window}} ({{source}})"
-                ),
+                Query(f"{BURN_RATE}{sel()}", "{{model}} {{slo}} {{window}}"),
                 unit="suffix:×",
                 width=10,
                 threshold_lines=BURN_FACTORS,
@@ -203,7 +210,7 @@ def _streaming_row() -> Row:
                 "between tokens), over the page's windows. On by default for streamed models; "
                 "empty for the others unless slo.ttft / slo.itl is set.",
                 Query(
-                    "tritonwatch_slo_burn_rate" + sel(STREAMING, PAGE_WINDOWS),
+                    BURN_RATE + sel(STREAMING, PAGE_WINDOWS),
                     "{{model}} {{slo}} {{window}}",
                 ),
                 unit="suffix:×",

@@ -123,8 +123,9 @@ def window_variable() -> Json:
     return custom_variable(
         "window",
         "Quantile window",
-        ["1m", "5m"],
-        "The sliding window of tritonwatch_latency_quantile_seconds.",
+        ["5m", "1m"],
+        "The sliding window of tritonwatch_latency_quantile_seconds (1m at "
+        "exporter.detail: full only).",
     )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import Any
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
@@ -107,7 +108,7 @@ _INDEX = b"""<!doctype html><html><head><title>tritonwatch</title></head><body>
 def exporter_app(
     registry: CollectorRegistry,
     health: Callable[[], HealthReport],
-    status_page: Callable[[], str] | None = None,
+    status_page: Callable[[int], str] | None = None,
     lifecycle: Lifecycle | None = None,
 ) -> WSGIApplication:
     """Routes requests to the metrics, health, lifecycle and status-page handlers.
@@ -130,7 +131,8 @@ def exporter_app(
             status = "200 OK" if report.healthy else "503 Service Unavailable"
             return _json_response(start_response, status, report.details)
         if path == "/":
-            page = status_page().encode() if status_page is not None else _INDEX
+            number = _page_number(environ.get("QUERY_STRING", ""))
+            page = status_page(number).encode() if status_page is not None else _INDEX
             start_response(
                 "200 OK",
                 [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(page)))],
@@ -139,6 +141,12 @@ def exporter_app(
         return _json_response(start_response, "404 Not Found", {"error": f"no page at {path}"})
 
     return app
+
+
+def _page_number(query: str) -> int:
+    """``page=N`` of the status page's query string; 1 when absent or not a number."""
+    values = parse_qs(query).get("page", [])
+    return int(values[0]) if values and values[0].isdigit() else 1
 
 
 def with_basic_auth(

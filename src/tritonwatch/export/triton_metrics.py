@@ -31,7 +31,7 @@ from prometheus_client.registry import Collector
 # label_float: quantiles as the canary collector writes them, so both sources share labels.
 from tritonwatch.export.canary_metrics import QUANTILE_FAMILY, label_float
 from tritonwatch.export.step_metrics import CACHE_GAUGES, cache_value, step_families
-from tritonwatch.records.target_state import BOTTLENECK_KINDS, ModelState, TargetState
+from tritonwatch.records.target_state import ModelState, TargetState
 
 SERVER_QUANTILE_WINDOW = "1m"
 """Triton's summaries cover a sliding 60 s window."""
@@ -130,10 +130,12 @@ def _stage_shares(state: ModelState) -> Iterable[tuple[str, float]]:
 
 
 def _bottleneck_kinds(state: ModelState) -> Iterable[tuple[str, float]]:
-    """Every kind, 1 for the current one: ``== 1`` selects it, absence means unknown."""
+    """The current kind only, at 1: an enumeration is one series with the state as a
+    label (``== 1`` and ``count by (kind)`` read it as they would a one-hot StateSet,
+    at a fifth of the series); no series means unknown."""
     if state.bottleneck is None:
         return ()
-    return [(kind, float(kind == state.bottleneck.kind)) for kind in BOTTLENECK_KINDS]
+    return [(state.bottleneck.kind, 1.0)]
 
 
 def _failures_by_reason(state: ModelState) -> Iterable[tuple[str, float]]:
@@ -172,7 +174,8 @@ _SPLIT_GAUGES: tuple[_SplitGauge, ...] = (
     ),
     _SplitGauge(
         "tritonwatch_model_bottleneck",
-        "1 for the stage group that limits the model's latency (kind), 0 for the others.",
+        "1, with the stage group that limits the model's latency as kind (one series: "
+        "the current kind; none while unknown).",
         "kind",
         _bottleneck_kinds,
     ),

@@ -46,6 +46,7 @@ from tritonwatch.common.logs import REDACTOR, get_logger
 from tritonwatch.config import Config, ConfigError, load_config
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.capacity_metrics import CapacityCollector
+from tritonwatch.export.detail import DetailRegistry
 from tritonwatch.export.gpu_metrics import GpuMetricsCollector
 from tritonwatch.export.health import health_report
 from tritonwatch.export.http_server import ExporterServer, HealthReport, exporter_app
@@ -245,7 +246,7 @@ class Daemon:
             self._server = ExporterServer(
                 self._listen_address(config),
                 exporter_app(
-                    self.registry,
+                    DetailRegistry(self.registry, lambda: self._effective.exporter.detail),
                     self.health,
                     self.status_page,
                     Lifecycle(self.readiness, self._lifecycle_reload),
@@ -484,8 +485,9 @@ class Daemon:
             )
         )
 
-    def status_page(self) -> str:
-        return render_status_page(self.status_snapshot())
+    def status_page(self, page: int = 1) -> str:
+        """The status page's ``page`` (its summary table's; 1 is the first)."""
+        return render_status_page(self.status_snapshot(), page)
 
     def health(self) -> HealthReport:
         """Healthy when started and every job ran on schedule (``/health``)."""

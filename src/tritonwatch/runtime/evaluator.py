@@ -49,6 +49,7 @@ from tritonwatch.export.experiment_metrics import (
 )
 from tritonwatch.export.notifiers import notifiers_for
 from tritonwatch.export.p95_history import P95History
+from tritonwatch.export.sli_metrics import SLIEventsCollector
 from tritonwatch.export.slo_metrics import AlertDeliveryCollector, SLOCollector
 from tritonwatch.records.capacity_records import CapacityReading
 from tritonwatch.records.observations import (
@@ -150,6 +151,9 @@ class Evaluator:
                 self.recommendations.active,
                 self.recommendations.blocked,
             )
+        )
+        registry.register(
+            SLIEventsCollector(lambda: self.slo.specs, canary_board, stream_board, clock)
         )
         registry.register(
             AlertDeliveryCollector(lambda: [n.queue.stats() for n in self._notifiers.current()])

@@ -23,13 +23,13 @@ changed, is taken to have restarted from zero, as Prometheus' ``rate()`` does
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tritonwatch.analysis.sli_counts import availability_counts, bucket_index
 from tritonwatch.analysis.slo import (
     WINDOWS,
     SliSource,
@@ -40,7 +40,7 @@ from tritonwatch.analysis.slo import (
 )
 from tritonwatch.common.logs import get_logger
 from tritonwatch.records.counters import counter_increase
-from tritonwatch.records.observations import NOT_THE_SERVERS, Outcome, TritonRates
+from tritonwatch.records.observations import TritonRates
 from tritonwatch.runtime.slo_event_store import SeriesKey, SLOEventStore
 from tritonwatch.state.canary_board import SeriesSnapshot
 from tritonwatch.state.stream_board import StreamSnapshot
@@ -79,7 +79,7 @@ def _threshold_events(
 ) -> tuple[float, float] | None:
     """(bad, total) observations since ``previous``: good = the growth of the bucket at
     ``le = threshold``; None when the threshold is not one of the bounds."""
-    index = _bucket_index(current.bounds, threshold)
+    index = bucket_index(current.bounds, threshold)
     if index is None or len(current.buckets) != len(current.bounds) + 1:
         return None
     old_good = 0.0 if reset else float(previous.buckets[index])
@@ -93,14 +93,6 @@ def _series_keys(spec: SLOSpec) -> list[SeriesKey]:
     if spec.kind == SLOKind.AVAILABILITY:
         keys.append(SeriesKey(spec.target, spec.model, spec.kind, SliSource.SERVER))
     return keys
-
-
-def _bucket_index(buckets: Sequence[float], threshold: float) -> int | None:
-    """Where ``threshold`` sits among the histogram's upper bounds (it always should)."""
-    for index, bound in enumerate(buckets):
-        if math.isclose(bound, threshold, rel_tol=1e-9):
-            return index
-    return None
 
 
 class SLOTracker:
@@ -165,11 +157,7 @@ class SLOTracker:
             latency = _HistogramTotals(
                 tuple(buckets), float(snap.latency_count), snap.bucket_counts
             )
-            current = _CanaryTotals(
-                float(sum(n for o, n in snap.outcomes.items() if o not in NOT_THE_SERVERS)),
-                float(snap.outcomes.get(Outcome.SUCCESS, 0)),
-                latency,
-            )
+            current = _CanaryTotals(*availability_counts(snap.outcomes), latency)
             with self._lock:
                 previous = self._canary_totals.get((snap.target, snap.model, snap.protocol))
                 self._canary_totals[(snap.target, snap.model, snap.protocol)] = current

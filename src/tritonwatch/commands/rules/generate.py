@@ -1,73 +1,64 @@
-"""Prometheus recording and alerting rules for every configured SLO (Sloth-like).
+"""Prometheus recording and alerting rules for the SLOs of every model the daemon
+exports, with no list of models (the monitoring-mixin style: one rule set for every
+series it sees).
 
-So that Prometheus alerts even while the daemon is down (docs/design.md §6), each SLO gets a
-group with:
+So that Prometheus judges the SLOs with the daemon's own numbers (docs/design.md §6), the
+group ``tritonwatch-slo`` holds:
 
-* ``tritonwatch:slo_sli_error:ratio_rate<W>`` for W in 5m … 3d — the canary's error
-  ratio, from ``tritonwatch_canary_requests_total`` (availability: not-success / all,
-  both leaving out the outcomes of :data:`~tritonwatch.records.observations.NOT_THE_SERVERS`,
-  our own client's faults) or
-  ``tritonwatch_canary_latency_seconds_bucket{le="<threshold>"}`` (latency:
-  1 − bucket / count; TTFT and ITL the same over
-  ``tritonwatch_canary_time_to_first_token_seconds`` and
-  ``tritonwatch_canary_inter_token_latency_seconds``), the same events the daemon
-  counts in process. A model the config says streams (``canary.stream.mode: on``,
-  protocol ``openai``) is judged by TTFT and ITL, its latency only where written
-  (:meth:`~tritonwatch.config.slo_schema.SLOConfig.judged`); one that may stream
-  (``auto``) keeps its default latency SLI ``unless`` it has a TTFT series, the canary's
-  sign that it streams, as the daemon drops that SLO at run time;
-* Sloth's metadata: objective, error budget, period, current and period burn rate and
-  the error budget remaining over the period;
-* ``TritonSLOBurn`` with the SRE Workbook's page and ticket conditions, no ``for:``,
-  labelled exactly as the daemon labels its own alert, so Alertmanager deduplicates the
-  two evaluation paths into one alert. Each condition also needs its long window to
-  hold :meth:`~tritonwatch.analysis.slo.BurnCondition.min_events` events (the SLI's
-  denominator, ``increase()`` over the long window), written as the same expression
-  the daemon computes.
+* per SLO of every model, its objective and its minimum-events gate, from the series the
+  daemon exports for it (``tritonwatch_slo_objective_ratio``,
+  ``tritonwatch_slo_alert_min_bad_events``): an objective set in the daemon's config
+  reaches Prometheus through them;
+* ``tritonwatch:slo_sli_error:ratio_rate<W>`` for W in 5m … 3d: the error ratio over the
+  window, from the SLI counters ``tritonwatch_slo_events_total`` and
+  ``tritonwatch_slo_good_events_total`` (:mod:`tritonwatch.analysis.sli_counts`: the
+  events the daemon counts in process), and the burn rate per window
+  (``tritonwatch:slo_burn_rate:ratio{window=W}``) the dashboards plot;
+* the events of each alert's long window, for the gate;
+* ``TritonSLOBurn`` with the SRE Workbook's page and ticket conditions, each limit read
+  from the model's objective (``> on (target, model, slo) (14.4 * (1 - objective))``)
+  and its long window holding
+  :meth:`~tritonwatch.analysis.slo.BurnCondition.min_events` events, written as the same
+  expression the daemon computes; no ``for:``; labelled exactly as the daemon labels its
+  own alert, so Alertmanager deduplicates the two evaluation paths into one alert, and
+  its summary names the SLO in the daemon's words (:func:`slo_words`).
 
-One more group, ``tritonwatch-health`` (:mod:`tritonwatch.commands.rules.health`), holds the
-alerts that are not an SLO: a server down, a ready model not serving, a stalled canary,
-a daemon that stopped exporting.
+An SLO the daemon stops judging (a default latency SLO once the model's canary streams)
+stops being exported: its ratios fade as their windows pass. The number of rules does not
+depend on the number of models. Two more groups: ``tritonwatch-health``
+(:mod:`tritonwatch.commands.rules.health`: a server down, a ready model not serving, a
+stalled canary, a daemon that stopped exporting) and ``tritonwatch-capacity``.
 
-Denominators are filtered with ``> 0`` (as Sloth does), so a window without traffic
+Denominators are filtered with ``> 0`` (as Sloth does), so a window without events
 records nothing instead of NaN.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
 
 from tritonwatch.analysis.serving import HOLD_SECONDS
-from tritonwatch.analysis.slo import (
-    BURN_POLICY,
-    WINDOWS,
-    BurnCondition,
-    Severity,
-    SLOKind,
-    SLOSpec,
-    slo_specs,
-)
+from tritonwatch.analysis.slo import BURN_POLICY, WINDOWS, BurnCondition, Severity, SLOKind
 from tritonwatch.commands.rules.capacity import capacity_group
 from tritonwatch.commands.rules.health import health_group
-from tritonwatch.commands.rules.promql import SERVER_FAILURES, SERVER_OUTCOMES, quote
 from tritonwatch.config.capacity_schema import CapacityConfig
 from tritonwatch.config.schema import Config
-from tritonwatch.config.units import format_duration
 from tritonwatch.export.alerts import DEFAULT_RUNBOOK_BASE, SLO_BURN
 
-HEADER = (
-    "# Generated by `tritonwatch rules` from the SLOs in the config. Do not edit: regenerate.\n"
-)
-REQUESTS = "tritonwatch_canary_requests_total"
-LATENCY = "tritonwatch_canary_latency_seconds"
-TTFT = "tritonwatch_canary_time_to_first_token_seconds"
-ITL = "tritonwatch_canary_inter_token_latency_seconds"
-HISTOGRAMS = {SLOKind.LATENCY: LATENCY, SLOKind.TTFT: TTFT, SLOKind.ITL: ITL}
-"""The canary histogram whose ``le = threshold`` bucket is the good events of each
-threshold SLO (TTFT: one observation per successful stream, ITL: one per token gap)."""
+HEADER = "# Generated by `tritonwatch rules`. Do not edit: regenerate.\n"
+SLO_GROUP = "tritonwatch-slo"
+EVENTS = "tritonwatch_slo_events_total"
+GOOD = "tritonwatch_slo_good_events_total"
+OBJECTIVE_SERIES = "tritonwatch_slo_objective_ratio"
+GATE_SERIES = "tritonwatch_slo_alert_min_bad_events"
+OBJECTIVE = "tritonwatch:slo_objective:ratio"
+ERROR_BUDGET = "tritonwatch:slo_error_budget:ratio"
+GATE = "tritonwatch:slo_alert_min_bad_events"
+BURN_RATE = "tritonwatch:slo_burn_rate:ratio"
+BY_SLO = "by (target, model, slo)"
+ON_SLO = "on (target, model, slo)"
 
 
 def sli_error_record(window: str) -> str:
@@ -75,147 +66,99 @@ def sli_error_record(window: str) -> str:
     return f"tritonwatch:slo_sli_error:ratio_rate{window}"
 
 
-def le_label(seconds: float) -> str:
-    """A histogram bound as prometheus_client writes ``le`` (``0.05``, ``1.0``)."""
-    return repr(float(seconds))
+def events_record(window: str) -> str:
+    """The recording rule of the SLI's events over ``window`` (the gate's count)."""
+    return f"tritonwatch:slo_events:increase{window}"
 
 
-def _selector(labels: Mapping[str, str], *matchers: str) -> str:
-    """``{name="value",…}`` with further ready-made matchers (``outcome!="success"``)."""
-    equal = [f"{name}={quote(value)}" for name, value in labels.items()]
-    return "{" + ",".join([*equal, *matchers]) + "}"
+def _rate(series: str, window: str) -> str:
+    return f"sum {BY_SLO} (rate({series}[{window}]))"
 
 
-def _ratio_of_rates(numerator: str, denominator: str, window: str) -> str:
-    def rate(series: str) -> str:
-        return f"sum by (target, model) (rate({series}[{window}]))"
-
-    return f"{rate(numerator)}\n/\n({rate(denominator)} > 0)"
-
-
-def _events_series(spec: SLOSpec) -> str:
-    """The counter of the SLO's events (its SLI's denominator), selected for the model."""
-    model = {"target": spec.target, "model": spec.model}
-    if spec.kind == SLOKind.AVAILABILITY:
-        return REQUESTS + _selector(model, SERVER_OUTCOMES)
-    return f"{HISTOGRAMS[spec.kind]}_count" + _selector(model)
+def sli_error_expr(window: str) -> str:
+    """PromQL for every SLO's error ratio over ``window``: bad events / events."""
+    events = _rate(EVENTS, window)
+    return f"(\n  {events}\n  -\n  {_rate(GOOD, window)}\n)\n/\n({events} > 0)"
 
 
-def sli_events_expr(spec: SLOSpec, window: str) -> str:
-    """PromQL for how many events the SLO had over ``window`` (the min-events gate)."""
-    return f"sum by (target, model) (increase({_events_series(spec)}[{window}]))"
+def _limit(condition: BurnCondition) -> str:
+    return f"({condition.factor!r} * {ERROR_BUDGET})"
 
 
-def sli_error_expr(spec: SLOSpec, window: str) -> str:
-    """PromQL for the SLO's error ratio over ``window``."""
-    model = {"target": spec.target, "model": spec.model}
-    if spec.kind == SLOKind.AVAILABILITY:
-        bad = REQUESTS + _selector(model, SERVER_FAILURES)
-        return _ratio_of_rates(bad, _events_series(spec), window)
-    if spec.threshold_seconds is None:
-        raise ValueError(f"a {spec.kind} SLO needs a threshold, got: {spec}")
-    histogram = HISTOGRAMS[spec.kind]
-    good = f"{histogram}_bucket" + _selector({**model, "le": le_label(spec.threshold_seconds)})
-    ratio = _ratio_of_rates(good, _events_series(spec), window)
-    expr = "1 - (\n" + _indent(ratio) + "\n)"
-    if spec.off_if_streaming:  # the daemon drops it once the canary streams: so do the rules
-        streamed = f"{TTFT}_count" + _selector(model)
-        expr += f"\nunless on (target, model)\nsum by (target, model) ({streamed})"
-    return expr
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())
-
-
-def _condition_expr(condition: BurnCondition, series: str, spec: SLOSpec) -> str:
-    """Both windows over the limit and, unless the gate is off, enough events in the
-    long window: ``min_bad_events / (factor × (1 − objective))``, as the daemon has it."""
-    limit = f"({condition.factor!r} * (1 - {spec.objective!r}))"
-    long = sli_error_record(condition.long_window) + series
-    short = sli_error_record(condition.short_window) + series
-    lines = [f"{long} > {limit}", "and", f"{short} > {limit}"]
-    if spec.min_bad_events > 0:
-        events = sli_events_expr(spec, condition.long_window)
-        floor = f"({spec.min_bad_events!r} / {limit})"
-        lines += ["and on (target, model)", f"{events} >= {floor}"]
+def condition_expr(condition: BurnCondition) -> str:
+    """Both windows over ``factor × (1 − objective)`` and the long window holding
+    ``min_bad_events / (factor × (1 − objective))`` events, per SLO, as the daemon has it
+    (:meth:`~tritonwatch.analysis.slo.BurnCondition.holds`; a gate of 0 holds for any
+    window with events, as the daemon's "no gate")."""
+    limit = _limit(condition)
+    lines = [
+        f"{sli_error_record(condition.long_window)} > {ON_SLO} {limit}",
+        f"and {ON_SLO}",
+        f"{sli_error_record(condition.short_window)} > {ON_SLO} {limit}",
+        f"and {ON_SLO}",
+        f"{events_record(condition.long_window)} >= {ON_SLO} ({GATE} / {limit})",
+    ]
     return "(\n" + "\n".join("  " + line for line in lines) + "\n)"
 
 
-def _percent(ratio: float) -> str:
-    return f"{ratio * 100:.10g}%"
+def slo_words() -> str:
+    """The alert template that names the SLO as the daemon's own alert names it
+    (:attr:`~tritonwatch.analysis.slo.SLOKind.words`: TTFT and ITL spelled out, the
+    others by their label)."""
+    spelled = [kind for kind in SLOKind if kind.words != str(kind)]
+    branches = "".join(
+        f'{{{{ {"else if" if index else "if"} eq $labels.slo "{kind}" }}}}{kind.words}'
+        for index, kind in enumerate(spelled)
+    )
+    return branches + "{{ else }}{{ $labels.slo }}{{ end }}"
 
 
-def _alert(
-    spec: SLOSpec, severity: Severity, labels: Mapping[str, str], runbook_base: str
-) -> dict[str, Any]:
-    series = _selector(labels)
+def _alert(severity: Severity, runbook_base: str) -> dict[str, Any]:
     conditions = [c for c in BURN_POLICY if c.severity == severity]
-    expr = "\nor\n".join(_condition_expr(c, series, spec) for c in conditions)
+    expr = "\nor\n".join(condition_expr(c) for c in conditions)
     how = ", or ".join(
         f"{c.factor:g}× over {c.long_window} and {c.short_window}" for c in conditions
     )
-    if spec.min_bad_events > 0:
-        how += (
-            f", with enough events in the long window that {spec.min_bad_events:g} "
-            "failures alone stay under the limit"
-        )
     return {
         "alert": SLO_BURN,
         "expr": expr,
-        "labels": {**labels, "severity": str(severity), "source": "canary"},
+        "labels": {"severity": str(severity), "source": "canary"},
         "annotations": {
-            "summary": f"{spec.model} on {spec.target} is burning its {spec.kind.words} "
-            f"error budget ({severity})",
+            "summary": "{{ $labels.model }} on {{ $labels.target }} is burning its "
+            f"{slo_words()} error budget ({severity})",
             "description": "Canary error ratio {{ $value | humanizePercentage }} over the long "
-            f"window against a budget of {_percent(spec.error_budget)} "
-            f"(objective {_percent(spec.objective)}); {severity} when the error ratio is "
-            f"above {how}.",
+            f"window; {severity} when the error ratio is above {how} the error budget "
+            f"(1 − {OBJECTIVE_SERIES}), with enough events in the long window that "
+            f"{GATE_SERIES} failures alone stay under the limit.",
             "runbook_url": f"{runbook_base}#{SLO_BURN.lower()}",
         },
     }
 
 
-def slo_group(spec: SLOSpec, runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
-    """The rule group of one SLO: SLI recordings, metadata, page and ticket alerts."""
-    labels = {"target": spec.target, "model": spec.model, "slo": str(spec.kind)}
-    series = _selector(labels)
-    period = format_duration(spec.period_seconds)
-    # Every rule repeats target/model/slo as static labels (the expressions yield them
-    # too): promtool's lint refuses two rules of one name with equal static labels.
+def slo_group(runbook_base: str = DEFAULT_RUNBOOK_BASE) -> dict[str, Any]:
+    """The rule group of every model's SLOs: objectives, SLI recordings per window, burn
+    rates, the gate's event counts, then the page and ticket alerts."""
     rules: list[dict[str, Any]] = [
-        {"record": sli_error_record(w), "expr": sli_error_expr(spec, w), "labels": labels}
+        {"record": OBJECTIVE, "expr": f"max {BY_SLO} ({OBJECTIVE_SERIES})"},
+        {"record": ERROR_BUDGET, "expr": f"1 - {OBJECTIVE}"},
+        {"record": GATE, "expr": f"max {BY_SLO} ({GATE_SERIES})"},
+    ]
+    rules += [{"record": sli_error_record(w), "expr": sli_error_expr(w)} for w in WINDOWS]
+    rules += [
+        {
+            "record": BURN_RATE,
+            "expr": f"{sli_error_record(w)}\n/ {ON_SLO}\n({ERROR_BUDGET} > 0)",
+            "labels": {"window": w},
+        }
         for w in WINDOWS
     ]
-
-    def meta(record: str, expr: str) -> dict[str, Any]:
-        return {"record": f"tritonwatch:slo_{record}", "expr": expr, "labels": labels}
-
-    on = " / on (target, model, slo) group_left "
+    long_windows = sorted({c.long_window for c in BURN_POLICY}, key=WINDOWS.__getitem__)
     rules += [
-        meta(
-            f"sli_error:ratio_rate{period}",
-            f"avg_over_time({sli_error_record('5m')}{series}[{period}])",
-        ),
-        meta("objective:ratio", f"vector({spec.objective!r})"),
-        meta("error_budget:ratio", f"vector(1 - {spec.objective!r})"),
-        meta("time_period:days", f"vector({spec.period_seconds / 86400:g})"),
-        meta(
-            "current_burn_rate:ratio",
-            f"{sli_error_record('5m')}{series}{on}tritonwatch:slo_error_budget:ratio{series}",
-        ),
-        meta(
-            "period_burn_rate:ratio",
-            f"{sli_error_record(period)}{series}{on}tritonwatch:slo_error_budget:ratio{series}",
-        ),
-        meta(
-            "period_error_budget_remaining:ratio",
-            f"1 - tritonwatch:slo_period_burn_rate:ratio{series}",
-        ),
-        _alert(spec, Severity.PAGE, labels, runbook_base),
-        _alert(spec, Severity.TICKET, labels, runbook_base),
+        {"record": events_record(w), "expr": f"sum {BY_SLO} (increase({EVENTS}[{w}]))"}
+        for w in long_windows
     ]
-    return {"name": f"tritonwatch-slo-{spec.target}-{spec.model}-{spec.kind}", "rules": rules}
+    rules += [_alert(Severity.PAGE, runbook_base), _alert(Severity.TICKET, runbook_base)]
+    return {"name": SLO_GROUP, "rules": rules}
 
 
 class _RulesDumper(yaml.SafeDumper):
@@ -235,19 +178,20 @@ _RulesDumper.add_representer(str, _string)
 
 
 def render_rules(
-    specs: Iterable[SLOSpec],
     runbook_base: str = DEFAULT_RUNBOOK_BASE,
     not_serving_for: float = HOLD_SECONDS,
     capacity: CapacityConfig | None = None,
     exporter_job: str = "tritonwatch",
 ) -> str:
-    """The rule file for ``specs`` as YAML text: a group per SLO, the health group (its
-    not-serving rule held ``not_serving_for`` seconds, its daemon-down rule on
-    ``exporter_job``), then the capacity group (``capacity``'s thresholds; the defaults
-    when None)."""
-    groups = [slo_group(spec, runbook_base) for spec in specs]
-    groups.append(health_group(runbook_base, not_serving_for, exporter_job))
-    groups.append(capacity_group(capacity or CapacityConfig(), runbook_base))
+    """The rule file as YAML text: the SLO group, the health group (its not-serving rule
+    held ``not_serving_for`` seconds, its daemon-down rule on ``exporter_job``), then the
+    capacity group (``capacity``'s thresholds; the defaults when None). The same for one
+    model and for a thousand."""
+    groups = [
+        slo_group(runbook_base),
+        health_group(runbook_base, not_serving_for, exporter_job),
+        capacity_group(capacity or CapacityConfig(), runbook_base),
+    ]
     return HEADER + dump_rules({"groups": groups})
 
 
@@ -258,12 +202,14 @@ def dump_rules(document: Any) -> str:
 
 
 def render_config_rules(config: Config, runbook_base: str | None = None) -> str:
-    """The rule file for every SLO of ``config``, its alerts linking into
-    ``alerting.runbook_url`` (as the daemon's own alerts do) unless told otherwise, and
-    held ``alerting.not_serving_for`` before a model is not serving (as the daemon)."""
+    """The rule file for a daemon run with ``config``: its alerts link into
+    ``alerting.runbook_url`` (as the daemon's own alerts do) unless told otherwise, a model
+    is not serving after ``alerting.not_serving_for`` (as the daemon holds it), the
+    daemon-down rule reads ``alerting.exporter_job`` and the capacity rule ``capacity``.
+    The config's targets, models and SLOs do not enter the rules: the daemon exports each
+    SLO's objective and gate."""
     alerting = config.alerting
     return render_rules(
-        slo_specs(config),
         runbook_base or alerting.runbook_url,
         alerting.not_serving_for,
         config.capacity,
