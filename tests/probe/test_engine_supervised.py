@@ -14,6 +14,14 @@ from collections.abc import Callable
 
 import pytest
 import structlog
+from answer_server_support import (
+    ANSWER_JSON,
+    answer_server,
+    http_answer,
+    http_plan,
+    outcome_count,
+    run_canary,
+)
 from engine_support import (
     OK,
     REQUEST,
@@ -29,6 +37,7 @@ from engine_support import (
 
 from tritonwatch.probe.canary import engine_channels, engine_sockets
 from tritonwatch.probe.canary.breaker import BREAKER_PROBE_SECONDS
+from tritonwatch.probe.canary.clients import client_for
 from tritonwatch.probe.canary.engine import (
     RESTART_BACKOFF_MAX,
     RESTART_BACKOFF_MIN,
@@ -36,6 +45,8 @@ from tritonwatch.probe.canary.engine import (
     CanaryEngine,
 )
 from tritonwatch.probe.canary.engine_channels import Address, EngineCrashedError
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.limits import HttpRequest
 
 WAIT = 20.0
@@ -134,6 +145,54 @@ def test_requests_in_flight_at_a_crash_fail_as_ours_and_a_lost_schedule_is_resto
     failures = [a for _, a in canary.answers if isinstance(a, BaseException)]
     assert failures and all(isinstance(f, EngineCrashedError) for f in failures)
     assert len(canary.answers) == len(canary.asked)  # none lost
+
+
+def test_a_models_request_caught_in_a_crash_is_a_client_error_not_the_servers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Breaks if a real model canary counts a request the engine's crash ended (the
+    fault is ours) as anything but ``client_error``: as the server's ``bad_response``
+    it would leave the availability SLO. The crash comes while the server holds an
+    answer, so a request is surely in flight."""
+    holding, release, crash = threading.Event(), threading.Event(), threading.Event()
+    answer = http_answer(ANSWER_JSON)
+
+    def infer(conn: socket.socket, _request: bytes) -> bool:
+        if server.infers == 3:  # the third: held in flight until after the crash
+            holding.set()
+            release.wait(WAIT)
+        conn.sendall(answer)
+        return True
+
+    expire = CanaryEngine._expire
+
+    crashed: list[int] = []
+
+    def crashing_expire(self: CanaryEngine, now: float) -> None:
+        if crash.is_set() and not crashed:  # once
+            crashed.append(1)
+            raise RuntimeError("injected: a bug in the engine's turn")
+        expire(self, now)
+
+    monkeypatch.setattr(CanaryEngine, "_expire", crashing_expire)
+
+    def until(stats: CanaryBoard, engine: CanaryEngine) -> bool:
+        if holding.is_set() and not engine.restarts:
+            crash.set()  # the engine's next turn crashes
+        if engine.restarts:
+            release.set()
+        return engine.restarts == 1 and outcome_count(stats, Outcome.SUCCESS) >= 5
+
+    with answer_server(infer) as server:
+        try:
+            client = client_for("http", server.url, "")
+            run = run_canary(http_plan(server, timeout=WAIT), client, until)
+        finally:
+            release.set()
+    outcomes = run.outcomes()
+    assert outcomes[Outcome.CLIENT_ERROR] == 1  # the held request, ended by the crash
+    assert outcomes.get(Outcome.BAD_RESPONSE, 0) == 0
+    assert outcomes.get(Outcome.CONNECTION_ERROR, 0) == 0
 
 
 class _Names:
