@@ -151,9 +151,9 @@ def test_an_answer_the_library_reads_without_the_models_outputs_is_the_servers(
     assert outcomes.get(Outcome.CLIENT_ERROR, 0) == 0
     assert not _on_library(run.canary)
     assert not [log for log in run.logs if log["event"] == "canary_client_error"]
+    # (one second opinion, or more where answers came before the first verdict did)
     agreed = [log for log in run.logs if log["event"] == "canary_library_agrees"]
-    assert len(agreed) == 1
-    assert "lacks output 'y'" in agreed[0]["library_error"]
+    assert agreed and all("lacks output 'y'" in log["library_error"] for log in agreed)
 
 
 def test_a_verdict_of_the_server_expires(monkeypatch: pytest.MonkeyPatch) -> None:
