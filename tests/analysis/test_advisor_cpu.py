@@ -145,3 +145,21 @@ def test_silence_means_healthy() -> None:
     ):  # fmt: skip
         assert blocked_reason(ONE_CPU_INSTANCE, LIMITS, bottleneck=bottleneck,  # type: ignore[arg-type]
                               burning=burning, recommendations=recommendations) is None  # fmt: skip
+
+
+def test_the_host_is_saturated_from_the_documented_threshold_on() -> None:
+    """Breaks if a host at exactly ``cpu_saturated_threshold`` (0.9, the documented "at
+    or above") still gets an instance proposed, or one just under it is called
+    saturated."""
+    assert LIMITS.cpu_saturated_threshold == 0.9
+    at = replace(ONE_CPU_INSTANCE, host_cpu_utilization=LIMITS.cpu_saturated_threshold)
+    assert Action.ADD_INSTANCE not in {a for a, _, _ in _actions(at)}
+    reason = blocked_reason(
+        at, LIMITS, bottleneck="queue-bound", burning=True, recommendations=advise(at, LIMITS)
+    )
+    assert reason is BlockedReason.HOST_CPU_SATURATED
+    under = replace(ONE_CPU_INSTANCE, host_cpu_utilization=0.89)
+    assert (
+        blocked_reason(under, LIMITS, bottleneck="queue-bound", burning=True, recommendations=[])
+        is not BlockedReason.HOST_CPU_SATURATED
+    )

@@ -3,6 +3,7 @@ or the size sent, and the refusal is the outcome too_large (wire/limits.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
 import hpack
@@ -14,7 +15,7 @@ from tritonwatch.probe.canary.engine_http1 import HeadedConnection, StreamBody
 from tritonwatch.probe.canary.engine_wires import Http1Wire
 from tritonwatch.probe.canary.library_path import ClientFaultError, answer_start, doubted
 from tritonwatch.records.observations import Outcome
-from tritonwatch.wire.http1 import HttpProtocolError, response_head
+from tritonwatch.wire.http1 import Http1Connection, HttpProtocolError, response_head
 from tritonwatch.wire.http2 import (
     CONTINUATION,
     DATA,
@@ -113,6 +114,36 @@ def test_http1_keeps_the_start_of_an_answer_it_could_not_read() -> None:
     assert answer_start(b"\n\x01m\x00") == "\\n\\x01m\\x00"  # binary: no lines
 
 
+class _Transport(asyncio.Transport):
+    """What an HTTP/1.1 connection writes to: it only notes an abort."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aborted = False
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        pass
+
+
+def test_http1_refuses_bytes_nobody_asked_for_past_every_bound() -> None:
+    """Breaks if bytes that arrive while no request waits (a server that talks out of
+    turn) are buffered without end: past the head and body bounds together the
+    connection is dropped, and its next request fails as too large."""
+    connection = Http1Connection(SMALL)
+    transport = _Transport()
+    connection.connection_made(transport)
+    bound = SMALL.max_header_bytes + SMALL.max_answer_bytes
+    connection.data_received(bytes(bound))  # at the bound: kept (a request may come)
+    assert not transport.aborted
+    connection.data_received(b"\0")
+    assert transport.aborted
+    with pytest.raises(AnswerTooLargeError, match="bytes nobody asked for"):
+        asyncio.run(connection.request(b"GET / HTTP/1.1\r\n\r\n"))
+
+
 def test_a_streamed_body_is_bounded_in_total() -> None:
     """Breaks if a stream (generate_stream, SSE) may send without end."""
     head = response_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -170,6 +201,22 @@ def test_http2_refuses_data_past_the_limit() -> None:
         session.feed(frame_bytes(DATA, 0, 1, bytes(16_384)))
     with pytest.raises(AnswerTooLargeError, match="a gRPC message's DATA of 114304 bytes"):
         session.feed(frame_bytes(DATA, 0, 1, bytes(16_384)))
+
+
+def test_http2_refuses_a_streaming_calls_data_past_the_limit_in_total() -> None:
+    """Breaks if a stream of messages, each far under max_answer_bytes, may go on
+    without end (a token stream that never stops): its DATA together is bounded."""
+    session = ClientSession()
+    session.start(grpc_unary_request("h:1", "/p", b"m", 1.0, SMALL), streaming=True)
+    session.feed(frame_bytes(SETTINGS, 0, 0))
+    headers = hpack.Encoder().encode([(":status", "200")])
+    session.feed(frame_bytes(HEADERS, END_HEADERS, 1, headers))
+    token = frame_bytes(DATA, 0, 1, struct.pack(">BI", 0, 16_379) + bytes(16_379))
+    for _ in range(6):  # 6 × 16384 bytes: within 100000
+        assert session.feed(token) is None
+        assert session.take_messages() == [bytes(16_379)]
+    with pytest.raises(AnswerTooLargeError, match="a gRPC stream's DATA of 114688 bytes"):
+        session.feed(token)
 
 
 def test_http2_refuses_a_header_block_past_max_header_bytes() -> None:

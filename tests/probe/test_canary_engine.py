@@ -167,6 +167,45 @@ def test_answers_come_back_on_one_reused_connection_at_the_intended_times(
         assert received == at  # read while the clock stood at its send
 
 
+def test_a_request_taken_up_late_reports_when_the_engine_woke(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fails if the engine reports it took a request up at its intended send time when
+    its clock had already passed it (the send lateness, the client's own, would read 0
+    and the lateness would be billed to the server's latency instead)."""
+    # The answer is read as it comes (no kernel stamps to collect it by on this clock).
+    monkeypatch.setattr(engine_module, "stamp_arrivals", lambda sock: False)
+    canary = Recorder(gap=1.0)
+    clock = SteppedClock()
+    engine = CanaryEngine(clock=clock)
+    first = clock.now
+    clock.now = first + 0.375  # past the send before the engine's first turn
+
+    async def main() -> None:
+        request = HttpRequest(REQUEST)
+        serving = engine.serve(
+            canary,
+            "127.0.0.1",
+            server.port,
+            request,
+            timeout=2.0,
+            max_in_flight=1,
+            first_send=first,
+        )
+        task = asyncio.create_task(serving)
+        await until(lambda: len(canary.answers) == 1, "the late request's answer")
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    with raw_server(answer_each(OK)) as server:
+        try:
+            asyncio.run(main())
+        finally:
+            engine.stop()
+    assert canary.asked == [first]  # one send due (the next is a second later)
+    assert canary.woke == [first + 0.375]  # taken up when the engine woke, not when due
+
+
 def test_a_server_that_never_answers_times_every_request_out_none_lost() -> None:
     """Fails if a request stuck behind max_in_flight is dropped instead of timing out,
     more than max_in_flight are sent at once, or a timed-out connection is reused (its

@@ -8,7 +8,9 @@ so the library's reading of the same bytes is what decides.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import struct
 from collections.abc import Iterator
 from concurrent import futures
@@ -25,6 +27,7 @@ from answer_server_support import (
     outcome_count,
     run_canary,
 )
+from engine_support import until as _until_done
 from prometheus_client.core import Metric
 
 from tritonwatch.export.canary_metrics import CanaryCollector
@@ -122,6 +125,35 @@ def test_an_answer_neither_reader_can_read_is_the_servers_bad_response() -> None
     agreed = [log for log in run.logs if log["event"] == "canary_library_agrees"]
     assert len(agreed) == 1
     assert "the library could not read it either" in agreed[0]["library_error"]
+
+
+def test_an_answer_the_library_reads_without_the_models_outputs_is_the_servers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Breaks if the second opinion takes any answer the library parses as proof the
+    fault was ours: one that lacks the outputs the metadata lists is the server's
+    ``bad_response`` (in availability), never ``client_error``, and the canary stays on
+    the engine."""
+    _inject_parser_bug(monkeypatch)  # our reader refuses it: the library is asked
+    wrong_output = json.dumps(
+        {
+            "model_name": "m",
+            "outputs": [{"name": "z", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]}],
+        }
+    ).encode()
+    with answer_server(answer_with(http_answer(wrong_output))) as server:
+        run = run_canary(
+            http_plan(server),
+            client_for("http", server.url, ""),
+            lambda stats, _engine: outcome_count(stats, Outcome.BAD_RESPONSE) >= 3,
+        )
+    outcomes = run.outcomes()
+    assert outcomes.get(Outcome.CLIENT_ERROR, 0) == 0
+    assert not _on_library(run.canary)
+    assert not [log for log in run.logs if log["event"] == "canary_client_error"]
+    # (one second opinion, or more where answers came before the first verdict did)
+    agreed = [log for log in run.logs if log["event"] == "canary_library_agrees"]
+    assert agreed and all("lacks output 'y'" in log["library_error"] for log in agreed)
 
 
 def test_a_verdict_of_the_server_expires(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -233,3 +265,49 @@ def test_a_grpc_answer_no_reader_can_read_is_the_servers_bad_response() -> None:
     assert run.outcomes().get(Outcome.CLIENT_ERROR, 0) == 0
     assert not _on_library(run.canary)
     assert calls == run.engine_sent + 1
+
+
+# -- the library path's own schedule ----------------------------------------------------
+
+
+class _LateRecorder:
+    """A library-path canary of one send (the next is an hour away) that writes down
+    when the loop took it up."""
+
+    def __init__(self) -> None:
+        self.ended: list[tuple[float, Any, float]] = []
+
+    def next_gap(self) -> float:
+        return 3600.0
+
+    def may_send(self, intended: float) -> bool:
+        return True
+
+    def record(self, intended: float, answer: Any, woke: float) -> None:
+        self.ended.append((intended, answer, woke))
+
+
+def test_the_library_path_reports_when_its_loop_took_a_late_request_up() -> None:
+    """Breaks if a request the loop takes up after its intended send is reported as
+    taken up on time: its lateness (the client's own) would go into the server's
+    latency instead of ``send_lateness_seconds``."""
+    path = library_path.LibraryPath({}, lambda: lambda _timeout: "answered")
+    canary = _LateRecorder()
+
+    async def go() -> float:
+        loop = asyncio.get_running_loop()
+        intended = loop.time() - 0.5  # the loop is already past the send
+        serving = asyncio.create_task(
+            library_path.serve(path, canary, intended, timeout=5.0, max_in_flight=1)
+        )
+        try:
+            await _until_done(lambda: bool(canary.ended), "the late request's end")
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+        return intended
+
+    intended = asyncio.run(go())
+    ((recorded, answer, woke),) = canary.ended
+    assert (recorded, answer) == (intended, "answered")
+    assert woke >= intended + 0.5  # the loop's clock when it took the request up

@@ -37,6 +37,7 @@ from tritonwatch.probe.canary.clients import client_for
 from tritonwatch.records.observations import Outcome
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.http2 import DATA, END_HEADERS, HEADERS, SETTINGS, frame_bytes
+from tritonwatch.wire.limits import AnswerLimits
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -134,6 +135,24 @@ def test_a_gzip_bomb_is_too_large_when_inflated_past_the_limit(gzip_bomb: bytes)
     assert growth[0] < RSS_GROWTH_BOUND, f"RSS grew by {growth[0] >> 20} MiB"
     failed = next(log for log in run.logs if log["event"] == "canary_request_failed")
     assert failed["error"] == "the gzip body inflates past 16 MiB, canary.limits.max_answer_bytes"
+
+
+def test_a_configured_limit_holds_when_an_answer_is_inflated() -> None:
+    """Breaks if inflating a compressed answer holds to the default 16 MiB instead of
+    the ``canary.limits.max_answer_bytes`` configured (64 KiB here)."""
+    packed = zlib.compressobj(1, zlib.DEFLATED, 31)
+    inflating = packed.compress(bytes(MIB)) + packed.flush()  # 1 MiB once inflated
+    answer = http_answer(inflating, "Content-Encoding: gzip")
+    plan_limits = AnswerLimits(max_answer_bytes=64 * 1024)
+    with answer_server(answer_with(answer)) as server:
+        run = run_canary(
+            http_plan(server, rate=2.0, limits=plan_limits),
+            client_for("http", server.url, ""),
+            lambda stats, _engine: sum(stats.snapshot(0)[0].outcomes.values()) >= 2,
+        )
+    assert run.outcomes()[Outcome.TOO_LARGE] >= 2
+    failed = next(log for log in run.logs if log["event"] == "canary_request_failed")
+    assert failed["error"] == "the gzip body inflates past 64 KiB, canary.limits.max_answer_bytes"
 
 
 # -- HTTP/2 ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ answered, what was counted and logged), never how long it took."""
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 import threading
 import time
@@ -13,21 +14,39 @@ from collections.abc import Callable
 
 import pytest
 import structlog
+from answer_server_support import (
+    ANSWER_JSON,
+    answer_server,
+    http_answer,
+    http_plan,
+    outcome_count,
+    run_canary,
+)
 from engine_support import (
     OK,
     REQUEST,
+    Behaviour,
     RawServer,
     Recorder,
+    SteppedClock,
     answer_each,
     raw_server,
     read_request,
     until,
 )
 
-from tritonwatch.probe.canary import engine_channels
+from tritonwatch.probe.canary import engine_channels, engine_sockets
 from tritonwatch.probe.canary.breaker import BREAKER_PROBE_SECONDS
-from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.clients import client_for
+from tritonwatch.probe.canary.engine import (
+    RESTART_BACKOFF_MAX,
+    RESTART_BACKOFF_MIN,
+    SETTLE_SECONDS,
+    CanaryEngine,
+)
 from tritonwatch.probe.canary.engine_channels import Address, EngineCrashedError
+from tritonwatch.records.observations import Outcome
+from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.wire.limits import HttpRequest
 
 WAIT = 20.0
@@ -128,6 +147,54 @@ def test_requests_in_flight_at_a_crash_fail_as_ours_and_a_lost_schedule_is_resto
     assert len(canary.answers) == len(canary.asked)  # none lost
 
 
+def test_a_models_request_caught_in_a_crash_is_a_client_error_not_the_servers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Breaks if a real model canary counts a request the engine's crash ended (the
+    fault is ours) as anything but ``client_error``: as the server's ``bad_response``
+    it would leave the availability SLO. The crash comes while the server holds an
+    answer, so a request is surely in flight."""
+    holding, release, crash = threading.Event(), threading.Event(), threading.Event()
+    answer = http_answer(ANSWER_JSON)
+
+    def infer(conn: socket.socket, _request: bytes) -> bool:
+        if server.infers == 3:  # the third: held in flight until after the crash
+            holding.set()
+            release.wait(WAIT)
+        conn.sendall(answer)
+        return True
+
+    expire = CanaryEngine._expire
+
+    crashed: list[int] = []
+
+    def crashing_expire(self: CanaryEngine, now: float) -> None:
+        if crash.is_set() and not crashed:  # once
+            crashed.append(1)
+            raise RuntimeError("injected: a bug in the engine's turn")
+        expire(self, now)
+
+    monkeypatch.setattr(CanaryEngine, "_expire", crashing_expire)
+
+    def until(stats: CanaryBoard, engine: CanaryEngine) -> bool:
+        if holding.is_set() and not engine.restarts:
+            crash.set()  # the engine's next turn crashes
+        if engine.restarts:
+            release.set()
+        return engine.restarts == 1 and outcome_count(stats, Outcome.SUCCESS) >= 5
+
+    with answer_server(infer) as server:
+        try:
+            client = client_for("http", server.url, "")
+            run = run_canary(http_plan(server, timeout=WAIT), client, until)
+        finally:
+            release.set()
+    outcomes = run.outcomes()
+    assert outcomes[Outcome.CLIENT_ERROR] == 1  # the held request, ended by the crash
+    assert outcomes.get(Outcome.BAD_RESPONSE, 0) == 0
+    assert outcomes.get(Outcome.CONNECTION_ERROR, 0) == 0
+
+
 class _Names:
     """A resolver the test moves: ``host`` resolves to ``addresses``, as a DNS record or
     a pod's name would after a reschedule; counts the lookups."""
@@ -156,7 +223,10 @@ def test_a_moved_name_is_followed_after_the_first_refused_connect(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Breaks if the engine keeps knocking on the old address (its first lookup's) after
-    the name moved and the old server died, or moves without a log line."""
+    the name moved and the old server died, or moves without a log line. The periodic
+    lookup is pushed out of the test: only the refused connect's lookup can find the
+    new address."""
+    monkeypatch.setattr(engine_channels, "RESOLVE_EVERY", 3600.0)
     monkeypatch.setattr(engine_channels, "RESOLVE_MIN_GAP", 0.0)
     canary = Recorder(gap=0.02)
     with raw_server(_answer_then_close(3)) as first, raw_server(answer_each(OK)) as second:
@@ -211,6 +281,90 @@ def test_a_name_that_moves_while_the_old_server_lives_is_followed_at_the_next_pe
         finally:
             engine.stop()
     assert first.connections == 1 and second.connections == 1
+
+
+def test_refused_connects_look_the_name_up_no_more_often_than_the_minimum_gap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Breaks if each refused connect of a dead server (twenty a second) is a lookup of
+    its own: within ``RESOLVE_MIN_GAP`` of the last lookup, none is made."""
+    monkeypatch.setattr(engine_channels, "RESOLVE_EVERY", 3600.0)
+    monkeypatch.setattr(engine_channels, "RESOLVE_MIN_GAP", 3600.0)
+    holder, dead = _free_refusing_port()
+    canary = Recorder(gap=0.01)
+    names = _Names(dead)
+    engine = CanaryEngine(resolve=names)
+
+    async def main() -> None:
+        task = _serving(engine, canary, "triton.example", 8000)
+        await _until(lambda: _refused(canary) >= 20, "twenty refused connects")
+        # Each refusal asked for a lookup before it was recorded: let the loop take
+        # every one of those asks (nothing else runs on it) before counting.
+        for _ in range(100):
+            await asyncio.sleep(0)
+        await _stopped(task)
+
+    with holder:
+        try:
+            asyncio.run(main())
+        finally:
+            engine.stop()
+    assert names.lookups == 1  # serve's own; the next waits out the gap
+
+
+def _held_after(count: int, holding: threading.Event, release: threading.Event) -> Behaviour:
+    """Keep-alive: answers the first ``count`` requests at once, then holds each answer
+    (``holding`` set) until ``release``: an old server slower than the send gap, with a
+    request in flight when the name moves."""
+
+    def behaviour(conn: socket.socket, server: RawServer) -> None:
+        buffer = bytearray()
+        while (request := read_request(conn, buffer)) is not None:
+            server.requests.append(request)
+            if len(server.requests) > count:
+                holding.set()
+                release.wait(WAIT)
+            conn.sendall(OK)
+
+    return behaviour
+
+
+def test_a_connection_to_the_old_address_is_not_kept_after_its_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Breaks if the connection of a request in flight when the name moved goes back to
+    the idle pool when its answer comes: the old server (still answering, a blue/green
+    switch) would get every later request on it."""
+    monkeypatch.setattr(engine_channels, "RESOLVE_EVERY", 0.05)
+    monkeypatch.setattr(engine_channels, "RESOLVE_MIN_GAP", 0.0)
+    holding, release = threading.Event(), threading.Event()
+    canary = Recorder(gap=0.05)
+    first_server = raw_server(_held_after(3, holding, release))
+    with first_server as first, raw_server(answer_each(OK)) as second:
+        names = _Names(first.port)
+        engine = CanaryEngine(resolve=names)
+
+        async def main() -> None:
+            task = _serving(engine, canary, "triton.example", 8000, timeout=WAIT * 2)
+            await _until(holding.is_set, "a request held in flight by the first server")
+            lookups = names.lookups
+            names.addresses = [_address(second.port)]  # the name moves meanwhile
+            # A lookup after the move hands the engine the new address (moved(), in the
+            # same step as the count); two turns later the engine has taken it.
+            await _until(lambda: names.lookups > lookups, "a lookup after the move")
+            turns = engine.turns
+            await _until(lambda: engine.turns >= turns + 2, "the engine taking the move")
+            assert len(canary.answers) == 3  # the held one still in flight
+            release.set()
+            await _until(lambda: len(second.requests) >= 3, "the second server's answers")
+            await _stopped(task)
+
+        try:
+            asyncio.run(main())
+        finally:
+            release.set()
+            engine.stop()
+    assert len(first.requests) == 4 and first.connections == 1  # nothing after the held one
 
 
 def _answer_then_close(count: int) -> Callable[[socket.socket, RawServer], None]:
@@ -300,3 +454,85 @@ class _RawServerOn(RawServer):
         self.port = self._wanted
         self._local = threading.local()
         threading.Thread(target=self._accept, daemon=True).start()
+
+
+# -- the restart back-off, on a clock the engine's own waits move ------------------------
+
+
+class _CrashOn(Recorder):
+    """A canary that never sends (``allow`` off: no socket, only the schedule) and whose
+    schedule raises on each gap numbered in ``crash_on``: one engine crash each."""
+
+    def __init__(self, gap: float, crash_on: set[int]) -> None:
+        super().__init__(gap=gap, allow=False)
+        self.gaps = 0
+        self.crash_on = crash_on
+
+    def next_gap(self) -> float:
+        self.gaps += 1
+        if self.gaps in self.crash_on:
+            raise RuntimeError("injected: a bug in the engine's turn")
+        return self.gap
+
+
+def _restart_waits(monkeypatch: pytest.MonkeyPatch, canary: _CrashOn) -> list[float]:
+    """Runs the engine for ``canary`` on a clock that only its own waits move (each wait
+    jumps the clock by its whole timeout and returns at once: a back-off of 5 s costs
+    no real time), until every crash in ``crash_on`` happened; returns the waits the
+    engine announced before each restart (``restart_in_seconds``), in order."""
+    clock = SteppedClock()
+    engine = CanaryEngine(clock=clock)
+    crashes = len(canary.crash_on)
+
+    def wait_ready(
+        readers: list[socket.socket],
+        writers: list[socket.socket],
+        timeout: float,
+        fits: bool | None = None,
+    ) -> tuple[list[socket.socket], list[socket.socket]]:
+        if engine.restarts >= crashes:  # done: idle in real time until stopped
+            return select.select(readers, writers, [], min(timeout, 0.01))[:2]
+        clock.now += timeout
+        return select.select(readers, writers, [], 0.0)[:2]
+
+    monkeypatch.setattr(engine_sockets, "wait_ready", wait_ready)
+    with structlog.testing.capture_logs() as logs:
+
+        def waits() -> list[float]:
+            crashed = [e for e in logs if e["event"] == "canary_engine_crashed"]
+            return [float(e["restart_in_seconds"]) for e in crashed]
+
+        async def main() -> None:
+            request = HttpRequest(REQUEST)
+            serving = engine.serve(
+                canary, "127.0.0.1", 9, request, timeout=2.0, max_in_flight=1, first_send=clock.now
+            )
+            task = asyncio.create_task(serving)
+            await _until(lambda: len(waits()) >= crashes, f"{crashes} crashes")
+            await _stopped(task)
+
+        try:
+            asyncio.run(main())
+        finally:
+            engine.stop()
+    return waits()
+
+
+def test_the_restart_back_off_doubles_up_to_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Breaks if the wait before the engine's loop runs again grows without bound: after
+    ten crashes in a row the canaries would go silent for over 100 s."""
+    canary = _CrashOn(gap=1.0, crash_on=set(range(1, 13)))
+    waits = _restart_waits(monkeypatch, canary)
+    assert waits == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 3.2] + [RESTART_BACKOFF_MAX] * 6)
+    assert RESTART_BACKOFF_MAX == 5.0
+
+
+def test_the_restart_back_off_starts_again_once_the_engine_settled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Breaks if the back-off never returns to its first step after the engine ran
+    ``SETTLE_SECONDS`` without a crash (a crash a day would wait 5 s each time)."""
+    settled = int(SETTLE_SECONDS) + 10  # gaps of 1 s with no crash between the 5th and the last
+    canary = _CrashOn(gap=1.0, crash_on={1, 2, 3, 4, 5, 5 + settled})
+    waits = _restart_waits(monkeypatch, canary)
+    assert waits == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, RESTART_BACKOFF_MIN])

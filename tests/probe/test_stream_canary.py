@@ -37,6 +37,7 @@ from stream_script_support import (
 from tritonwatch.config.canary_schema import StreamConfig
 from tritonwatch.probe.canary.clients import classify_error, error_text
 from tritonwatch.probe.canary.engine import CanaryEngine
+from tritonwatch.probe.canary.engine_stream import StreamAnswer
 from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.pauses import Pauses
 from tritonwatch.probe.canary.plans import CanaryPlan
@@ -47,6 +48,7 @@ from tritonwatch.probe.stream.stream_canary import (
     openai_root,
     prompt_sampler,
     stream_fields,
+    stream_requests,
     stream_senders,
 )
 from tritonwatch.probe.stream_timing import StreamClock
@@ -406,3 +408,56 @@ def test_streams_that_wait_for_the_one_connection_count_the_wait(path: str) -> N
     # A stream every 50 ms, one served per 150 ms: the sixth waited ~0.5 s more.
     assert ttfts[-1] > ttfts[0] + 0.3, ttfts
     assert streamed.server.served_on == [1] * 6
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One decoded response of a stream (probe/stream_timing.StreamPiece)."""
+
+    text: str | None = None
+    tokens: int | None = None
+    final: bool = False
+    error: str | None = None
+
+
+class _Books:
+    """The canary's bookkeeping, as a stream's record asks it: nothing logged."""
+
+    def failure_of(self, error: BaseException, outcome: Outcome, text: str) -> None:
+        return None
+
+    def tally(self, outcome: Outcome, failure: object) -> float:
+        return 0.0
+
+
+def test_a_stream_taken_up_late_is_timed_from_the_wake_its_lateness_apart() -> None:
+    """Breaks if a stream the engine took up after its intended send is timed from the
+    intended send: the client's own lateness would go into the server's TTFT and total,
+    and the stream's ``send_lateness_seconds`` would read 0."""
+    plan = CanaryPlan(
+        target="t",
+        model="m",
+        version="",
+        protocol="openai",
+        http_url="http://127.0.0.1:1",
+        grpc_url="grpc://127.0.0.1:1",
+        rate=1.0,
+        poisson=False,
+        timeout=2.0,
+        max_in_flight=1,
+        data="random",
+        openai_url="http://127.0.0.1:1/v1",
+    )
+    stats, streams = CanaryBoard(), RecordingStreamBoard()
+    stats.declare([plan.key])
+    streams.declare([plan.key])
+    sender = StreamSender(plan, stats, streams, _Books(), stream_requests(plan, None, 1))
+    clock = StreamClock(0.0)  # (its origin is the sender's to set)
+    clock.piece(100.5, _Piece(text="a"))
+    clock.piece(101.0, _Piece(text="b", final=True))
+    sender.record(100.0, StreamAnswer(clock, 101.0, None), woke=100.25)
+    [result] = streams.results
+    assert result.outcome == Outcome.SUCCESS
+    assert result.send_lateness_seconds == 0.25
+    assert result.ttft_seconds == 0.25  # from the wake at 100.25 to the first token
+    assert result.total_seconds == 0.75
