@@ -177,8 +177,34 @@ def test_a_config_change_is_logged_and_queued(sim: Simulator, clock: FakeClock) 
     assert current is not None and current.dynamic_batching == change.current.dynamic_batching
 
 
+def test_a_reload_is_seen_the_next_cycle_without_waiting_for_the_backstop(
+    sim: Simulator, clock: FakeClock
+) -> None:
+    """The backstop far off (once an hour): a reload through the repository API replaces
+    the loaded model, its statistics start over, and the next cycle reads the config —
+    the change queued, as with a poll every cycle. A cycle with no news reads none."""
+    scraper = TargetScraper(sim_target(sim, "simple"), 2.0, clock)
+    scraper.scrape_once()
+    infer(sim, "simple", 3)
+    clock.advance(10.0)
+    assert ScrapeSource.CONFIG not in scraper.scrape_once().sources  # nothing due
+    with http_client(sim) as client:
+        config = client.get_model_config("simple")
+        config["dynamic_batching"]["max_queue_delay_microseconds"] = 50
+        client.load_model("simple", config=json.dumps(config))
+    clock.advance(10.0)
+    assert ScrapeSource.CONFIG in scraper.scrape_once().sources
+    (change,) = scraper.drain_config_changes()
+    assert change.model == "simple"
+    assert list(change.changes) == ["dynamic_batching.max_queue_delay_microseconds"]
+    assert scraper.take_reloaded() == {"simple"}
+    clock.advance(10.0)
+    assert ScrapeSource.CONFIG not in scraper.scrape_once().sources
+
+
 def test_config_is_polled_every_nth_cycle(sim: Simulator, clock: FakeClock) -> None:
-    """The model config is polled on the first cycle and every config_every-th after it."""
+    """One model's config is read on the first cycle and every config_every-th after it
+    (the backstop's turn: one model is always at position 0)."""
     scraper = TargetScraper(sim_target(sim, "simple"), 2.0, clock, config_every=3)
     polled = [ScrapeSource.CONFIG in scraper.scrape_once().sources for _ in range(7)]
     assert polled == [True, False, False, True, False, False, True]

@@ -28,6 +28,8 @@ class FakeScraper:
         self.cycles = 0
         self.changes: list[ModelConfigChange] = []
         self.gpus: dict[str, TritonGpuRates] = {}
+        self.marked: list[str] = []
+        self.reloaded: set[str] = set()
 
     def scrape_once(self) -> ScrapeOutcome:
         self.cycles += 1
@@ -39,6 +41,13 @@ class FakeScraper:
     def drain_config_changes(self) -> list[ModelConfigChange]:
         changes, self.changes = self.changes, []
         return changes
+
+    def mark_config_due(self, model: str) -> None:
+        self.marked.append(model)
+
+    def take_reloaded(self) -> set[str]:
+        reloaded, self.reloaded = self.reloaded, set()
+        return reloaded
 
     def close(self) -> None:
         self.closed = True
@@ -143,3 +152,33 @@ def test_canary_totals_sum_protocols_per_model() -> None:
     assert seconds == pytest.approx(0.060)
     assert count == 3
     assert totals[("t", "other")] == (0.0, 0)
+
+
+def test_the_config_backstop_is_the_refresh_interval_in_cycles_and_rebuilds_when_it_moves() -> None:
+    """No fixed cadence given: ``scrape.config_refresh_interval`` over ``scrape.interval``
+    (1 h / 15 s = 240 cycles by default); a new interval rebuilds the target's scraper."""
+    MADE.clear()
+    scrapers = TritonScrapers(scraper_factory=factory)
+    scrapers.apply(config(a="http://a:8000"))
+    assert built(scrapers)["a"].options["config_every"] == 240
+    faster = config(a="http://a:8000").model_copy(
+        update={
+            "scrape": Config.model_validate({"scrape": {"config_refresh_interval": "10m"}}).scrape
+        }
+    )
+    scrapers.apply(faster)
+    assert built(scrapers)["a"].options["config_every"] == 40
+    assert len(MADE) == 2
+
+
+def test_marks_and_reloads_pass_through_to_the_targets_scraper(scrapers: TritonScrapers) -> None:
+    """A mark reaches the named target's scraper (none for an unknown target); the models
+    the scrapers saw reloaded come back once, by target."""
+    scrapers.apply(config(a="http://a:8000", b="http://b:8000"))
+    made = built(scrapers)
+    scrapers.mark_config_due("a", "m")
+    scrapers.mark_config_due("gone", "m")
+    assert (made["a"].marked, made["b"].marked) == (["m"], [])
+    made["b"].reloaded = {"m", "n"}
+    assert scrapers.take_reloaded() == {("b", "m"), ("b", "n")}
+    assert scrapers.take_reloaded() == set()

@@ -277,14 +277,20 @@ class TargetConfig(Section):
 
 class ScrapeConfig(Section):
     interval: Duration = 15.0
-    """How often each target is scraped (``/metrics``, statistics and, every few
-    cycles, model configs) and its readiness checked."""
+    """How often each target is scraped (``/metrics``, statistics, and the model configs
+    that are due) and its readiness checked."""
     timeout: Duration = 5.0
     """The deadline of one whole scrape cycle, also the timeout of readiness checks and
     repository-index reads; must be shorter than ``interval``."""
     max_body_bytes: PositiveInt = 16 * 2**20
     """The largest response body read (``/metrics``, statistics, config); a larger one
     fails that scrape as ``too_large`` instead of filling the daemon's memory."""
+    config_refresh_interval: Duration = 3600.0
+    """How often each model's config is read again when nothing said it changed: a
+    model's config is read when it is first seen and when the statistics or ``/metrics``
+    show it loaded again (another version, back after an absence, counters reset);
+    this backstop, spread evenly over the scrape cycles, catches the rest (at most once
+    a cycle)."""
 
 
 class NvmlConfig(Section):

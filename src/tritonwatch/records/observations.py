@@ -363,6 +363,8 @@ class ModelStatistics:
     cache_hit_ns: int = 0
     cache_misses: int = 0
     cache_miss_ns: int = 0
+    versions: tuple[str, ...] = ()
+    """The versions the answer reported (sorted): a changed set is a new version loaded."""
 
 
 @dataclass(frozen=True, slots=True)

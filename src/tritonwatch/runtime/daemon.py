@@ -376,14 +376,19 @@ class Daemon:
         re-applies the config in force when the models changed. A read made under a
         config that a reload replaced meanwhile is dropped — applied, it would undo the
         reload — and made again under the config in force (:data:`STALE_READS_REDONE`)."""
+        reloaded = self.triton.take_reloaded()  # (scrapers' news: each described again)
+        refused = {(target, model) for target, model, _ in self.canary_board.input_refused()}
         for _ in range(1 + STALE_READS_REDONE):
             seen = self._owner.snapshot()
-            found = self._models.read(effective_config(seen.config, self._base, self._shard))
+            config = effective_config(seen.config, self._base, self._shard)
+            found = self._models.read(config, reloaded=reloaded, refused=refused)
             with self._lifecycle:
                 if self._owner.is_current(seen.generation):
                     self._models_read = True
                     if self._models.differs(found):
                         self._apply(found)
+                    else:
+                        self._models.commit(found)  # the index stamps read, nothing else
                     return
             _log.info("model_discovery_read_dropped", reason="a reload during the read")
 

@@ -7,11 +7,18 @@ client, :mod:`tritonwatch.triton_api`, asks as the scrapers do), filtered by
 ``include``/``exclude`` and capped at ``discovery.max_models_per_target``; its
 ``listed`` models are always watched, with their own settings.
 
-The daemon reads the index again every ``discovery.model_refresh_interval``: when the
-set changes — a model loaded, unloaded, or reloaded with other inputs, outputs or
-batching (so the canary builds its request again) — it re-applies the config as a
-reload does: the canaries of models gone stop and their series disappear, new ones
-start, a reloaded one restarts, and the others run on untouched. A server that cannot
+The daemon reads the index again every ``discovery.model_refresh_interval`` — one
+request per target, however many models — and reads a model's metadata and config only
+when it is new, when its row in the index changed (another version, another state), or
+when the daemon hands it over as reloaded: the scrapers saw it loaded again (its
+statistics or ``/metrics`` counters started over, :meth:`TritonScrapers.take_reloaded
+<tritonwatch.scrape.triton_scrapers.TritonScrapers.take_reloaded>`), or its canary's
+requests began to be refused (a reload with the same version and other inputs shows
+nowhere in the index). When the set changes — a model loaded, unloaded, or reloaded
+with other inputs, outputs or batching (so the canary builds its request again) — it
+re-applies the config as a reload does: the canaries of models gone stop and their
+series disappear, new ones start, a reloaded one restarts, and the others run on
+untouched. A server that cannot
 be read keeps the models found last, so a blip does not drop them. Reaching the cap is
 logged once, when it is reached, not on every read.
 """
@@ -20,8 +27,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from tritonwatch.common.logs import get_logger
@@ -46,10 +53,12 @@ class IndexEntry:
 @dataclass(frozen=True, slots=True)
 class FoundModel:
     """A discovered model; ``signature`` changes when a reload changes what its canary
-    sends (see :func:`describe`)."""
+    sends (see :func:`describe`). ``stamp`` is its rows in the index when it was
+    described (:func:`index_stamps`); it takes no part in comparisons."""
 
     name: str
     signature: str = ""
+    stamp: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +89,15 @@ def parse_index(rows: list[Any]) -> list[IndexEntry]:
                 )
             )
     return entries
+
+
+def index_stamps(entries: Iterable[IndexEntry]) -> dict[str, str]:
+    """Name → its rows (version and state, sorted) as one string: a model whose stamp
+    changed was loaded, unloaded or reloaded as another version since."""
+    rows: dict[str, list[str]] = {}
+    for entry in entries:
+        rows.setdefault(entry.name, []).append(f"{entry.version}:{entry.state.upper()}")
+    return {name: ",".join(sorted(found)) for name, found in rows.items()}
 
 
 def ready_names(entries: Iterable[IndexEntry]) -> list[str]:
@@ -172,25 +190,37 @@ def client_for(target: TargetConfig, timeout: float) -> ModelApiClient:
 
 
 def discover(
-    target: TargetConfig, client: ModelApiClient, cap: int, known: Mapping[str, FoundModel]
+    target: TargetConfig,
+    client: ModelApiClient,
+    cap: int,
+    known: Mapping[str, FoundModel],
+    recheck: Collection[str] = (),
 ) -> TargetModels:
     """The target's discovered models — the first ``cap`` by name — each with the
-    signature of :func:`describe` (a model whose description cannot be read keeps its
-    last signature).
+    signature of :func:`describe`: read for a model not in ``known``, one whose index
+    rows changed since (its stamp), and those in ``recheck``; the others keep theirs, so
+    a steady server costs one index request. A model whose description cannot be read
+    keeps its last signature, and is read again next time.
 
     Raises:
         DiscoveryError: the index could not be read.
     """
     selection = target.selection or ModelSelection()
-    names = select_names(selection, ready_names(read_index(client)))
+    entries = read_index(client)
+    stamps = index_stamps(entries)
+    names = select_names(selection, ready_names(entries))
     found = []
     for name in names[:cap]:
+        previous = known.get(name)
+        stamp = stamps.get(name, "")
+        if previous is not None and previous.stamp == stamp and name not in recheck:
+            found.append(previous)
+            continue
         try:
             signature = hashlib.sha256(describe(client, name)).hexdigest()[:16]
         except DiscoveryError:
-            previous = known.get(name)
-            signature = previous.signature if previous is not None else ""
-        found.append(FoundModel(name, signature))
+            signature, stamp = (previous.signature if previous is not None else ""), ""
+        found.append(FoundModel(name, signature, stamp))
     return TargetModels(tuple(found), tuple(names[cap:]))
 
 
@@ -217,6 +247,8 @@ class ModelDiscovery:
         self._found: dict[str, tuple[FoundModel, ...]] = {}
         self._capped: set[str] = set()
         """Targets at the cap when last read: the cap is logged when one joins."""
+        self._refused: set[tuple[str, str]] = set()
+        """(target, model) whose canary was refused when last read: read again once."""
 
     @property
     def found(self) -> Mapping[str, tuple[FoundModel, ...]]:
@@ -230,13 +262,28 @@ class ModelDiscovery:
         """
         return self.commit(self.read(config))
 
-    def read(self, config: Config) -> dict[str, tuple[FoundModel, ...]]:
+    def read(
+        self,
+        config: Config,
+        *,
+        reloaded: Collection[tuple[str, str]] = (),
+        refused: Collection[tuple[str, str]] = (),
+    ) -> dict[str, tuple[FoundModel, ...]]:
         """Reads the index of every discovering target of ``config`` (the effective,
         sharded targets: a replica discovers only on the targets it owns) and returns
         what it found; commits nothing. A target that cannot be read keeps the models
-        committed for it before."""
+        committed for it before.
+
+        Args:
+            reloaded: (target, model) seen loaded again since the last read: described
+                again.
+            refused: (target, model) whose canary's requests are refused now: each
+                described again once, when it joins (not at every read while it stays).
+        """
         cap = config.discovery.max_models_per_target
         committed = self._found
+        recheck = set(reloaded) | (set(refused) - self._refused)
+        self._refused = set(refused)
         found: dict[str, tuple[FoundModel, ...]] = {}
         for target in config.targets:
             if target.selection is None:
@@ -245,7 +292,8 @@ class ModelDiscovery:
             client = client_for(target, self._timeout)
             try:
                 known = {model.name: model for model in previous or ()}
-                read = discover(target, client, cap, known)
+                again = {model for name, model in recheck if name == target.name}
+                read = discover(target, client, cap, known, again)
                 found[target.name] = read.models
                 self._note_cap(target.name, read, cap)
             except DiscoveryError as error:

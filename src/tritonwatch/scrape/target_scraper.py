@@ -11,10 +11,13 @@ scrape interval:
    batch execution rates, and the response cache's rates (``cache_hit``/``cache_miss``:
    a model's cache readings where ``/metrics`` lacks its cache families; ``/metrics``
    wins when both are there, :attr:`~tritonwatch.records.target_state.ModelState.cache`).
-4. The config API per model, on the first cycle and every ``config_every``-th → a
+4. The config API for the models whose config is due
+   (:mod:`~tritonwatch.scrape.config_schedule`: first seen, loaded again by what steps
+   1 and 3 read, marked by :meth:`mark_config_due`, or the slow backstop's share) → a
    typed snapshot; a difference from the last one is logged (``model_config_changed``,
    with every changed field old → new) and queued for consumers
-   (:meth:`drain_config_changes`).
+   (:meth:`drain_config_changes`). The models seen loaded again are also kept for model
+   discovery (:meth:`take_reloaded`).
 5. The composing models of the watched ones — ensemble steps from their configs,
    recursively, and BLS ``composing_models`` from the target's config — get their rates
    (step 1) and configs (step 4) read too, published apart from the watched models
@@ -90,10 +93,12 @@ from tritonwatch.records.target_state import (
 )
 from tritonwatch.scrape.api_switches import AllModelsStatistics, OptionalApi, is_cycle_failure
 from tritonwatch.scrape.composing_models import composing_key, composing_names, composing_states
+from tritonwatch.scrape.config_schedule import ConfigSchedule, reloaded_models
 from tritonwatch.scrape.llm_deltas import llm_rates
 from tritonwatch.scrape.llm_readings import llm_readings
 from tritonwatch.scrape.model_selection import select_models
 from tritonwatch.scrape.model_state import model_state
+from tritonwatch.scrape.source_outcomes import combined_outcome, merged_outcome
 from tritonwatch.scrape.triton_config import config_changes, parse_model_config
 from tritonwatch.scrape.triton_deltas import triton_rates
 from tritonwatch.scrape.triton_stats import (
@@ -112,8 +117,9 @@ _T = TypeVar("_T")
 CanaryTotals = Callable[[], Mapping[tuple[str, str], tuple[float, int]]]
 """Returns (target, model) → (sum of end-to-end seconds, count) of the canary so far."""
 
-DEFAULT_CONFIG_EVERY = 4
-"""Poll the config API every 4th cycle: once a minute at the default 15 s interval."""
+DEFAULT_CONFIG_EVERY = 240
+"""The backstop: each model's config read at least every 240th cycle, once an hour at
+the default 15 s interval (``scrape.config_refresh_interval``)."""
 MAX_QUEUED_CONFIG_CHANGES = 256
 _OPTIONAL_APIS = (ScrapeSource.STATS, ScrapeSource.CONFIG)
 ALL_MODELS = "all models"
@@ -129,27 +135,6 @@ def _parse_config(document: Any, key: ModelKey, at: float) -> ModelConfigSnapsho
     return parse_model_config(document, key.model, at)
 
 
-def _merged(first: SourceOutcome | None, second: SourceOutcome | None) -> SourceOutcome | None:
-    """Two outcomes of one source in one cycle as one: the first failure, the total time."""
-    if first is None or second is None:
-        return first or second
-    failed = first if not first.ok else second
-    duration = first.duration_seconds + second.duration_seconds
-    return SourceOutcome(first.source, failed.status, duration, failed.error)
-
-
-def _combined(
-    source: ScrapeSource, answers: Sequence[tuple[str, ApiAnswer]], spent: float = 0.0
-) -> SourceOutcome:
-    """One outcome for a source's per-model requests: the first failure, the total time
-    (with ``spent``, the time of this cycle's other requests to the source)."""
-    duration = spent + sum(answer.duration_seconds for _, answer in answers)
-    for model, answer in answers:
-        if not answer.ok:
-            return SourceOutcome(source, answer.status, duration, f"{model}: {answer.error}")
-    return SourceOutcome(source, FetchStatus.SUCCESS, duration)
-
-
 class TargetScraper:
     """Scrapes one target; see the module docstring for what a cycle does.
 
@@ -161,7 +146,8 @@ class TargetScraper:
             own, closed by :meth:`close`. The statistics and config APIs of a gRPC
             target do not use it (:func:`~tritonwatch.triton_api.endpoint.api_endpoint`).
         canary_totals: the canary's cumulative latency totals, for ``network_client``.
-        config_every: poll the config API on every ``config_every``-th cycle.
+        config_every: the backstop: each model's config is read at least once in this
+            many cycles, spread evenly over them (:class:`ConfigSchedule`).
         max_bytes: the largest response body read.
     """
 
@@ -188,7 +174,7 @@ class TargetScraper:
         if session is None and target.client_tls is not None:
             target.client_tls.configure_session(self._session)  # used for https:// URLs only
         self._canary_totals = canary_totals
-        self._config_every = config_every
+        self._config_schedule = ConfigSchedule(config_every)
         self._max_bytes = max_bytes
         self._keys = {model.name: ModelKey(model.name, model.version) for model in target.models}
         self._declared = {model.name: model.composing_models for model in target.models}
@@ -205,6 +191,8 @@ class TargetScraper:
         self._previous_canary: dict[str, tuple[float, int]] = {}
         self._previous_bad_lines = 0
         self._configs: dict[str, ModelConfigSnapshot] = {}
+        self._missing_stats: set[str] = set()
+        self._reloaded: set[str] = set()  # under _lock: discovery takes it
         protocol = self._model_apis.protocol
         self._apis = {
             source: OptionalApi(target.name, source, protocol) for source in _OPTIONAL_APIS
@@ -240,6 +228,18 @@ class TargetScraper:
             self._changes.clear()
         return changes
 
+    def mark_config_due(self, model: str) -> None:
+        """Has the next cycle read ``model``'s config (whoever loads one says so, so the
+        change is seen a cycle later, not at the backstop's turn). Any thread."""
+        self._config_schedule.mark([model])
+
+    def take_reloaded(self) -> set[str]:
+        """The models seen loaded again since the last call (see
+        :func:`~tritonwatch.scrape.config_schedule.reloaded_models`), removed. Any thread."""
+        with self._lock:
+            reloaded, self._reloaded = self._reloaded, set()
+        return reloaded
+
     def close(self) -> None:
         """Releases the gRPC client (if any) and the HTTP session (when it is the
         scraper's own)."""
@@ -258,7 +258,7 @@ class TargetScraper:
             canary = self._canary_means() if metrics.ok else {}
             llm = self._read_llm(scrape) if scrape is not None else {}
             attempted = {ScrapeSource.METRICS: metrics}
-            batches, stats = self._read_statistics(deadline)
+            batches, stats = self._read_statistics(deadline, rates)
             config = self._poll_configs(deadline)
             for outcome in (stats, config):
                 if outcome is not None:
@@ -439,12 +439,15 @@ class TargetScraper:
             return {}, None
         api.answered()
         parsed, answers = asked
-        return parsed, _combined(source, answers, spent)
+        return parsed, combined_outcome(source, answers, spent)
 
     def _read_statistics(
-        self, deadline: float
+        self, deadline: float, rates: TritonRates | None
     ) -> tuple[dict[str, BatchStatisticsRates], SourceOutcome | None]:
+        """The statistics' rates; the models they (and ``/metrics``' ``rates``) say were
+        loaded again get their config read this cycle."""
         stats, outcome = self._statistics(deadline)
+        before = dict(self._previous_stats)
         batches = {}
         for name, current in stats.items():
             previous, self._previous_stats[name] = self._previous_stats.get(name), current
@@ -452,6 +455,20 @@ class TargetScraper:
                 config = self._configs.get(name)
                 cached = config is not None and config.traits.response_cache
                 batches[name] = batch_statistics_rates(previous, current, response_cache=cached)
+        found = rates.models.items() if rates is not None else ()
+        reset = {key.model for key, model in found if model.counters_reset}
+        missing_before = self._missing_stats
+        if outcome is None:  # not asked (switched off): nothing known
+            self._missing_stats = set()
+        elif stats or outcome.ok:  # (a cycle whose one request failed tells nothing)
+            self._missing_stats = {name for name in self._keys if name not in stats}
+        reloaded = reloaded_models(
+            before, stats, batches, missing_before=missing_before, metrics_reset=reset
+        )
+        if reloaded:
+            self._config_schedule.mark(reloaded)
+            with self._lock:
+                self._reloaded |= reloaded & self._keys.keys()
         return batches, outcome
 
     def _statistics(
@@ -491,7 +508,7 @@ class TargetScraper:
             failed[name] = ApiAnswer(FetchStatus.BAD_RESPONSE, 0.0, error=error)
         answers = [(name, failed[name]) for name in names if name in failed]
         api.answered()
-        return parsed, _combined(ScrapeSource.STATS, answers, answer.duration_seconds)
+        return parsed, combined_outcome(ScrapeSource.STATS, answers, answer.duration_seconds)
 
     def _read_all_statistics(
         self, deadline: float
@@ -516,8 +533,7 @@ class TargetScraper:
             return bad, None
 
     def _poll_configs(self, deadline: float) -> SourceOutcome | None:
-        due = (self._cycle - 1) % self._config_every == 0
-        names = [name for name in self._keys if due or name not in self._configs]
+        names = self._config_schedule.due(self._cycle, list(self._keys), self._configs)
         snapshots, outcome = self._read_models(ScrapeSource.CONFIG, names, deadline, _parse_config)
         for name, current in snapshots.items():
             previous, self._configs[name] = self._configs.get(name), current
@@ -529,26 +545,25 @@ class TargetScraper:
                     self.target.name, name, current.at, previous, current, changes
                 )
                 self._record_change(change)
-        return self._poll_composing(due, deadline, outcome)
+        return self._poll_composing(deadline, outcome)
 
     def _poll_composing(
-        self, due: bool, deadline: float, outcome: SourceOutcome | None
+        self, deadline: float, outcome: SourceOutcome | None
     ) -> SourceOutcome | None:
-        """Reads the composing models' configs, level by level through nested ensembles
-        (a step's steps are known once its config is read); forgets models that left.
-        Their changes are not queued: an experiment is a watched model's."""
+        """Reads the composing models' configs that are due, level by level through
+        nested ensembles (a step's steps are known once its config is read); forgets
+        models that left. Their changes are not queued: an experiment is a watched model's."""
         asked: set[str] = set()
         for _ in range(8):  # ensembles nested deeper than 8 levels wait for later polls
             self._composing = composing_names(self._declared, self._configs)
-            names = [
-                n for n in self._composing if n not in asked and (due or n not in self._configs)
-            ]
+            due = self._config_schedule.due(self._cycle, self._composing, self._configs)
+            names = [n for n in due if n not in asked]
             if not names:
                 break
             asked.update(names)
             snapshots, more = self._read_models(ScrapeSource.CONFIG, names, deadline, _parse_config)
             self._configs.update(snapshots)
-            outcome = _merged(outcome, more)
+            outcome = merged_outcome(outcome, more)
         keep = {*self._keys, *self._composing}
         self._configs = {n: c for n, c in self._configs.items() if n in keep}
         return outcome

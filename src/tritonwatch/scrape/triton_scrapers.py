@@ -20,15 +20,11 @@ from tritonwatch.config.schema import Config, TargetConfig
 from tritonwatch.records.observations import ModelConfigChange, TritonGpuRates
 from tritonwatch.records.target_state import ScrapeOutcome, TargetState
 from tritonwatch.scrape.interfaces import Scraper
-from tritonwatch.scrape.target_scraper import (
-    DEFAULT_CONFIG_EVERY,
-    CanaryTotals,
-    TargetScraper,
-)
+from tritonwatch.scrape.target_scraper import CanaryTotals, TargetScraper
 from tritonwatch.state.canary_board import CanaryBoard
 
 ScraperFactory = Callable[..., Scraper]
-_Settings = tuple[TargetConfig, float, int]
+_Settings = tuple[TargetConfig, float, int, int]
 """What a scraper was built from: a target keeps its scraper while these stay equal."""
 
 
@@ -52,13 +48,20 @@ def canary_totals(stats: CanaryBoard, clock: Callable[[], float] = time.monotoni
     return totals
 
 
+def config_every(config: Config) -> int:
+    """The config backstop in scrape cycles: ``scrape.config_refresh_interval`` over
+    ``scrape.interval``, at least 1."""
+    return max(1, round(config.scrape.config_refresh_interval / config.scrape.interval))
+
+
 class TritonScrapers:
     """The scrapers of every configured target.
 
     Args:
         canary_totals: the canary's totals (:func:`canary_totals`), for ``network_client``.
         clock: monotonic seconds, passed to every scraper.
-        config_every: poll the config API every this many cycles.
+        config_every: the config backstop in cycles (:class:`TargetScraper`); None:
+            ``scrape.config_refresh_interval`` over ``scrape.interval`` (:func:`config_every`).
         scraper_factory: builds a scraper (tests inject their own); takes the
             :class:`TargetScraper` arguments.
     """
@@ -68,7 +71,7 @@ class TritonScrapers:
         *,
         canary_totals: CanaryTotals | None = None,
         clock: Callable[[], float] = time.monotonic,
-        config_every: int = DEFAULT_CONFIG_EVERY,
+        config_every: int | None = None,
         scraper_factory: ScraperFactory = TargetScraper,
     ) -> None:
         self._canary_totals = canary_totals
@@ -86,7 +89,8 @@ class TritonScrapers:
         built: dict[str, tuple[_Settings, Scraper]] = {}
         for target in config.targets:
             scrape = config.scrape
-            settings = (target, scrape.timeout, scrape.max_body_bytes)
+            every = self._config_every or config_every(config)
+            settings = (target, scrape.timeout, scrape.max_body_bytes, every)
             kept = previous.get(target.name)
             if kept is not None and kept[0] == settings:
                 built[target.name] = kept
@@ -96,7 +100,7 @@ class TritonScrapers:
                 config.scrape.timeout,
                 self._clock,
                 canary_totals=self._canary_totals,
-                config_every=self._config_every,
+                config_every=every,
                 max_bytes=scrape.max_body_bytes,
             )
             built[target.name] = (settings, scraper)
@@ -134,6 +138,21 @@ class TritonScrapers:
             scrapers = [scraper for _, scraper in self._scrapers.values()]
         changes = [change for scraper in scrapers for change in scraper.drain_config_changes()]
         return sorted(changes, key=lambda change: change.at)
+
+    def mark_config_due(self, target: str, model: str) -> None:
+        """Has ``target``'s next cycle read ``model``'s config (after the daemon loaded
+        one, say); nothing for a target not configured."""
+        with self._lock:
+            entry = self._scrapers.get(target)
+        if entry is not None:
+            entry[1].mark_config_due(model)
+
+    def take_reloaded(self) -> set[tuple[str, str]]:
+        """(target, model) of every model the scrapers saw loaded again since the last
+        call (model discovery reads them again)."""
+        with self._lock:
+            scrapers = [(name, scraper) for name, (_, scraper) in self._scrapers.items()]
+        return {(name, model) for name, scraper in scrapers for model in scraper.take_reloaded()}
 
     def close(self) -> None:
         """Closes every scraper's HTTP session."""

@@ -113,6 +113,7 @@ def _summed(
         cache_hit_ns=cache[1],
         cache_misses=cache[2],
         cache_miss_ns=cache[3],
+        versions=tuple(sorted({str(entry.get("version", "")) for _, entry in entries})),
     )
 
 
