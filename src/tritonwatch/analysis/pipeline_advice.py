@@ -43,7 +43,7 @@ from tritonwatch.analysis.advisor_records import (
 )
 from tritonwatch.analysis.breakdown import BOTTLENECK_BUDGET_SHARE
 from tritonwatch.analysis.pipeline_breakdown import step_bottleneck, step_breakdown
-from tritonwatch.analysis.pipeline_shape import Reading, pipeline_shapes
+from tritonwatch.analysis.pipeline_shape import Reading, pipeline_shape, pipeline_shapes
 from tritonwatch.records.observations import ModelRates
 from tritonwatch.records.target_state import (
     BottleneckKind,
@@ -153,7 +153,7 @@ def advise_pipeline(
             rates on watched models).
         windows: each model's rates over the advisor window (watched and composing).
     """
-    shape = pipeline_shapes(state).get(parent.model)
+    shape = pipeline_shape(parent.model, state)  # this model's only: linear in the fleet
     if shape is None:
         return advise(parent, thresholds)
     breakdown = window_breakdown(parent, state, windows)

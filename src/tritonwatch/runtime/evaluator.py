@@ -318,6 +318,9 @@ class Evaluator:
         thresholds = _thresholds(config)
         canary = {(s.target, s.model): s for s in snapshots}
         streams = {(s.target, s.model): s for s in stream_snapshots}
+        by_model: dict[TargetModel, list[SLOStatus]] = {}
+        for status in statuses:  # once, not once per model: a thousand models stay linear
+            by_model.setdefault((status.spec.target, status.spec.model), []).append(status)
         for target in config.targets:
             state = states.get(target.name)
             windows = self._target_windows(target.name)  # a pipeline's steps' too
@@ -338,16 +341,14 @@ class Evaluator:
                     snapshot=snapshot,
                     samples=samples,
                     stream=streams.get(key),
-                    statuses=statuses,
+                    statuses=by_model.get(key, ()),
                 )
                 llm = self._llm_windows.observe(key, state.models.get(model.name), now, span)
                 judged = with_llm_window(with_server_window(advisor_input, window), llm)
                 self._kv_pressure.update(judged, thresholds)
                 advice = advise_pipeline(judged, thresholds, state=state, windows=windows)
                 bottleneck = _bottleneck(state, model.name)
-                burning = any(
-                    (s.spec.target, s.spec.model) == key and s.firing is not None for s in statuses
-                )
+                burning = any(s.firing is not None for s in by_model.get(key, ()))
                 blocked = blocked_reason(
                     judged,
                     thresholds,

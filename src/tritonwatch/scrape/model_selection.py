@@ -67,13 +67,16 @@ def select_models(scrape: TritonScrape, wanted: Iterable[ModelKey]) -> TritonScr
     version of the model. A wanted model the page does not list is left out.
     """
     selected: dict[ModelKey, ModelCounters] = {}
+    versions: dict[str, list[ModelCounters]] = {}  # one pass: linear in the page's models
+    for found_key, counters in scrape.models.items():
+        versions.setdefault(found_key.model, []).append(counters)
     for key in wanted:
         if key.version:
             found = scrape.models.get(key)
             if found is not None:
                 selected[key] = found
             continue
-        parts = [counters for k, counters in scrape.models.items() if k.model == key.model]
+        parts = versions.get(key.model, [])
         if parts:
             selected[key] = merge_versions(key.model, parts)
     return dataclasses.replace(scrape, models=MappingProxyType(selected))

@@ -166,6 +166,8 @@ class CanaryBoard:
         self._wall_clock = wall_clock
         self._buckets = tuple(buckets)
         self._series: dict[SeriesKey, _Series] = {}
+        self._protocols: dict[tuple[str, str], tuple[str, ...]] = {}
+        """(target, model) → the protocols of its series: an index of ``_series``."""
         self._open_circuits: set[SeriesKey] = set()
         self._skipped: dict[SeriesKey, str] = {}
         self._unprepared: set[SeriesKey] = set()
@@ -256,6 +258,7 @@ class CanaryBoard:
             if tuple(buckets) != self._buckets:
                 self._buckets = tuple(buckets)
                 self._series.clear()
+                self._protocols.clear()
 
     def declare(self, keys: Iterable[SeriesKey]) -> None:
         """Keeps only ``keys`` (configured canaries), adding the new ones at zero."""
@@ -267,6 +270,10 @@ class CanaryBoard:
             self._refused = {k: v for k, v in self._refused.items() if k in wanted}
             for key in wanted - self._series.keys():
                 self._series[key] = _Series(len(self._buckets))
+            protocols: dict[tuple[str, str], tuple[str, ...]] = {}
+            for target, model, protocol in sorted(self._series):
+                protocols[(target, model)] = (*protocols.get((target, model), ()), protocol)
+            self._protocols = protocols
 
     def record(self, result: CanaryResult) -> None:
         key = (result.target, result.model, result.protocol)
@@ -299,8 +306,8 @@ class CanaryBoard:
         with self._lock:
             return [
                 latency
-                for (t, m, _), series in self._series.items()
-                if (t, m) == (target, model)
+                for protocol in self._protocols.get((target, model), ())
+                if (series := self._series.get((target, model, protocol))) is not None
                 for at, latency in series.recent
                 if start <= at < end
             ]
