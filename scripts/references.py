@@ -71,6 +71,8 @@ def _running_daemon_families() -> list[tuple[str, list[Any]]]:
             sim.set_scenario(scenario, model)
         path = demo_config(sim, Path(folder), "127.0.0.1:0")
         text = path.read_text().replace("interval: 5s, timeout: 2s", "interval: 1s, timeout: 800ms")
+        # every family: below full the collectors skip the full-only ones
+        text = text.replace("exporter: {listen:", "exporter: {detail: full, listen:")
         path.write_text(text + "nvml: {enabled: true}\n")
         daemon = Daemon(path, load_config(path), listen_override="127.0.0.1:0", nvml=fake)
         daemon.start()

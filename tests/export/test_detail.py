@@ -177,3 +177,22 @@ def test_the_sli_counters_are_at_every_level(level: Detail) -> None:
     assert sample_value(text, "tritonwatch_slo_events_total", availability) == 7.0
     assert sample_value(text, "tritonwatch_slo_good_events_total", availability) == 6.0
     assert sample_value(text, "tritonwatch_slo_alert_min_bad_events", latency) == 10.0
+
+
+def test_below_full_the_canary_collector_does_not_build_what_the_level_drops() -> None:
+    """A thousand models' histograms are never built at standard (not built and then
+    dropped): the collector asks the level first."""
+    board = _board_with_traffic()
+    full = {f.name for f in CanaryCollector(board, clock=lambda: 10.0).collect()}
+    lean = {
+        f.name for f in CanaryCollector(board, clock=lambda: 10.0, full=lambda: False).collect()
+    }
+    assert full - lean == {
+        "tritonwatch_canary_latency_seconds",
+        "tritonwatch_canary_send_lateness_seconds",
+        "tritonwatch_canary_client_errors",
+    }
+    assert all(
+        family_detail(f"{name}") == Detail.FULL
+        for name in full - lean - {"tritonwatch_canary_client_errors"}
+    )

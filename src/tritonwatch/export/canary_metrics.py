@@ -63,17 +63,24 @@ def add_window_quantiles(
 
 
 class CanaryCollector(Collector):
-    """Renders :class:`CanaryBoard` at scrape time (docs/design.md §8 names)."""
+    """Renders :class:`CanaryBoard` at scrape time (docs/design.md §8 names).
+
+    ``full`` says whether ``/metrics`` is at ``exporter.detail: full``: below it the
+    families of that level only (the histogram, send lateness, client errors) are not
+    built at all, where a thousand models would make tens of thousands of samples a
+    scrape only to drop them (:mod:`~tritonwatch.export.detail`)."""
 
     def __init__(
         self,
         stats: CanaryBoard,
         clock: Callable[[], float] = time.monotonic,
         server_quantiles: ServerQuantiles | None = None,
+        full: Callable[[], bool] = lambda: True,
     ) -> None:
         self._stats = stats
         self._clock = clock
         self._server_quantiles = server_quantiles
+        self._full = full
 
     def collect(self) -> Iterator[Metric]:
         snapshots = self._stats.snapshot(self._clock())
@@ -108,9 +115,19 @@ class CanaryCollector(Collector):
             "canary then sends through the library).",
             labels=["target", "model", "protocol"],
         )
+        full = self._full()
         for snap in snapshots:
             for outcome, count in sorted(snap.outcomes.items()):
                 requests.add_metric([snap.target, snap.model, snap.protocol, outcome], count)
+            add_window_quantiles(
+                quantiles,
+                {"target": snap.target, "model": snap.model, "source": "canary"},
+                snap.window_quantiles,
+                snap.latency_count,
+                snap.latency_sum,
+            )
+            if not full:
+                continue
             client_errors.add_metric(
                 [snap.target, snap.model, snap.protocol],
                 snap.outcomes.get(Outcome.CLIENT_ERROR, 0),
@@ -124,13 +141,6 @@ class CanaryCollector(Collector):
                 [snap.target, snap.model, snap.protocol],
                 snap.send_lateness_count,
                 snap.send_lateness_sum,
-            )
-            add_window_quantiles(
-                quantiles,
-                {"target": snap.target, "model": snap.model, "source": "canary"},
-                snap.window_quantiles,
-                snap.latency_count,
-                snap.latency_sum,
             )
         if self._server_quantiles is not None:
             for name, labels, value in self._server_quantiles():
@@ -181,9 +191,10 @@ class CanaryCollector(Collector):
         yield total
         yield scale
         yield requests
-        yield client_errors
-        yield latency
-        yield lateness
+        if full:
+            yield client_errors
+            yield latency
+            yield lateness
         yield quantiles
         yield circuit
         yield skipped

@@ -26,6 +26,8 @@ class SLOCollector(Collector):
         statuses: the latest :meth:`SLOTracker.evaluate` result.
         recommendations: :meth:`RecommendationBoard.active`.
         blocked: :meth:`RecommendationBoard.blocked`, (target, model) → reason.
+        full: whether ``/metrics`` is at ``exporter.detail: full``; below it the burn
+            rates per window (full only) are not built.
     """
 
     def __init__(
@@ -34,7 +36,9 @@ class SLOCollector(Collector):
         statuses: Callable[[], Sequence[SLOStatus]],
         recommendations: Callable[[], Sequence[Recommendation]],
         blocked: Callable[[], Mapping[tuple[str, str], str]] = dict,
+        full: Callable[[], bool] = lambda: True,
     ) -> None:
+        self._full = full
         self._specs = specs
         self._statuses = statuses
         self._recommendations = recommendations
@@ -62,15 +66,17 @@ class SLOCollector(Collector):
             "reaches: 31 days); negative when overspent.",
             labels=["target", "model", "slo", "source"],
         )
+        full = self._full()
         for status in self._statuses():
             labels = [status.spec.target, status.spec.model, str(status.spec.kind)]
-            for window, rate in status.burn_rates.items():
+            for window, rate in status.burn_rates.items() if full else ():
                 if rate is not None:
                     burn.add_metric([*labels, window, str(status.source)], rate)
             remaining = status.error_budget_remaining
             if remaining is not None:
                 budget.add_metric([*labels, str(status.source)], remaining)
-        yield burn
+        if full:
+            yield burn
         yield budget
 
         recommendation = GaugeMetricFamily(

@@ -44,6 +44,7 @@ from tritonwatch.common.file_stamps import FileStamps, file_stamps
 from tritonwatch.common.listen import ListenAddress, parse_listen_address
 from tritonwatch.common.logs import REDACTOR, get_logger
 from tritonwatch.config import Config, ConfigError, load_config
+from tritonwatch.config.detail import Detail
 from tritonwatch.export.canary_metrics import CanaryCollector
 from tritonwatch.export.capacity_metrics import CapacityCollector
 from tritonwatch.export.detail import DetailRegistry
@@ -154,6 +155,7 @@ class Daemon:
         self._readiness = ReadinessBoard()
         self._schedule_board = ScheduleBoard(clock)
         self._build = build_facts()
+        self._effective = config
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(SelfCollector(self._self_status))
         self.registry.register(ProcessCollector(registry=None))
@@ -166,6 +168,7 @@ class Daemon:
                 self.canary_board,
                 clock,
                 server_quantiles=lambda: server_quantile_samples(self.triton.states()),
+                full=lambda: self._effective.exporter.detail == Detail.FULL,
             )
         )
         self.stream_board = StreamBoard(*_stream_buckets(config))
@@ -213,7 +216,6 @@ class Daemon:
         self._jobs = ScheduledJobs(self._scheduler, self._schedule_board, clock)
         self._server: ExporterServer | None = None
         self._effective_targets: list[str] = []
-        self._effective = config
         REDACTOR.set_secrets(config.secret_values())
 
     @property

@@ -32,6 +32,7 @@ from tritonwatch.analysis.pipeline_advice import advise_pipeline
 from tritonwatch.analysis.serving import NotServing, down_since, not_serving, servers_down
 from tritonwatch.analysis.slo import SLOStatus, slo_specs
 from tritonwatch.common.logs import get_logger
+from tritonwatch.config.detail import Detail
 from tritonwatch.config.schema import Config
 from tritonwatch.config.slo_schema import stream_latency_warning
 from tritonwatch.export.alerts import (
@@ -150,6 +151,7 @@ class Evaluator:
                 self.statuses,
                 self.recommendations.active,
                 self.recommendations.blocked,
+                full=lambda: self._effective.exporter.detail == Detail.FULL,
             )
         )
         registry.register(
