@@ -58,7 +58,7 @@ def daemon_families(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[M
             "interval: 5s, timeout: 2s", "interval: 300ms, timeout: 250ms"
         )
         # every family the daemon has: the collectors skip full-only ones below full
-        text = text.replace('exporter: {listen:', 'exporter: {detail: full, listen:')
+        text = text.replace("exporter: {listen:", "exporter: {detail: full, listen:")
         path.write_text(text + "alerting: {evaluation_interval: 500ms}\nnvml: {enabled: true}\n")
         daemon = Daemon(path, load_config(path), listen_override="127.0.0.1:0", nvml=fake)
         daemon.start()

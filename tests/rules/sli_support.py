@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tritonwatch.config.schema import Config
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.runtime.daemon import _slo_buckets, _stream_buckets
 from tritonwatch.runtime.evaluator import Evaluator
+from tritonwatch.runtime.histogram_bounds import slo_buckets, stream_buckets
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.state.stream_board import StreamBoard
@@ -69,8 +69,8 @@ class StreamingDaemon:
 
     def __init__(self, config: Config) -> None:
         self.now = 0.0
-        self.canary = CanaryBoard(_slo_buckets(config))
-        self.streams = StreamBoard(*_stream_buckets(config))
+        self.canary = CanaryBoard(slo_buckets(config))
+        self.streams = StreamBoard(*stream_buckets(config))
         self.registry = CollectorRegistry()
         self.evaluator = Evaluator(
             config,

@@ -25,7 +25,7 @@ from tritonwatch.config import parse_config
 from tritonwatch.export.sli_metrics import SLIEventsCollector
 from tritonwatch.export.slo_metrics import SLOCollector
 from tritonwatch.records.observations import CanaryResult, Outcome
-from tritonwatch.runtime.daemon import _slo_buckets
+from tritonwatch.runtime.histogram_bounds import slo_buckets
 from tritonwatch.runtime.slo_tracker import SLOTracker
 from tritonwatch.state.canary_board import CanaryBoard
 
@@ -96,7 +96,7 @@ def _run(minutes: list[Minute]) -> tuple[list[Held], dict[str, list[float]]]:
     """Both paths over ``minutes``: what holds in process after each minute (1-based),
     and each exported series at minute 0 … len(minutes)."""
     specs = _specs()
-    board = CanaryBoard(_slo_buckets(CONFIG))
+    board = CanaryBoard(slo_buckets(CONFIG))
     board.declare([("local", model, "http") for model in MODELS])
     tracker = SLOTracker(specs)
     registry = CollectorRegistry()

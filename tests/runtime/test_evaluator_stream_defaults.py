@@ -20,8 +20,8 @@ from tritonwatch.config import parse_config
 from tritonwatch.config.schema import Config
 from tritonwatch.config.slo_schema import LatencySLO
 from tritonwatch.records.observations import Outcome, StreamResult
-from tritonwatch.runtime.daemon import _slo_buckets, _stream_buckets
 from tritonwatch.runtime.evaluator import SLO_STATE_FILE, Evaluator
+from tritonwatch.runtime.histogram_bounds import slo_buckets, stream_buckets
 from tritonwatch.scrape.triton_scrapers import TritonScrapers
 from tritonwatch.state.canary_board import CanaryBoard
 from tritonwatch.state.stream_board import StreamBoard
@@ -50,8 +50,8 @@ class _Run:
                 update={"state": config.state.model_copy(update={"dir": state_dir})}
             )
         self.now = 0.0
-        self.canary = CanaryBoard(_slo_buckets(config))
-        self.streams = StreamBoard(*_stream_buckets(config))
+        self.canary = CanaryBoard(slo_buckets(config))
+        self.streams = StreamBoard(*stream_buckets(config))
         self.canary.declare([KEY])
         self.evaluator = Evaluator(
             config,

@@ -50,9 +50,9 @@ class SLIEventsCollector(Collector):
         now = self._clock()
         streams = self._streams
         seen = CanaryHistograms(
-            self._canary.snapshot(now),
+            self._canary.snapshot(now, quantiles=False),
             self._canary.buckets,
-            streams.snapshot(now) if streams is not None else (),
+            streams.snapshot(now) if streams is not None else (),  # few: streamed models
             streams.ttft_buckets if streams is not None else (),
             streams.itl_buckets if streams is not None else (),
         )

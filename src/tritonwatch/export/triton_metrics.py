@@ -29,7 +29,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 # label_float: quantiles as the canary collector writes them, so both sources share labels.
+from tritonwatch.config.detail import Detail
 from tritonwatch.export.canary_metrics import QUANTILE_FAMILY, label_float
+from tritonwatch.export.detail import family_detail
 from tritonwatch.export.step_metrics import CACHE_GAUGES, cache_value, step_families
 from tritonwatch.records.target_state import ModelState, TargetState
 
@@ -243,15 +245,23 @@ class TritonModelCollector(Collector):
     Args:
         states: returns the latest state of every target
             (:meth:`~tritonwatch.scrape.triton_scrapers.TritonScrapers.states`).
+        full: whether ``/metrics`` is at ``exporter.detail: full``; below it the
+            families of that level only are not built.
     """
 
-    def __init__(self, states: Callable[[], Iterable[TargetState]]) -> None:
+    def __init__(
+        self, states: Callable[[], Iterable[TargetState]], full: Callable[[], bool] = lambda: True
+    ) -> None:
         self._states = states
+        self._full = full
 
     def collect(self) -> Iterator[Metric]:
         states = list(self._states())
         models = list(_models(states))
+        full = self._full()
         for gauge in _MODEL_GAUGES:
+            if not full and family_detail(gauge.name) == Detail.FULL:
+                continue
             family = GaugeMetricFamily(gauge.name, gauge.help, labels=_MODEL)
             for target, model in models:
                 value = gauge.read(model)
@@ -259,6 +269,8 @@ class TritonModelCollector(Collector):
                     family.add_metric([target, model.model], value)
             yield family
         for split in _SPLIT_GAUGES:
+            if not full and family_detail(split.name) == Detail.FULL:
+                continue
             family = GaugeMetricFamily(split.name, split.help, labels=[*_MODEL, split.label])
             for target, model in models:
                 for label, value in split.read(model):

@@ -151,7 +151,7 @@ class CanaryRunner:
 
     def stalled(self, now: float) -> dict[SeriesKey, bool]:
         """Every running canary's liveness verdict at monotonic ``now`` (True: stalled)."""
-        return stalled_canaries(self.running(), self.board.snapshot(now), now)
+        return stalled_canaries(self.running(), self.board.snapshot(now, quantiles=False), now)
 
     @property
     def engine_restarts(self) -> int:

@@ -70,6 +70,7 @@ from tritonwatch.runtime.capacity_board import CapacityBoard
 from tritonwatch.runtime.config_owner import ConfigOwner
 from tritonwatch.runtime.evaluator import Evaluator
 from tritonwatch.runtime.fleet import Shard, discovery_files, effective_config
+from tritonwatch.runtime.histogram_bounds import slo_buckets, stream_buckets
 from tritonwatch.runtime.job_plan import JobKind, JobSpec, job_plan, sweep_job_id
 from tritonwatch.runtime.model_discovery import (
     FoundModel,
@@ -82,10 +83,10 @@ from tritonwatch.runtime.scheduled_jobs import ScheduledJobs
 from tritonwatch.runtime.scheduled_sweeps import run_scheduled_sweep
 from tritonwatch.scrape.nvml_sampler import NvmlSampler
 from tritonwatch.scrape.triton_scrapers import TritonScrapers, canary_totals
-from tritonwatch.state.canary_board import CanaryBoard, SeriesKey, latency_buckets
+from tritonwatch.state.canary_board import CanaryBoard, SeriesKey
 from tritonwatch.state.readiness_board import ReadinessBoard
 from tritonwatch.state.schedule_board import ScheduleBoard
-from tritonwatch.state.stream_board import ITL_DEFAULT_BUCKETS, TTFT_DEFAULT_BUCKETS, StreamBoard
+from tritonwatch.state.stream_board import StreamBoard
 
 _log = get_logger("daemon")
 SCHEDULER_THREADS = 8
@@ -159,7 +160,7 @@ class Daemon:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(SelfCollector(self._self_status))
         self.registry.register(ProcessCollector(registry=None))
-        self.canary_board = CanaryBoard(_slo_buckets(config))
+        self.canary_board = CanaryBoard(slo_buckets(config))
         self.triton = TritonScrapers(
             canary_totals=canary_totals(self.canary_board, clock), clock=clock
         )
@@ -168,17 +169,19 @@ class Daemon:
                 self.canary_board,
                 clock,
                 server_quantiles=lambda: server_quantile_samples(self.triton.states()),
-                full=lambda: self._effective.exporter.detail == Detail.FULL,
+                full=self._full_detail,
             )
         )
-        self.stream_board = StreamBoard(*_stream_buckets(config))
+        self.stream_board = StreamBoard(*stream_buckets(config))
         """The streaming canaries' TTFT/ITL histograms and windows (issue 18)."""
         self.registry.register(StreamCollector(self.stream_board, clock))
         self.bottlenecks = BottleneckBoard(self.triton.states)
         """The bottleneck board: every target's scraped state with its breakdowns and
         bottlenecks, judged once per scrape (:meth:`_scrape`) or reload (:meth:`_apply`);
         the exporter, the evaluator and the status page read it."""
-        self.registry.register(TritonModelCollector(self.bottlenecks.states))
+        self.registry.register(
+            TritonModelCollector(self.bottlenecks.states, full=self._full_detail)
+        )
         self.registry.register(LlmCollector(self.bottlenecks.states))
         self._nvml = NvmlSampler(nvml, clock=clock) if config.nvml.enabled is not False else None
         self.registry.register(
@@ -217,6 +220,11 @@ class Daemon:
         self._server: ExporterServer | None = None
         self._effective_targets: list[str] = []
         REDACTOR.set_secrets(config.secret_values())
+
+    def _full_detail(self) -> bool:
+        """Whether ``/metrics`` is at ``exporter.detail: full`` (the collectors skip the
+        families of that level only below it)."""
+        return self._effective.exporter.detail == Detail.FULL
 
     @property
     def state(self) -> RunState:
@@ -354,8 +362,8 @@ class Daemon:
             # The effective config for both: advice, like SLOs, covers every model watched.
             self.evaluator.apply(effective, effective)
             self._schedule(effective)
-            self.canary_board.set_buckets(_slo_buckets(effective))
-            ttft, itl = _stream_buckets(effective)
+            self.canary_board.set_buckets(slo_buckets(effective))
+            ttft, itl = stream_buckets(effective)
             self.stream_board.set_buckets(ttft=ttft, itl=itl)
             self._canaries.apply(canary_plans(effective), signatures(found))
             self._models.commit(found)
@@ -558,29 +566,6 @@ class Daemon:
             self._probes.close()
             self._state = RunState.STOPPED
             _log.info("stopped")
-
-
-def _slo_buckets(config: Config) -> tuple[float, ...]:
-    """Histogram buckets with every configured latency threshold among them."""
-    return latency_buckets(
-        config.slo_for(model).latency.threshold
-        for target in config.targets
-        for model in target.models
-    )
-
-
-def _stream_buckets(config: Config) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """TTFT and ITL histogram buckets with every TTFT / ITL threshold among them — those
-    written and those a model gets once it streams (their defaults) — so each streaming
-    SLI is a bucket ratio with no interpolation."""
-    slos = [
-        config.slo_for(model).judged(streams=True)
-        for target in config.targets
-        for model in target.models
-    ]
-    ttft = latency_buckets((s.ttft.threshold for s in slos if s.ttft), TTFT_DEFAULT_BUCKETS)
-    itl = latency_buckets((s.itl.threshold for s in slos if s.itl), ITL_DEFAULT_BUCKETS)
-    return ttft, itl
 
 
 def _readiness_log(observation: ReadinessObservation) -> None:
