@@ -64,3 +64,42 @@ def test_without_a_c_library_nothing_is_capped_and_nothing_raises(
         monkeypatch.undo()
         load_libc.cache_clear()
     assert load_libc() is not None
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a glibc setting")
+def test_the_mmap_threshold_stays_pinned_after_a_large_block_is_freed() -> None:
+    """Breaks if limit_malloc_arenas stops pinning M_MMAP_THRESHOLD: glibc then raises the
+    threshold when a large block is freed, and the next large blocks (a thousand models'
+    /metrics, every scrape) come from the heap and keep their pages there. Checked in a
+    fresh interpreter through mallinfo2's hblks (blocks mapped now) around a 4 MB block
+    allocated after another was freed."""
+    code = """
+import ctypes, sys
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+        "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+if sys.argv[1] == "pinned":
+    from tritonwatch.common.malloc_arenas import limit_malloc_arenas
+    assert limit_malloc_arenas()
+first = libc.malloc(4 << 20)
+libc.free(first)  # glibc's dynamic threshold would now rise past 4 MB
+before = libc.mallinfo2().hblks
+second = libc.malloc(4 << 20)
+print(libc.mallinfo2().hblks - before)
+libc.free(second)
+"""
+
+    def mapped(mode: str) -> str:
+        run = subprocess.run(
+            [sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip()
+
+    assert mapped("default") == "0"  # glibc's own behaviour: the heap serves it
+    assert mapped("pinned") == "1"
