@@ -117,6 +117,28 @@ def test_each_condition_needs_both_windows_above_its_limit(condition: BurnCondit
     assert not condition.holds(_ratios(**{long: limit, short: limit}), budget)
 
 
+@pytest.mark.parametrize("condition", BURN_POLICY, ids=lambda c: f"{c.factor}x")
+def test_a_window_exactly_at_its_limit_does_not_hold(condition: BurnCondition) -> None:
+    """Breaks if an error ratio equal to factor × budget on either window holds: the
+    rules compare with a strict ``>``, and so must the daemon."""
+    budget = 0.001
+    limit = condition.factor * budget
+    long, short = condition.long_window, condition.short_window
+    assert condition.holds({long: 1.0, short: 1.0}, budget)
+    assert not condition.holds({long: limit, short: 1.0}, budget)
+    assert not condition.holds({long: 1.0, short: limit}, budget)
+
+
+def test_a_long_window_without_an_event_count_holds_no_events() -> None:
+    """Breaks if a long window missing from ``events`` counts as holding any events:
+    with min_bad_events set, its condition cannot hold."""
+    ticket = BURN_POLICY[3]  # factor 1: with a budget of 0.5, 0.4 failures need 0.8 events
+    ratios = {"3d": 0.9, "6h": 0.9}
+    assert ticket.min_events(0.5, 0.4) == pytest.approx(0.8)
+    assert not ticket.holds(ratios, 0.5, {}, min_bad_events=0.4)
+    assert ticket.holds(ratios, 0.5, {"3d": 0.8}, min_bad_events=0.4)
+
+
 def test_the_highest_severity_wins() -> None:
     """Every window at 20× the budget: both pages and tickets hold, the 14.4× page is named."""
     ratios = _ratios(**dict.fromkeys(WINDOWS, 0.02))

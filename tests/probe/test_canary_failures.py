@@ -191,3 +191,17 @@ def test_a_failure_reads_the_clock_once_and_judges_the_period_at_that_instant() 
         "canary_request_failed",
     ]
     assert (logs[1]["count"], logs[1]["seconds"]) == (1, 60.0)
+
+
+def test_after_a_quiet_minute_the_first_three_failures_are_whole_again() -> None:
+    """Breaks if starting over gives fewer whole lines than a model's first failures got."""
+    failures, clock = _log()
+    with capture_logs() as logs:
+        for index in range(3):
+            failures.failed(_failure(index))
+        clock.now += PERIOD_SECONDS
+        failures.tick()
+        for index in range(4):
+            failures.failed(_failure(10 + index))
+    assert _events(logs) == ["canary_request_failed"] * 6
+    assert [log["error"] for log in logs[3:]] == [f"[500] failure {n}" for n in (10, 11, 12)]
