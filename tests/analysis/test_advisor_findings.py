@@ -537,3 +537,37 @@ def test_a_kind_cpu_queue_of_zero_reads_as_zero_where_any_share_dominates() -> N
     finding = add_instance(window, AdvisorThresholds(dominant_share=0.0))
     assert finding is not None
     assert finding.reason.startswith("requests queue 0.0 ms (0 % of server time) behind 2")
+
+
+def test_delay_effects_are_in_milliseconds_to_a_tenth_however_long() -> None:
+    """Breaks if a queue delay's expected effect is not the microseconds it moves, as
+    milliseconds: 100 s less (a 200 s delay halved) or more (a 100 s delay doubled)."""
+    over = {
+        "p95_seconds": 400.0,
+        "queue_seconds": 0.006,
+        "max_queue_delay_microseconds": 200_000_000,
+    }
+    lowered = lower_queue_delay(replace(BASE, **over), LIMITS)
+    assert lowered is not None
+    assert lowered.expected_effect.startswith("requests wait up to 100000.0 ms less")
+    heavy = {
+        "latency_budget_seconds": 200.0,
+        "pending_requests": 6.0,
+        "max_queue_delay_microseconds": 100_000_000,
+    }
+    raised = raise_queue_delay(replace(BASE, **heavy), LIMITS)
+    assert raised is not None
+    assert raised.expected_effect.endswith("p95 rises by at most 100000.0 ms")
+
+
+def test_zero_numbers_read_as_zero_in_the_model_and_kv_findings() -> None:
+    """Breaks if a compute time of 0 (possible once ``dominant_share`` is configured to 0)
+    or an unknown count of waiting sequences is printed as anything but 0."""
+    idle_compute = {"p95_seconds": 0.06, "gpu_utilization": 0.85, "compute_infer_seconds": 0.0}
+    model = optimize_model(replace(BASE, **idle_compute), AdvisorThresholds(dominant_share=0.0))
+    assert model is not None
+    assert model.current == "compute_infer 0.0 ms (0 % of server time)"
+    preempting = {**KV_PRESSURE, "requests_waiting": None}
+    kv = reduce_kv_pressure(replace(BASE, **preempting), LIMITS)
+    assert kv is not None
+    assert kv.reason.endswith("with 0.50 preemptions/s and 0.0 sequences waiting")
