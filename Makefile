@@ -59,7 +59,7 @@ lint: $(INSTALLED)
 	$(BIN)/lint-imports
 
 typecheck: $(INSTALLED)
-	$(BIN)/mypy src mixin/build.py scripts/generate_docs.py mutation/run.py
+	$(BIN)/mypy src mixin/build.py scripts/generate_docs.py mutation/run.py mutation/fastest_first.py
 
 # The whole suite (unit, sim and real tests; tests/README.md), in parallel: the users of
 # each shared real Triton run on one worker (--dist loadgroup), the rest spread over five.
