@@ -5,9 +5,9 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
-SOURCES := $(wildcard src tests benchmarks scripts mixin)
+SOURCES := $(wildcard src tests benchmarks scripts mixin mutation)
 
-.PHONY: all demo test lint typecheck unit suite docs screenshot mixin site image-test bench-tests debian-packages real-triton real-mlserver bench-packages bench soak lock clean
+.PHONY: all demo test lint typecheck unit suite docs screenshot mixin site image-test bench-tests debian-packages real-triton real-mlserver bench-packages bench soak mutation lock clean
 
 all: test
 
@@ -59,7 +59,7 @@ lint: $(INSTALLED)
 	$(BIN)/lint-imports
 
 typecheck: $(INSTALLED)
-	$(BIN)/mypy src mixin/build.py scripts/generate_docs.py
+	$(BIN)/mypy src mixin/build.py scripts/generate_docs.py mutation/run.py mutation/fastest_first.py
 
 # The whole suite (unit, sim and real tests; tests/README.md), in parallel: the users of
 # each shared real Triton run on one worker (--dist loadgroup), the rest spread over five.
@@ -110,10 +110,23 @@ soak: $(INSTALLED) debian-packages real-triton real-mlserver
 	$(BIN)/python benchmarks/watch_soak.py $(SOAK_ARGS)
 	$(BIN)/python benchmarks/moved_name.py
 
+# Mutation testing (mutation/run.py; tests/README.md says when and how to read it): mutmut
+# mutates the modules of [tool.mutmut] in pyproject.toml in a copy under mutants/ and runs
+# the unit and sim tests that reach each mutant; writes mutation/RESULTS.md, the score of
+# each module, and fails under 90 %. Not part of `make test`.
+MUTATION_INSTALLED := $(VENV)/.installed-mutation
+$(MUTATION_INSTALLED): $(INSTALLED)
+	scripts/install-python.sh $(VENV) dev,mutation editable
+	touch $@
+
+MUTATION_ARGS ?=
+mutation: $(MUTATION_INSTALLED)
+	$(BIN)/python mutation/run.py $(MUTATION_ARGS)
+
 # Re-pin constraints.txt to what the current venv has (after a deliberate upgrade).
 lock: $(INSTALLED)
 	{ echo "# Versions the test suite last passed with; scripts/install-python.sh pins them."; \
 	  $(BIN)/pip freeze --exclude-editable | grep -v '^-e '; } > constraints.txt
 
 clean:
-	rm -rf $(VENV) .triton .mlserver .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .triton .mlserver .pytest_cache .mypy_cache .ruff_cache .hypothesis mutants

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tritonwatch.analysis.serving import down_since, not_serving, servers_down
 from tritonwatch.records.observations import Outcome, ReadinessObservation
 from tritonwatch.state.canary_board import LastError, SeriesSnapshot
@@ -52,3 +54,65 @@ def test_down_since_keeps_the_first_not_ready_reading_until_ready() -> None:
     assert [d.target for d in servers_down(later, _ready(False, at=40.0), now=70.0)] == ["t"]
     assert servers_down(later, _ready(False, at=40.0), now=69.9) == []
     assert down_since(later, _ready(True, at=45.0)) == {}
+
+
+def _failing(protocol: str, since: float, failures: int, error: LastError | None) -> SeriesSnapshot:
+    """A series in a run of ``failures`` server failures since ``since``."""
+    return SeriesSnapshot(
+        target="t",
+        model="m",
+        protocol=protocol,
+        outcomes={},
+        bucket_counts=(),
+        latency_sum=0.0,
+        latency_count=0,
+        window_quantiles={},
+        last_error=error,
+        last_outcome_at=100.0,
+        failing_since=since,
+        failures_in_row=failures,
+    )
+
+
+def test_a_down_server_is_reported_with_the_start_of_its_run_and_its_latest_reading() -> None:
+    """Breaks if TritonServerDown loses when the server went down or its latest reading,
+    or reports a target the readiness check no longer watches."""
+    readiness = _ready(False, at=40.0)
+    (down,) = servers_down({"t": 10.0, "gone": 5.0}, readiness, now=70.0)
+    assert (down.target, down.since, down.latest) == ("t", 10.0, readiness["t"])
+
+
+def test_the_last_error_is_the_most_recent_of_any_series() -> None:
+    """Breaks if the verdict names an older failure than the model's latest, wherever its
+    series comes in the snapshots."""
+    older = LastError("http_error", "[500] older", 50.0, 0.0)
+    newer = LastError("grpc_error", "[StatusCode.INTERNAL] newer", 80.0, 0.0)
+    series = [_failing("http", 10.0, 5, older), _failing("grpc", 20.0, 5, newer)]
+    (verdict,) = not_serving(series, _ready(True), now=90.0)
+    assert verdict.last_error == newer
+    (verdict,) = not_serving(series[::-1], _ready(True), now=90.0)
+    assert verdict.last_error == newer
+
+
+def test_one_failure_held_for_the_whole_hold_is_not_serving() -> None:
+    """Breaks if a model whose single request in a row has failed for a minute (a canary
+    at one request a minute, or a hung request) is not reported, and reports its numbers."""
+    (verdict,) = not_serving([_failing("http", 10.0, 1, None)], _ready(True), now=70.0)
+    assert (verdict.target, verdict.model) == ("t", "m")
+    assert (verdict.failing_since, verdict.failing_seconds, verdict.failed) == (10.0, 60.0, 1)
+    assert verdict.last_error is None  # no failure text recorded: none is made up
+    assert not_serving([_failing("http", 10.0, 1, None)], _ready(True), now=69.9) == []
+
+
+def test_a_model_passed_over_does_not_hide_the_models_after_it() -> None:
+    """Breaks if a model of a down server, or one still succeeding, ends the search
+    instead of being skipped: the failing model after it must still be reported."""
+    ok = replace(_failing("http", 10.0, 0, None), model="ok", failing_since=None)
+    on_down = replace(_failing("http", 10.0, 5, None), target="down")
+    failing = _failing("http", 10.0, 5, None)
+    readiness = {
+        **_ready(True),
+        "down": ReadinessObservation("down", 0.0, Outcome.TIMEOUT, False, 1.0),
+    }
+    verdicts = not_serving([ok, on_down, failing], readiness, now=90.0)
+    assert [(v.target, v.model) for v in verdicts] == [("t", "m")]

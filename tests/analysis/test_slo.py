@@ -50,6 +50,14 @@ def test_objective_outside_the_unit_interval_is_refused() -> None:
         burn_rate(1, 10, 1.0)
 
 
+@pytest.mark.parametrize("objective", [0.0, 1.0, -0.5, 1.5])
+def test_an_objective_of_zero_or_one_or_outside_is_refused(objective: float) -> None:
+    """Breaks if either end of the unit interval is accepted: an objective of 0 (every
+    event may be bad) promises nothing, one of 1 leaves no budget to divide by."""
+    with pytest.raises(ValueError, match=f"both excluded, got: {objective}"):
+        burn_rate(1, 10, objective)
+
+
 def test_error_budget_remaining_by_hand() -> None:
     """A quarter of the budget spent leaves 0.75; twice the budget spent leaves −1."""
     assert error_budget_remaining(25, 100_000, 0.999) == pytest.approx(0.75)
@@ -107,6 +115,28 @@ def test_each_condition_needs_both_windows_above_its_limit(condition: BurnCondit
     assert not condition.holds(_ratios(**{long: above, short: below}), budget)
     assert not condition.holds(_ratios(**{long: above}), budget)
     assert not condition.holds(_ratios(**{long: limit, short: limit}), budget)
+
+
+@pytest.mark.parametrize("condition", BURN_POLICY, ids=lambda c: f"{c.factor}x")
+def test_a_window_exactly_at_its_limit_does_not_hold(condition: BurnCondition) -> None:
+    """Breaks if an error ratio equal to factor × budget on either window holds: the
+    rules compare with a strict ``>``, and so must the daemon."""
+    budget = 0.001
+    limit = condition.factor * budget
+    long, short = condition.long_window, condition.short_window
+    assert condition.holds({long: 1.0, short: 1.0}, budget)
+    assert not condition.holds({long: limit, short: 1.0}, budget)
+    assert not condition.holds({long: 1.0, short: limit}, budget)
+
+
+def test_a_long_window_without_an_event_count_holds_no_events() -> None:
+    """Breaks if a long window missing from ``events`` counts as holding any events:
+    with min_bad_events set, its condition cannot hold."""
+    ticket = BURN_POLICY[3]  # factor 1: with a budget of 0.5, 0.4 failures need 0.8 events
+    ratios = {"3d": 0.9, "6h": 0.9}
+    assert ticket.min_events(0.5, 0.4) == pytest.approx(0.8)
+    assert not ticket.holds(ratios, 0.5, {}, min_bad_events=0.4)
+    assert ticket.holds(ratios, 0.5, {"3d": 0.8}, min_bad_events=0.4)
 
 
 def test_the_highest_severity_wins() -> None:
@@ -177,6 +207,14 @@ targets:
       - {name: chat, slo: {ttft: {objective: 0.99}, itl: {threshold: 50ms, objective: 0.9}}}
       - {name: plain, slo: {ttft: null}}
 """
+
+
+def test_detection_time_of_a_partial_outage_and_of_a_burn_at_the_limit() -> None:
+    """Half the requests failing against a 99.9 % objective pages after 1 h × 14.4 ×
+    0.001 / 0.5 = 104 s; a bad fraction exactly at factor × budget never exceeds it."""
+    page = BURN_POLICY[0]
+    assert detection_seconds(page, 0.5, 0.001) == pytest.approx(103.68)
+    assert detection_seconds(page, page.factor * 0.001, 0.001) == math.inf
 
 
 def test_ttft_and_itl_slos_come_from_the_global_and_the_model_section() -> None:

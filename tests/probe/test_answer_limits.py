@@ -235,3 +235,18 @@ def test_http2_refuses_a_header_list_that_decodes_past_max_header_bytes() -> Non
     block = encoder.encode([(":status", "200"), ("x-big", "v" * 1500), ("x-more", "w" * 1500)])
     with pytest.raises(AnswerTooLargeError, match="header list"):
         session.feed(frame_bytes(HEADERS, END_HEADERS, 1, block))
+
+
+def test_a_size_at_the_limit_is_read_and_one_byte_more_is_refused_naming_both() -> None:
+    """Breaks if an answer or a head of exactly the configured size is refused, one a byte
+    over it is read, or the refusal does not say what was too large and which limit."""
+    SMALL.check_answer(100_000, "a body")
+    SMALL.check_header(2048, "a head")
+    with pytest.raises(AnswerTooLargeError) as answer:
+        SMALL.check_answer(100_001, "a body")
+    assert str(answer.value) == (
+        "a body of 100001 bytes is over canary.limits.max_answer_bytes (100000)"
+    )
+    with pytest.raises(AnswerTooLargeError) as header:
+        SMALL.check_header(2049, "a head")
+    assert str(header.value) == "a head of 2049 bytes is over canary.limits.max_header_bytes (2048)"

@@ -272,3 +272,70 @@ def test_plans_carry_the_stream_settings_and_the_openai_endpoint() -> None:
         "openai", "http://127.0.0.1:9", "meta/llama")  # fmt: skip
     assert (llama.stream.max_tokens, llama.stream.timeout) == (Range(min=4, max=8), 12.0)
     assert (plain.protocol, plain.served_name, plain.stream.mode) == ("http", None, "auto")
+
+
+def test_the_breaker_opens_at_the_fifth_failure_in_a_row_and_says_so_once() -> None:
+    """Breaks if the breaker opens before BREAKER_FAILURES failures or after, reports the
+    opening more than once, or stops counting."""
+    from tritonwatch.probe.canary.breaker import BREAKER_FAILURES, BreakerChange, CircuitBreaker
+
+    breaker = CircuitBreaker()
+    assert BREAKER_FAILURES == 5
+    changes = [breaker.record(Outcome.TIMEOUT, 100.0 + n) for n in range(4)]
+    assert (changes, breaker.failures, breaker.is_open) == ([None] * 4, 4, False)
+    assert breaker.record(Outcome.CONNECTION_ERROR, 104.0) is BreakerChange.OPENED
+    assert (breaker.failures, breaker.is_open) == (5, True)
+    assert breaker.record(Outcome.TIMEOUT, 105.0) is None  # already open
+    assert (breaker.failures, breaker.is_open) == (6, True)
+
+
+def test_an_open_breaker_lets_one_probe_through_per_period_from_its_opening() -> None:
+    """Breaks if an open breaker sends before BREAKER_PROBE_SECONDS have passed since it
+    opened (or since the last probe), holds a probe that is due, or lets two through."""
+    from tritonwatch.probe.canary.breaker import BREAKER_PROBE_SECONDS, CircuitBreaker
+
+    breaker = CircuitBreaker()
+    assert breaker.allows(0.0)  # closed: every send
+    for _ in range(5):
+        breaker.record(Outcome.TIMEOUT, 100.0)
+    assert BREAKER_PROBE_SECONDS == 10.0
+    assert [breaker.allows(at) for at in (100.0, 109.99, 110.0, 110.0, 119.99, 120.0)] == [
+        False,
+        False,
+        True,  # the first probe, exactly a period after the opening
+        False,  # one probe per period
+        False,
+        True,
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Outcome.SUCCESS,
+        Outcome.BAD_RESPONSE,
+        Outcome.CLIENT_ERROR,
+        Outcome.TOO_LARGE,
+        Outcome.REJECTED,
+    ],
+)
+def test_any_answer_closes_the_breaker_and_starts_the_count_over(answer: Outcome) -> None:
+    """Breaks if an answer of any kind (the server is there) leaves the breaker open, keeps
+    the failures counted before it, trips the breaker itself, or reports a closing that
+    did not happen."""
+    from tritonwatch.probe.canary.breaker import BreakerChange, CircuitBreaker
+
+    breaker = CircuitBreaker()
+    for _ in range(4):
+        breaker.record(Outcome.HTTP_ERROR, 1.0)
+    assert breaker.record(answer, 2.0) is None  # closed already: nothing changed
+    assert breaker.failures == 0
+    for _ in range(4):
+        breaker.record(Outcome.HTTP_ERROR, 3.0)
+    assert not breaker.is_open  # four since the answer, not eight
+    breaker.record(Outcome.HTTP_ERROR, 4.0)
+    assert breaker.is_open
+    assert breaker.record(answer, 5.0) is BreakerChange.CLOSED
+    assert (breaker.failures, breaker.is_open, breaker.allows(5.0)) == (0, False, True)
+    assert [breaker.record(answer, 6.0 + n) for n in range(6)] == [None] * 6
+    assert not breaker.is_open

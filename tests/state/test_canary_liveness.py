@@ -11,7 +11,7 @@ from tritonwatch.probe.canary.model_canary import ModelCanary
 from tritonwatch.probe.canary.plans import CanaryPlan
 from tritonwatch.records.observations import CanaryResult, Outcome
 from tritonwatch.state.canary_board import CanaryBoard
-from tritonwatch.state.canary_liveness import stalled_canaries
+from tritonwatch.state.canary_liveness import silent_for, stalled_canaries
 
 KEY = ("t", "m", "http")
 PLAN = CanaryPlan("t", "m", "", "http", "http://127.0.0.1:9", "", 1.0, False, 5.0, 1, "zero")
@@ -111,6 +111,38 @@ def test_an_open_breaker_allows_three_probe_periods_of_silence() -> None:
     assert canary.silence_allowed() == 3 * (1.0 / PLAN.rate) + PLAN.timeout
     canary._gates.breaker._open_until = 0.0
     assert canary.silence_allowed() == 3 * BREAKER_PROBE_SECONDS + PLAN.timeout
+
+
+def test_silence_counts_from_the_later_of_the_last_outcome_and_the_resume() -> None:
+    """Breaks if a canary resumed after a pause is judged from an outcome before the
+    pause, or silence is counted from anything but the later of the two."""
+    stats = CanaryBoard()
+    stats.declare([KEY])
+    _record(stats, Outcome.SUCCESS, 100.0)
+    (snapshot,) = stats.snapshot(203.0)
+    assert silent_for(_Canary(sending_since=200.0), snapshot, 203.0) == 3.0  # resumed at 200
+    assert silent_for(_Canary(sending_since=50.0), snapshot, 203.0) == 103.0
+
+
+def test_silence_is_never_negative_and_zero_at_the_last_outcome() -> None:
+    """Breaks if a canary that just produced reads as silent for any time, or a clock
+    read just before its outcome gives a negative silence."""
+    stats = CanaryBoard()
+    stats.declare([KEY])
+    _record(stats, Outcome.SUCCESS, 100.0)
+    (snapshot,) = stats.snapshot(100.0)
+    canary = _Canary(sending_since=10.0)
+    assert silent_for(canary, snapshot, 100.0) == 0.0
+    assert silent_for(canary, snapshot, 99.5) == 0.0
+    assert silent_for(canary, None, 10.25) == 0.25  # no series yet: since it began sending
+
+
+def test_a_canary_whose_series_is_not_on_the_board_is_judged_from_its_start() -> None:
+    """Breaks if a canary with no snapshot at all (its series not declared yet) is never
+    judged, or breaks the verdict of every canary."""
+    canary = _Canary(sending_since=50.0, allowed=8.0)
+    assert stalled_canaries({KEY: canary}, [], now=58.0) == {KEY: False}
+    assert stalled_canaries({KEY: canary}, [], now=58.5) == {KEY: True}
 
 
 # -- /health -----------------------------------------------------------------------------
