@@ -155,12 +155,16 @@ def test_capacity_headroom_forecast_and_the_ticket_before_the_page(
     daemon = DaemonProcess(_config(triton, receiver.url, tmp_path / "tritonwatch.yaml"))
     loads: list[subprocess.Popen[str]] = []
     try:
-        capacity = wait_until(
-            lambda: _gauge(daemon, "tritonwatch_capacity_inferences_per_second"),
-            120,
-            "a capacity from the daemon's first sweep",
-            0.5,
-        )
+        try:
+            capacity = wait_until(
+                lambda: _gauge(daemon, "tritonwatch_capacity_inferences_per_second"),
+                120,
+                "a capacity from the daemon's first sweep",
+                0.5,
+            )
+        except AssertionError as error:  # say what the sweep did (a fresh-clone CI run timed out)
+            sweeps = [e for e in daemon.events if "sweep" in str(e.get("event", ""))]
+            raise AssertionError(f"{error}; the daemon's sweep events: {sweeps}") from None
         closed = _gauge(daemon, "tritonwatch_capacity_closed_loop_inferences_per_second")
         assert closed is not None and 20.0 <= closed <= 52.0, closed  # 20 ms a request
         assert 0.4 * closed <= capacity <= closed * 1.05, (capacity, closed)

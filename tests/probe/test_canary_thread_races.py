@@ -145,9 +145,20 @@ def test_a_pause_while_a_canary_learns_its_model_streams_holds_its_streaming_sen
     wait_until(lambda: isinstance(canary.sender, StreamSender), WAIT, "the streaming sender")
     assert runner.running()[plan.key] is canary  # the same canary: no hand-over
     assert canary.paused is True
-    assert canary.may_send(time.monotonic()) is False
+
+    def may_send_now() -> bool:
+        """Asked on the loop's thread, the one a streaming canary sends from: the send
+        gates answer only the thread that asked them first (send_gates.py), and the
+        loop may already have asked (its sends were refused while paused)."""
+
+        async def ask() -> bool:
+            return canary.may_send(time.monotonic())
+
+        return asyncio.run_coroutine_threadsafe(ask(), runner._loop).result(WAIT)
+
+    assert may_send_now() is False
     runner.set_paused("t", "m", False)
-    assert canary.may_send(time.monotonic()) is True
+    assert may_send_now() is True
 
 
 class HeldTime(float):
