@@ -158,7 +158,7 @@ def test_a_pause_while_a_canary_learns_its_model_streams_holds_its_streaming_sen
 
     assert may_send_now() is False
     runner.set_paused("t", "m", False)
-    assert may_send_now() is True
+    wait_until(may_send_now, WAIT, "the resumed canary to send again")
 
 
 class HeldTime(float):
