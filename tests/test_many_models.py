@@ -5,22 +5,21 @@ socket layer is checked on an in-process loopback server; no benchmark runs here
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import http.client
 import json
 import struct
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from many_models_support import serving
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from many_models import FAMILIES, KINDS, ManyModels, Request, serve
+from many_models import FAMILIES, KINDS, ManyModels, Request
 from scale import DEFAULT_CAP, canary_successes, daemon_config, series_count
 
 from tritonwatch.config.loader import parse_config
@@ -190,28 +189,8 @@ def test_every_call_is_counted_by_kind_and_unknown_ones_are_refused() -> None:
 def served(tmp_path: Path) -> Iterator[tuple[ManyModels, dict[str, int]]]:
     """The server on loopback ports in this process, on a thread of its own."""
     models = ManyModels(5)
-    loop = asyncio.new_event_loop()
-    ports_file = tmp_path / "ports.json"
-    task = loop.create_task(serve(models, ports_file))
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        for _ in range(500):
-            if ports_file.exists():
-                break
-            threading.Event().wait(0.01)
-        yield models, json.loads(ports_file.read_text())
-    finally:
-
-        async def stop() -> None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-        asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+    with serving(models, tmp_path) as ports:
+        yield models, ports
 
 
 def test_keep_alive_connection_serves_the_api_and_the_metrics_port_its_page(
