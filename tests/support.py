@@ -21,6 +21,10 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 TRITONWATCH = str(BIN / "tritonwatch")
+QUIET_HOST_CPU = 0.25
+"""The host CPU utilisation a simulator pins (``Simulator(host_cpu_utilization=...)``) in
+tests whose advice must not follow the test host's load: the advisor blocks advice on a
+saturated host (>= 0.9), which a CI run on two cores reaches."""
 
 
 def fixtures_dir() -> Path:

@@ -18,7 +18,7 @@ import pytest
 
 from sim_process import SimProcess
 from stream_load import StreamLoad
-from support import SMOKE_FACTOR, wait_until
+from support import QUIET_HOST_CPU, SMOKE_FACTOR, wait_until
 from tritonwatch.analysis.advisor_records import Recommendation
 from tritonwatch.analysis.slo import Severity
 from tritonwatch.config import load_config
@@ -96,7 +96,7 @@ def _round(
     gets there, then that nothing else shows up while it holds."""
     assert set(expected) == set(scenarios), "every model's advice is stated"
     wanted = {("sim", model, action) for model, actions in expected.items() for action in actions}
-    with SimProcess(metrics_interval_s=1.0) as sim:
+    with SimProcess(metrics_interval_s=1.0, host_cpu_utilization=QUIET_HOST_CPU) as sim:
         for model, scenario in scenarios.items():
             sim.set_scenario(scenario, model)
         if fault:
@@ -259,7 +259,12 @@ def test_kv_cache_pressure_and_ttft_queueing(tmp_path: Path) -> None:
             and kv["requests_waiting"] > 0
         )
 
-    with SimProcess(_llm_models(), metrics_interval_s=1.0, histogram_latencies=True) as sim:
+    with SimProcess(
+        _llm_models(),
+        metrics_interval_s=1.0,
+        histogram_latencies=True,
+        host_cpu_utilization=QUIET_HOST_CPU,
+    ) as sim:
         sim.set_scenario("kv-cache-pressure", "kv")
         sim.set_scenario("ttft-queueing", "queued")
         full = StreamLoad(sim.http_url, "kv", concurrency=60, prompt_words=300, tokens=(64, 192))

@@ -14,7 +14,7 @@ import tritonclient.http as httpclient
 import yaml
 
 from alerting_support import Alertmanager, WebhookReceiver, fast_config
-from support import DaemonProcess, free_port, sample_value, wait_until
+from support import QUIET_HOST_CPU, DaemonProcess, free_port, sample_value, wait_until
 from tritonwatch.sim.server import Simulator
 
 pytestmark = pytest.mark.real
@@ -51,7 +51,7 @@ def test_recommendation_reaches_the_webhook_resolves_and_survives_an_outage(tmp_
     am_config.write_text(yaml.safe_dump(fast_config(receiver.url)))
     alertmanager = Alertmanager(am_config, tmp_path / "am-data", free_port())
     try:
-        with Simulator(scenario="queue-delay-too-high") as sim:
+        with Simulator(scenario="queue-delay-too-high", host_cpu_utilization=QUIET_HOST_CPU) as sim:
             daemon = DaemonProcess(_config(sim, tmp_path / "c.yaml", alertmanager.url))
             try:
                 firing = receiver.wait_for(
@@ -96,7 +96,7 @@ def test_recommendation_reaches_the_webhook_resolves_and_survives_an_outage(tmp_
 
 def test_a_config_change_gets_an_experiment_verdict(tmp_path: Path) -> None:
     """The delay goes 80 ms → 5 ms under the same canary: p95 falls, verdict keep."""
-    with Simulator(scenario="queue-delay-too-high") as sim:
+    with Simulator(scenario="queue-delay-too-high", host_cpu_utilization=QUIET_HOST_CPU) as sim:
         config = _config(sim, tmp_path / "c.yaml", "http://127.0.0.1:9", experiment_window="5s")
         text = config.read_text().replace('alertmanager_url: "http://127.0.0.1:9", ', "")
         config.write_text(text)

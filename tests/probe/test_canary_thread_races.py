@@ -10,6 +10,7 @@ its part, then releases it: no sleeps, and the interleaving is the same on every
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -127,38 +128,55 @@ def test_an_unpause_while_a_changed_canary_stops_reaches_its_replacement(
     assert replacement.may_send(0.0) is True
 
 
+@pytest.fixture
+def silent_url() -> Iterator[str]:
+    """A loopback server that takes connections (the kernel's backlog) and never answers.
+    Requested before ``runner``: it closes after the runner stopped, so no canary hears
+    its close."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    yield f"http://127.0.0.1:{silent.getsockname()[1]}"
+    silent.close()
+
+
 def test_a_pause_while_a_canary_learns_its_model_streams_holds_its_streaming_sends(
-    runner: CanaryRunner, monkeypatch: pytest.MonkeyPatch
+    silent_url: str, runner: CanaryRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """R2 (the sender chosen at prepare). Breaks if a pause that comes while the canary
     is still asking its model's config, before it knows the model is decoupled, does not
-    hold the streaming sends it then makes: the stream would load the model through the
-    sweep."""
+    hold the streaming sends it then makes (the stream would load the model through the
+    sweep), or if the resume does not let them go again.
+
+    The test only watches the answers the sending thread gets (asking ``may_send`` itself
+    would make the test's thread the gates' owner, send_gates.py). Its server takes
+    connections and never answers: a stream sent stays in flight, so no outcome reaches
+    the breaker or the refusal watch, and the pause is the only gate that changes."""
     client = FakeClient(hold_metadata=False, config=DECOUPLED)
     _use(monkeypatch, client)
-    plan = _plan()
+    plan = _plan(http_url=silent_url, rate=50.0)
+    answers: list[bool] = []
     runner.start([plan])  # its canary waits in prepare for the config (config_gate)
     (canary,) = runner.running().values()
     assert canary.sender is None
+    asked = canary.may_send
+
+    def watched(intended: float) -> bool:
+        answer = asked(intended)
+        answers.append(answer)
+        return answer
+
+    monkeypatch.setattr(canary, "may_send", watched)
     runner.set_paused("t", "m", True)
     client.config_gate.set()  # the canary learns the model is decoupled
-    wait_until(lambda: isinstance(canary.sender, StreamSender), WAIT, "the streaming sender")
+    wait_until(lambda: len(answers) >= 3, WAIT, "the streaming canary's scheduled sends")
+    assert isinstance(canary.sender, StreamSender)
     assert runner.running()[plan.key] is canary  # the same canary: no hand-over
     assert canary.paused is True
-
-    def may_send_now() -> bool:
-        """Asked on the loop's thread, the one a streaming canary sends from: the send
-        gates answer only the thread that asked them first (send_gates.py), and the
-        loop may already have asked (its sends were refused while paused)."""
-
-        async def ask() -> bool:
-            return canary.may_send(time.monotonic())
-
-        return asyncio.run_coroutine_threadsafe(ask(), runner._loop).result(WAIT)
-
-    assert may_send_now() is False
+    held = list(answers)
     runner.set_paused("t", "m", False)
-    wait_until(may_send_now, WAIT, "the resumed canary to send again")
+    wait_until(lambda: True in answers, WAIT, "a send once resumed")
+    assert held == [False] * len(held)
+    (series,) = runner.board.snapshot(time.monotonic())
+    assert sum(series.outcomes.values()) == 0  # no outcome moved another gate
 
 
 class HeldTime(float):

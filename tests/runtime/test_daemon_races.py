@@ -287,3 +287,34 @@ def test_a_reload_keeps_the_timers_of_jobs_it_did_not_change(
     unchanged = {"evaluate", "slo_save"}
     assert {job_id for job_id in after if after[job_id] == before[job_id]} == unchanged
     assert _interval(daemon, "scrape:t") == timedelta(hours=2)
+
+
+def test_readiness_while_the_first_apply_runs_names_the_start_not_half_the_config(
+    tmp_path: Path, server: IndexServer, started: Callable[[Daemon], Daemon]
+) -> None:
+    """The start's first apply is held after the scrapers are in place and before the
+    canaries are declared; ``/-/ready`` is asked meanwhile (the exporter already
+    listens). Breaks if readiness then lists the scrape it waits for and not the canary
+    (a half-applied config read as the whole: in CI the canary's reason was missing),
+    or if, once the start ended, it does not wait for the canary's first answer."""
+    path = _write(tmp_path / "c.yaml", _target(server, "[{name: a1}]"))
+    daemon = _daemon(path)
+    arrived, release = threading.Event(), threading.Event()
+    real_set_buckets = daemon.stream_board.set_buckets
+
+    def held_set_buckets(**buckets: Any) -> None:
+        if threading.current_thread().name == HELD_JOB:
+            arrived.set()
+            release.wait(WAIT)
+        real_set_buckets(**buckets)
+
+    daemon.stream_board.set_buckets = held_set_buckets  # type: ignore[method-assign]
+    starting = _run_held(lambda: started(daemon))
+    try:
+        assert arrived.wait(WAIT), "the start never reached its first apply"
+        assert daemon.readiness().waiting == ("the daemon to start (it is starting)",)
+    finally:
+        release.set()
+    starting.join(WAIT)
+    assert not starting.is_alive()
+    assert "the first canary answer of t/a1 (http)" in daemon.readiness().waiting

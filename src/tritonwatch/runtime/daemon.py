@@ -271,9 +271,11 @@ class Daemon:
                 _log.error("nvml_unavailable", reason=self._nvml.disabled_reason)
             self._scheduler.start()
             self._canaries.start([])
-            self._state = RunState.STARTED
+            # Started only once the first apply is whole: until then readiness says the
+            # daemon is starting instead of reading scrapers in place and canaries not yet.
             self._apply()
             self.evaluator.start(f"{self.exporter_url}/metrics")  # after _apply: SLO specs known
+            self._state = RunState.STARTED
             _log.info("started", targets=len(self._effective_targets))
 
     def reload(self) -> bool:
@@ -344,7 +346,7 @@ class Daemon:
         differently (its discovery signature changed) gets its canary rebuilt. An apply
         that raises part-way commits nothing: the next read sees the change again."""
         with self._lifecycle:
-            if self._state != RunState.STARTED:
+            if self._state not in (RunState.STARTING, RunState.STARTED):
                 return  # a discovery job that fired while the daemon stopped
             config = self._owner.config
             found = self._models.found if found is None else found

@@ -43,6 +43,7 @@ class SimCore:
         metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S,
         model_control_mode: str = "explicit",
         response_cache_bytes: int | None = None,
+        host_cpu_utilization: float | None = None,
     ) -> None:
         get_scenario(scenario)
         self.loop = loop
@@ -71,7 +72,7 @@ class SimCore:
         )
         self.repository.add_models(scenario)
         self.repository.model_control_mode = model_control_mode
-        self.host = HostCpu()
+        self.host = HostCpu(pinned_utilization=host_cpu_utilization)
         self.metrics = MetricsRenderer(
             self.repository,
             self.gpus,

@@ -168,12 +168,17 @@ class HostSample:
 
 
 class HostCpu:
-    """Reads ``/proc/stat`` and ``/proc/meminfo`` as Triton's CPU poller does."""
+    """Reads ``/proc/stat`` and ``/proc/meminfo`` as Triton's CPU poller does; with
+    ``pinned_utilization`` the utilisation is that value whatever the host does (memory
+    is still read): a test whose advice must not hang on its neighbours' load."""
 
-    def __init__(self, proc_root: Path = Path("/proc")) -> None:
+    def __init__(
+        self, proc_root: Path = Path("/proc"), pinned_utilization: float | None = None
+    ) -> None:
         self._proc = proc_root
+        self._pinned = pinned_utilization
         self._last_busy_total: tuple[int, int] | None = None
-        self._sample = HostSample(0.0, 0, 0)
+        self._sample = HostSample(pinned_utilization or 0.0, 0, 0)
 
     def poll(self) -> HostSample:
         """Takes a reading: utilisation since the previous poll, memory now."""
@@ -199,6 +204,8 @@ class HostCpu:
         self._last_busy_total = (total - idle, total)
         memory_total = meminfo.get("MemTotal", 0)
         used = memory_total - meminfo.get("MemAvailable", memory_total)
+        if self._pinned is not None:
+            utilization = self._pinned
         self._sample = HostSample(utilization, memory_total, used)
         return self._sample
 

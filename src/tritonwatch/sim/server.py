@@ -133,6 +133,7 @@ class SimulatorOptions:
     grpc_tls: GrpcTLS | None = None
     histogram_latencies: bool = False
     response_cache_bytes: int | None = None
+    host_cpu_utilization: float | None = None
 
 
 class SimulatorService:
@@ -165,6 +166,7 @@ class SimulatorService:
             metrics_interval_s=options.metrics_interval_s,
             model_control_mode=options.model_control_mode,
             response_cache_bytes=options.response_cache_bytes,
+            host_cpu_utilization=options.host_cpu_utilization,
         )
         core.start()
         bound_http = await self._serve(build_api_app(core), options.http_port)
@@ -228,6 +230,9 @@ class Simulator:
         response_cache_bytes: give the server a response cache of this many bytes, as
             Triton's ``--cache-config local,size=N`` does (None: no cache; models with
             ``response_cache`` then execute every request).
+        host_cpu_utilization: pin ``nv_cpu_utilization`` to this value (0–1) instead of
+            reading the host's ``/proc/stat``: a test whose advice must not change with
+            its neighbours' load (a saturated host blocks advice).
         clock: ``virtual`` runs every ``run_async`` (an in-process load) on virtual time
             (``virtual_loop``), so its queues, batches and GPU readings are exact on any
             host; network traffic always runs on real time.
@@ -250,6 +255,7 @@ class Simulator:
         histogram_latencies: bool = False,
         clock: Clock = "real",
         response_cache_bytes: int | None = None,
+        host_cpu_utilization: float | None = None,
     ) -> None:
         if clock not in ("real", "virtual"):
             raise ValueError(f"clock must be 'real' or 'virtual', not {clock!r}")
@@ -267,6 +273,7 @@ class Simulator:
             grpc_tls,
             histogram_latencies,
             response_cache_bytes,
+            host_cpu_utilization,
         )
         self._service = SimulatorService(resolve_model_set(models), options)
         self._loop: asyncio.AbstractEventLoop | None = None
