@@ -11,6 +11,13 @@ Time is compressed so the test takes about a minute and a half: scrapes every se
 a 20 s trend window, a 60 s horizon and a 4 s hold (defaults: 1 h, 4 h, 15 m). The
 accuracy of the capacity against perf_analyzer's own in-budget figure is measured in
 benchmarks/capacity_accuracy.py, not here.
+
+Two things a loaded host does are kept out (each once failed a CI-like run): a sweep made
+while the host was busy reads a capacity under the model's (23.6/s where a quiet host reads
+about 30), so the load past capacity is at least a tenth past the model's own ceiling; and the test's load
+moves the live compute time off the sweep's, which brings a sweep forward in the middle of
+the rise (its load made perf_analyzer's step unstable, and perf_analyzer stops there), so
+``capacity.stale_drift`` is at its maximum.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ pytestmark = [pytest.mark.real, pytest.mark.xdist_group(SECOND_REAL_TRITON)]
 longest real-Triton modules, and the first server's worker is the suite's long pole."""
 
 CANARY_RATE = 10.0
+CEILING = 50.0
+"""The most ``saturating`` can ever do: one instance, no batching, 20 ms an execution."""
 PA_WINDOW_MS = 1000
 BURN_LINES = ("tritonwatch_slo_burn_rate", "tritonwatch_latency_quantile_seconds")
 RECORD_RAMP = "TRITONWATCH_RECORD_RAMP"
@@ -70,7 +79,7 @@ class LoadRecorder:
 
 
 def _config(triton: RealTriton, webhook_url: str, path: Path) -> Path:
-    extra = f"""capacity: {{trend_window: 20s, forecast_horizon: 60s, alert_for: 4s}}
+    extra = f"""capacity: {{trend_window: 20s, forecast_horizon: 60s, alert_for: 4s, stale_drift: 1}}
 alerting: {{webhook_url: "{webhook_url}", evaluation_interval: 1s, resend_interval: 2s}}
 """
     config = swept_config(
@@ -140,7 +149,11 @@ def _why_no_capacity(daemon: DaemonProcess) -> str:
     out waiting for it, cause unknown): its sweep events, its failed scrapes and the
     closed loop's figure (present when only the open-loop check found no rate held)."""
     events = [str(e.get("event", "")) for e in daemon.events]
-    sweeps = [e for e in daemon.events if "sweep" in str(e.get("event", ""))]
+    sweeps = [
+        {k: e.get(k) for k in ("event", "timestamp", "open_loop", "stopped_at_budget")}
+        for e in daemon.events
+        if "sweep" in str(e.get("event", ""))
+    ]
     failed_scrapes = sum(1 for event in events if "scrape" in event and "fail" in event)
     closed = _gauge(daemon, "tritonwatch_capacity_closed_loop_inferences_per_second")
     return f"sweep events: {sweeps}; failed scrapes: {failed_scrapes}; closed loop: {closed}"
@@ -197,14 +210,24 @@ def test_capacity_headroom_forecast_and_the_ticket_before_the_page(
         rising = f"{capacity * 0.5:.1f}:{capacity * 1.5:.1f}:{step:.1f}"
         loads.append(_perf_analyzer(triton, rising, PA_WINDOW_MS))
         recorder = LoadRecorder(daemon)
-        ticket = receiver.wait_for(
-            "the capacity ticket",
-            lambda a: (
-                a["status"] == "firing"
-                and a["labels"].get("alertname") == "TritonCapacityExhaustion"
-            ),
-            timeout=90,
-        )
+        try:
+            ticket = receiver.wait_for(
+                "the capacity ticket",
+                lambda a: (
+                    a["status"] == "firing"
+                    and a["labels"].get("alertname") == "TritonCapacityExhaustion"
+                ),
+                timeout=90,
+            )
+        except AssertionError as error:  # what the rise did (it timed out under load once)
+            rise = loads[-1]
+            ended = rise.poll()
+            output = rise.communicate(timeout=30)[0][-1500:] if ended is not None else "running"
+            raise AssertionError(
+                f"{error}; capacity {capacity}; loads read {recorder.loads}; exhaustion "
+                f"{_gauge(daemon, 'tritonwatch_capacity_exhaustion_seconds')}; "
+                f"perf_analyzer exit {ended}: {output}; {_why_no_capacity(daemon)}"
+            ) from None
         exhaustion = _gauge(daemon, "tritonwatch_capacity_exhaustion_seconds")
         pages_before_ticket = [
             a
@@ -214,7 +237,8 @@ def test_capacity_headroom_forecast_and_the_ticket_before_the_page(
         # Past capacity for as long as the page takes: the queue grows, the canary's
         # requests wait in it past the budget and then past the canary's timeout (the
         # availability SLO pages first: slow answers become no answers).
-        loads.append(_perf_analyzer(triton, f"{capacity * 1.5:.1f}", 5000))
+        past = max(1.5 * capacity, 1.1 * CEILING)  # past capacity, whatever the sweep measured
+        loads.append(_perf_analyzer(triton, f"{past:.1f}", 5000))
         try:
             page = receiver.wait_for(
                 "an SLO page",
