@@ -14,10 +14,10 @@ benchmarks/capacity_accuracy.py, not here.
 
 Two things a loaded host does are kept out (each once failed a CI-like run): a sweep made
 while the host was busy reads a capacity under the model's (23.6/s where a quiet host reads
-about 30), so the load past capacity is at least a tenth past the model's own ceiling; and the test's load
-moves the live compute time off the sweep's, which brings a sweep forward in the middle of
-the rise (its load made perf_analyzer's step unstable, and perf_analyzer stops there), so
-``capacity.stale_drift`` is at its maximum.
+about 30), so the load past capacity is at least a tenth past the model's own ceiling; and
+the test's load moves the live compute time off the sweep's, which brings a sweep forward
+in the middle of the rise (its load made perf_analyzer's step unstable, and perf_analyzer
+stops there), so ``capacity.stale_drift`` is at its maximum.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import math
 import os
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -159,12 +160,27 @@ def _why_no_capacity(daemon: DaemonProcess) -> str:
     return f"sweep events: {sweeps}; failed scrapes: {failed_scrapes}; closed loop: {closed}"
 
 
+def _is_firing(alertname: str, **labels: str) -> Callable[[dict[str, Any]], bool]:
+    """Matches a firing alert named ``alertname`` whose labels include ``labels``."""
+    wanted = {"alertname": alertname, **labels}
+    return lambda a: a["status"] == "firing" and wanted.items() <= a["labels"].items()
+
+
 def _firing(receiver: WebhookReceiver, alertname: str) -> list[dict[str, Any]]:
-    return [
-        a
-        for a in receiver.alerts()
-        if a["status"] == "firing" and a["labels"].get("alertname") == alertname
-    ]
+    return [a for a in receiver.alerts() if _is_firing(alertname)(a)]
+
+
+def _why_no_ticket(
+    daemon: DaemonProcess, rise: subprocess.Popen[str], capacity: float, loads: list[float]
+) -> str:
+    """What the rise did, for a ticket that never came (it timed out under load once)."""
+    ended = rise.poll()
+    output = rise.communicate(timeout=30)[0][-1500:] if ended is not None else "running"
+    return (
+        f"capacity {capacity}; loads read {loads}; exhaustion "
+        f"{_gauge(daemon, 'tritonwatch_capacity_exhaustion_seconds')}; "
+        f"perf_analyzer exit {ended}: {output}; {_why_no_capacity(daemon)}"
+    )
 
 
 def test_capacity_headroom_forecast_and_the_ticket_before_the_page(
@@ -210,24 +226,12 @@ def test_capacity_headroom_forecast_and_the_ticket_before_the_page(
         rising = f"{capacity * 0.5:.1f}:{capacity * 1.5:.1f}:{step:.1f}"
         loads.append(_perf_analyzer(triton, rising, PA_WINDOW_MS))
         recorder = LoadRecorder(daemon)
+        ticket_fired = _is_firing("TritonCapacityExhaustion")
         try:
-            ticket = receiver.wait_for(
-                "the capacity ticket",
-                lambda a: (
-                    a["status"] == "firing"
-                    and a["labels"].get("alertname") == "TritonCapacityExhaustion"
-                ),
-                timeout=90,
-            )
-        except AssertionError as error:  # what the rise did (it timed out under load once)
-            rise = loads[-1]
-            ended = rise.poll()
-            output = rise.communicate(timeout=30)[0][-1500:] if ended is not None else "running"
-            raise AssertionError(
-                f"{error}; capacity {capacity}; loads read {recorder.loads}; exhaustion "
-                f"{_gauge(daemon, 'tritonwatch_capacity_exhaustion_seconds')}; "
-                f"perf_analyzer exit {ended}: {output}; {_why_no_capacity(daemon)}"
-            ) from None
+            ticket = receiver.wait_for("the capacity ticket", ticket_fired, timeout=90)
+        except AssertionError as error:
+            why = _why_no_ticket(daemon, loads[-1], capacity, recorder.loads)
+            raise AssertionError(f"{error}; {why}") from None
         exhaustion = _gauge(daemon, "tritonwatch_capacity_exhaustion_seconds")
         pages_before_ticket = [
             a
@@ -240,15 +244,8 @@ def test_capacity_headroom_forecast_and_the_ticket_before_the_page(
         past = max(1.5 * capacity, 1.1 * CEILING)  # past capacity, whatever the sweep measured
         loads.append(_perf_analyzer(triton, f"{past:.1f}", 5000))
         try:
-            page = receiver.wait_for(
-                "an SLO page",
-                lambda a: (
-                    a["status"] == "firing"
-                    and a["labels"].get("alertname") == "TritonSLOBurn"
-                    and a["labels"].get("severity") == "page"
-                ),
-                timeout=90,
-            )
+            paged = _is_firing("TritonSLOBurn", severity="page")
+            page = receiver.wait_for("an SLO page", paged, timeout=90)
         except AssertionError as error:
             text = daemon.metrics()
             burn = [line for line in text.splitlines() if line.startswith(BURN_LINES)]
